@@ -1,0 +1,179 @@
+"""Benchmark resolution: requests sent and wall time, cold and warm, per channel.
+
+Starts the test suite's fake NVIDIA server on loopback (NVIDIA's real formats,
+see ``tests/fakenvidia``), resolves with a fresh cache (cold) and again with the
+cache it left (warm), and counts the requests that reached the server.  The
+``pypi`` rows ask the live PyPI and count the requests cudaup's client sent.
+It also times ``cudaup --version`` next to ``python -c pass`` (start-up cost),
+and ``cudaup probe`` next to ``curl -I`` and ``wget --spider`` on one URL.
+
+    .venv/bin/python benchmarks/resolve.py [--no-pypi] [--output docs/performance.md]
+
+With ``--output`` the results replace the ``resolve`` section of that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakenvidia import FakeNvidiaServer, build_site  # noqa: E402
+
+from cudaup.config import Settings  # noqa: E402
+from cudaup.http import HttpClient  # noqa: E402
+from cudaup.model import Channel  # noqa: E402
+from cudaup.platforms import Platform  # noqa: E402
+from cudaup.resolve import Resolver  # noqa: E402
+
+BEGIN, END = "<!-- BEGIN resolve benchmark -->", "<!-- END resolve benchmark -->"
+
+SCENARIOS: list[tuple[str, str, Platform, Channel, tuple[str, ...] | None]] = [
+    ("installer, exact", "13.0.1", "linux-x86_64", "installer", None),
+    ("installer, `13.0`", "13.0", "linux-x86_64", "installer", None),
+    ("installer, `cu130`", "cu130", "linux-sbsa", "installer", None),
+    ("installer, `latest`", "latest", "windows-arm64", "installer", None),
+    ("installer, `13.0 Update 1`", "13.0 Update 1", "linux-x86_64", "installer", None),
+    ("redist, exact, nvcc+cudart", "13.0.1", "linux-x86_64", "redist", ("nvcc", "cudart")),
+    ("redist, `13.0`, nvcc+cudart", "13.0", "linux-x86_64", "redist", ("nvcc", "cudart")),
+    ("redist, exact, all components", "13.0.0", "linux-x86_64", "redist", None),
+    ("pypi, exact, nvcc+cudart", "13.0.1", "linux-x86_64", "pypi", ("nvcc", "cudart")),
+    ("pypi, `13.0`, nvcc+cudart", "13.0", "linux-x86_64", "pypi", ("nvcc", "cudart")),
+]
+
+
+def resolve_once(
+    settings: Settings, scenario: tuple[str, str, Platform, Channel, tuple[str, ...] | None]
+) -> tuple[int, float]:
+    _name, request, platform, channel, components = scenario
+    http = HttpClient(settings)
+    start = time.perf_counter()
+    Resolver(settings, http).resolve(
+        request, platform=platform, channel=channel, components=components
+    )
+    return http.requests_sent, time.perf_counter() - start
+
+
+def timed(command: list[str], runs: int) -> float:
+    """Median wall time of a command, in seconds."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--no-pypi", action="store_true", help="skip the live-PyPI rows")
+    parser.add_argument("--runs", type=int, default=5, help="repetitions per measurement")
+    parser.add_argument(
+        "--output", type=Path, help="markdown file whose resolve section to replace"
+    )
+    args = parser.parse_args()
+    lines = [
+        BEGIN,
+        "## Resolve",
+        "",
+        "Command: `.venv/bin/python benchmarks/resolve.py --output docs/performance.md`",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {sys.platform}, Python {sys.version.split()[0]}. "
+        "NVIDIA rows: the fake NVIDIA server on loopback (so times are cudaup's own cost, not the network's); "
+        "pypi rows: live PyPI. Requests are everything sent, probes included; wall time is the median of "
+        f"{args.runs} runs.",
+        "",
+        "| scenario | cold requests | warm requests | cold ms | warm ms |",
+        "|---|---|---|---|---|",
+    ]
+    with FakeNvidiaServer(build_site()) as server:
+        for scenario in SCENARIOS:
+            if scenario[3] == "pypi" and args.no_pypi:
+                continue
+            colds, warms, cold_counts, warm_counts = [], [], set(), set()
+            for _ in range(args.runs):
+                with tempfile.TemporaryDirectory() as cache:
+                    settings = Settings.from_env(
+                        download_url=server.download_url,
+                        archive_url=server.archive_url,
+                        prerelease_url=server.prerelease_url,
+                        cache_dir=Path(cache),
+                    )
+                    count, seconds = resolve_once(settings, scenario)
+                    cold_counts.add(count)
+                    colds.append(seconds)
+                    count, seconds = resolve_once(settings, scenario)
+                    warm_counts.add(count)
+                    warms.append(seconds)
+            lines.append(
+                f"| {scenario[0]} | {'/'.join(map(str, sorted(cold_counts)))} | {'/'.join(map(str, sorted(warm_counts)))} "
+                f"| {statistics.median(colds) * 1000:.1f} | {statistics.median(warms) * 1000:.1f} |"
+            )
+            print(lines[-1], flush=True)
+
+        lines += [
+            "",
+            "### Start-up and a single probe, side by side",
+            "",
+            "| command | median ms | ratio |",
+            "|---|---|---|",
+        ]
+        cudaup = [sys.executable, "-m", "cudaup"]
+        baseline = timed([sys.executable, "-c", "pass"], args.runs * 4)
+        rows: list[tuple[str, float]] = [
+            ("`python -c pass`", baseline),
+            ("`cudaup --version`", timed([*cudaup, "--version"], args.runs * 4)),
+        ]
+        good = (
+            server.download_url
+            + "/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run"
+        )
+        probe_rows: list[tuple[str, Callable[[], list[str]]]] = [
+            ("`curl -sI URL`", lambda: ["curl", "-sI", good]),
+            ("`wget -q --spider URL`", lambda: ["wget", "-q", "--spider", good]),
+            ("`cudaup probe URL`", lambda: [*cudaup, "probe", good]),
+        ]
+        with tempfile.TemporaryDirectory() as cache:
+            import os
+
+            os.environ["CUDAUP_CACHE_DIR"] = cache
+            os.environ["CUDAUP_NVIDIA_DOWNLOAD_URL"] = server.download_url
+            os.environ["CUDAUP_NVIDIA_ARCHIVE_URL"] = server.archive_url
+            for name, command in probe_rows:
+                if shutil.which(command()[0]) or command()[0] == sys.executable:
+                    rows.append((name, timed(command(), args.runs * 2)))
+        for name, seconds in rows:
+            lines.append(f"| {name} | {seconds * 1000:.1f} | {seconds / baseline:.2f}x |")
+            print(lines[-1], flush=True)
+    lines += [
+        "",
+        "`cudaup probe` of an existing file also reads the release's md5sum.txt (one more request, "
+        "cached afterwards) so that it can print the file's md5; `curl -I`/`wget --spider` only see the headers.",
+        END,
+    ]
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        current = args.output.read_text() if args.output.exists() else "# Performance\n\n"
+        if BEGIN in current and END in current:
+            head, rest = current.split(BEGIN, 1)
+            current = head + text.rstrip("\n") + rest.split(END, 1)[1]
+        else:
+            current = current.rstrip("\n") + "\n\n" + text
+        args.output.write_text(current)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from cudaup.cli import main
+
+raise SystemExit(main())

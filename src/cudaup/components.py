@@ -1,0 +1,94 @@
+"""Component names: NVIDIA's redist keys, the friendly aliases users type, PyPI extras.
+
+The friendly aliases are exactly the extras of PyPI's ``cuda-toolkit``
+meta-package (``nvcc``, ``cudart``, ``cublas`` …), so one word works on every
+channel.  NVIDIA's own names (``cuda_nvcc``, ``libcublas``) are accepted too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+from cudaup.errors import UsageError
+
+#: friendly alias (= cuda-toolkit extra) → NVIDIA redist component key
+ALIASES: dict[str, str] = {
+    "nvcc": "cuda_nvcc",
+    "cudart": "cuda_cudart",
+    "cccl": "cuda_cccl",
+    "crt": "cuda_crt",
+    "nvrtc": "cuda_nvrtc",
+    "cupti": "cuda_cupti",
+    "nvtx": "cuda_nvtx",
+    "nvml": "cuda_nvml_dev",
+    "cuxxfilt": "cuda_cuxxfilt",
+    "culibos": "cuda_culibos",
+    "opencl": "cuda_opencl",
+    "profiler_api": "cuda_profiler_api",
+    "sanitizer_api": "cuda_sanitizer_api",
+    "cuobjdump": "cuda_cuobjdump",
+    "nvdisasm": "cuda_nvdisasm",
+    "nvprune": "cuda_nvprune",
+    "gdb": "cuda_gdb",
+    "cublas": "libcublas",
+    "cufft": "libcufft",
+    "cufile": "libcufile",
+    "curand": "libcurand",
+    "cusolver": "libcusolver",
+    "cusparse": "libcusparse",
+    "npp": "libnpp",
+    "nvjpeg": "libnvjpeg",
+    "nvjitlink": "libnvjitlink",
+    "nvfatbin": "libnvfatbin",
+    "nvvm": "libnvvm",
+    "nvptxcompiler": "libnvptxcompiler",
+}
+_EXTRA_OF: dict[str, str] = {nvidia: alias for alias, nvidia in ALIASES.items()}
+#: PyPI projects whose names do not follow ``nvidia-cuda-X`` → ``cuda_X`` / ``nvidia-X`` → ``libX``.
+_PYPI_SPECIAL: dict[str, str] = {
+    "cuda-runtime": "cuda_cudart",
+    "nvtx": "cuda_nvtx",
+    "nvml-dev": "cuda_nvml_dev",
+}
+
+
+def split_components(text: str | None) -> tuple[str, ...] | None:
+    """``"nvcc, cudart"`` → ``("nvcc", "cudart")``; ``None`` when not given."""
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise UsageError("--components is empty; name at least one component (e.g. nvcc,cudart)")
+    return names
+
+
+def nvidia_name(name: str) -> str:
+    """NVIDIA's key for an alias or an NVIDIA name (``nvcc`` → ``cuda_nvcc``)."""
+    key = name.strip().lower().replace("-", "_")
+    return ALIASES.get(key, key)
+
+
+def pypi_extra(name: str) -> str:
+    """The ``cuda-toolkit`` extra for an alias or NVIDIA name (``cuda_nvcc`` → ``nvcc``)."""
+    key = nvidia_name(name)
+    return _EXTRA_OF.get(key, key)
+
+
+def component_of_project(project: str) -> str:
+    """NVIDIA's component key for a component wheel (``nvidia-cuda-runtime-cu12`` → ``cuda_cudart``)."""
+    base = re.sub(r"-cu\d+$", "", project.lower().replace("_", "-"))
+    base = base.removeprefix("nvidia-")
+    if base in _PYPI_SPECIAL:
+        return _PYPI_SPECIAL[base]
+    if base.startswith("cuda-"):
+        return base.replace("-", "_")
+    return "lib" + base.replace("-", "_")
+
+
+def unknown_component(name: str, available: Iterable[str], where: str) -> UsageError:
+    options = sorted(set(available))
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return UsageError(f"{where} has no component {name!r}{hint} (available: {', '.join(options)})")

@@ -1,0 +1,85 @@
+"""Settings: the hosts cudaup talks to, its cache, and how fresh answers must be.
+
+One cascade, resolved once into a frozen object: defaults, then ``CUDAUP_*``
+environment variables, then command-line flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+DEFAULT_DOWNLOAD_URL = "https://developer.download.nvidia.com"
+DEFAULT_ARCHIVE_URL = "https://developer.nvidia.com"
+DEFAULT_PRERELEASE_URL = "https://packages.nvidia.com"
+DEFAULT_PYPI_URL = "https://pypi.org/simple"
+
+
+def _default_cache_dir() -> Path:
+    import platformdirs  # noqa: PLC0415 - only needed when no override is given
+
+    return Path(platformdirs.user_cache_dir("cudaup", appauthor=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    download_url: str = DEFAULT_DOWNLOAD_URL
+    archive_url: str = DEFAULT_ARCHIVE_URL
+    prerelease_url: str = DEFAULT_PRERELEASE_URL
+    pypi_url: str = DEFAULT_PYPI_URL
+    cache_dir: Path | None = None
+    refresh: bool = False
+    offline: bool = False
+    probe: bool = True
+    timeout: float = 30.0
+    workers: int = 8
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Defaults, overridden by ``CUDAUP_*`` variables, overridden by ``overrides``.
+
+        An override of ``None`` means "not given" and keeps the lower layer.
+        """
+        env = os.environ if env is None else env
+        cache = env.get("CUDAUP_CACHE_DIR")
+        settings = cls(
+            download_url=env.get("CUDAUP_NVIDIA_DOWNLOAD_URL") or DEFAULT_DOWNLOAD_URL,
+            archive_url=env.get("CUDAUP_NVIDIA_ARCHIVE_URL") or DEFAULT_ARCHIVE_URL,
+            prerelease_url=env.get("CUDAUP_NVIDIA_PRERELEASE_URL") or DEFAULT_PRERELEASE_URL,
+            pypi_url=env.get("CUDAUP_PYPI_URL") or DEFAULT_PYPI_URL,
+            cache_dir=Path(cache) if cache else None,
+        )
+        given = {k: v for k, v in overrides.items() if v is not None}
+        settings = replace(settings, **given)  # type: ignore[arg-type]
+        return replace(
+            settings,
+            download_url=settings.download_url.rstrip("/"),
+            archive_url=settings.archive_url.rstrip("/"),
+            prerelease_url=settings.prerelease_url.rstrip("/"),
+            pypi_url=settings.pypi_url.rstrip("/"),
+        )
+
+    @property
+    def cache_root(self) -> Path:
+        return self.cache_dir if self.cache_dir is not None else _default_cache_dir()
+
+    def rewrite(self, url: str) -> str:
+        """Move a URL on one of NVIDIA's default hosts onto the configured base.
+
+        NVIDIA's pages always name their own hosts; with a mirror configured,
+        every such URL must go to the mirror instead.
+        """
+        for default, configured in (
+            (DEFAULT_DOWNLOAD_URL, self.download_url),
+            (DEFAULT_ARCHIVE_URL, self.archive_url),
+            (DEFAULT_PRERELEASE_URL, self.prerelease_url),
+        ):
+            for scheme_variant in (default, default.replace("https://", "http://", 1)):
+                if url == scheme_variant or url.startswith(scheme_variant + "/"):
+                    return configured + url[len(scheme_variant) :]
+        return url
+
+    def is_prerelease_url(self, url: str) -> bool:
+        return url.startswith(self.prerelease_url + "/")

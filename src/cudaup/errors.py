@@ -1,0 +1,97 @@
+"""Every error cudaup raises, under one root, each with its exit code.
+
+The CLI turns any :class:`CudaupError` into one sentence on stderr and its
+``exit_code``; library callers catch the class they care about.  The codes are
+part of the command-line interface and are documented in the README.
+"""
+
+from __future__ import annotations
+
+
+class CudaupError(Exception):
+    """Root of cudaup's errors. ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = 1
+    #: A short machine-readable name, used in ``--json`` error output.
+    kind: str = "error"
+
+
+class UsageError(CudaupError):
+    """The request itself is malformed: bad version syntax, platform or component name."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+class ReleaseNotFoundError(CudaupError):
+    """No CUDA release matches the request; the message names the nearest real ones."""
+
+    exit_code = 3
+    kind = "release-not-found"
+
+    def __init__(self, message: str, nearest: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+
+
+class ArtifactNotFoundError(CudaupError):
+    """The release exists but publishes nothing for this platform, channel or component."""
+
+    exit_code = 4
+    kind = "artifact-not-found"
+
+
+class NetworkError(CudaupError):
+    """A source could not be reached (DNS, connection, TLS, timeout, 5xx)."""
+
+    exit_code = 5
+    kind = "network"
+
+
+class RemoteFileMissingError(CudaupError):
+    """A URL answered 404/410 (or another client error): there is no such file."""
+
+    exit_code = 6
+    kind = "remote-file-missing"
+
+    def __init__(self, message: str, url: str, status: int) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class IntegrityError(CudaupError):
+    """Sizes or checksums disagree between sources, or with the bytes received."""
+
+    exit_code = 7
+    kind = "integrity"
+
+
+class SourceFormatError(CudaupError):
+    """An NVIDIA or PyPI document could not be parsed as the format it should be."""
+
+    exit_code = 8
+    kind = "source-format"
+
+
+class OfflineError(CudaupError):
+    """``--offline`` was asked for but the shipped snapshot cannot answer."""
+
+    exit_code = 9
+    kind = "offline"
+
+
+EXIT_CODES: dict[str, int] = {
+    cls.kind: cls.exit_code
+    for cls in (
+        CudaupError,
+        UsageError,
+        ReleaseNotFoundError,
+        ArtifactNotFoundError,
+        NetworkError,
+        RemoteFileMissingError,
+        IntegrityError,
+        SourceFormatError,
+        OfflineError,
+    )
+}

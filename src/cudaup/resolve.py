@@ -1,0 +1,566 @@
+"""Resolution: a version request and a platform to exact, vouched-for artifacts.
+
+The functions named ``choose_*`` are pure: they take parsed documents and
+return candidates, naming every source that vouched for each fact.
+:class:`Resolver` is the thin orchestrator that fetches those documents
+(concurrently, through the cache), calls the pure core, and probes the result.
+
+Sources, strongest first: the redist manifest (sha256, size, bundled driver),
+``md5sum.txt`` (every installer's name and md5), the download-archive page
+(the download URL per platform), the redist listing (which releases exist),
+and a HEAD probe (existence and size).  A file name is only ever *read* from a
+source; where no source lists one, resolution fails and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from cudaup import components as comp
+from cudaup.config import Settings
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    IntegrityError,
+    ReleaseNotFoundError,
+    RemoteFileMissingError,
+    UsageError,
+)
+from cudaup.http import HttpClient
+from cudaup.model import Artifact, Channel, Release, Resolution, SourceRef
+from cudaup.nvidia.archive_page import ArchivePage
+from cudaup.nvidia.installers import classify_installer
+from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Manifest
+from cudaup.platforms import MARKER_ENVIRONMENTS, WHEEL_ARCH, Platform, describe
+from cudaup.pypi import DistFile, PackageIndex
+from cudaup.sources import NvidiaSource, ProbeResult
+from cudaup.versions import ReleaseRequest, nearest, nvidia_label, parse_request, release_key
+
+T = TypeVar("T")
+R = TypeVar("R")
+JETSON_NO_RUNFILE = (
+    "Jetson (linux-aarch64) never had a runfile installer; use --channel redist "
+    "(archives up to 12.x) or JetPack's L4T repositories. From 13.0 Jetson Thor uses linux-sbsa"
+)
+
+
+# ----------------------------------------------------------------------------
+# Facts about one release, as fetched
+# ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReleaseFacts:
+    label: str
+    manifest: Manifest | None
+    manifest_url: str
+    md5sums: dict[str, str] | None
+    md5sum_url: str
+    page: ArchivePage | None
+    page_url: str
+    listed_date: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.manifest is None and self.md5sums is None and self.page is None
+
+    @property
+    def preview(self) -> bool:
+        title = (self.page.title or "") if self.page else ""
+        return "preview" in title.lower() or (self.manifest is None and self.md5sums is None)
+
+    def release(self, driver: str | None = None) -> Release:
+        version = Version(self.label)
+        date = (self.manifest.date if self.manifest else None) or self.listed_date
+        bundled = driver or (self.manifest.driver_version if self.manifest else None)
+        return Release(
+            self.label, nvidia_label(version, preview=self.preview), date, bundled, self.preview
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InstallerChoice:
+    """The standalone installer a release offers for a platform, before probing."""
+
+    filename: str
+    url: str
+    md5: str | None
+    size: int | None
+    driver: str | None
+    sources: tuple[SourceRef, ...]
+    notes: tuple[str, ...]
+
+
+def installer_platforms(facts: ReleaseFacts) -> list[Platform]:
+    """Platforms for which any source lists a standalone installer."""
+    found: dict[Platform, None] = {}
+    if facts.page:
+        found.update(dict.fromkeys(facts.page.platforms))
+    for name in facts.md5sums or {}:
+        info = classify_installer(name)
+        if info and not info.network and info.version in {None, facts.label}:
+            found[info.platform] = None
+    return list(found)
+
+
+def choose_installer(
+    facts: ReleaseFacts, platform: Platform, local_dir_url: str
+) -> InstallerChoice:
+    """Pick the standalone installer of ``facts`` for ``platform`` (pure).
+
+    The archive page names the URL per platform; ``md5sum.txt`` names every
+    file with its md5.  Where the page is missing, a file that ``md5sum.txt``
+    lists is looked for in NVIDIA's documented ``local_installers/`` directory
+    (the probe must then confirm it).  Raises when no source lists one.
+    """
+    if platform == "linux-aarch64":
+        raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+    notes: list[str] = []
+    sources: list[SourceRef] = []
+    listed = {
+        name: digest
+        for name, digest in (facts.md5sums or {}).items()
+        if (info := classify_installer(name))
+        and info.platform == platform
+        and not info.network
+        and info.version in {None, facts.label}
+    }
+    offered = facts.page.for_platform(platform) if facts.page else []
+    page_md5: str | None = None
+    size: int | None = None
+    if offered:
+        pick = next((d for d in offered if d.filename in listed), offered[0])
+        filename, url = pick.filename, pick.url
+        page_md5, size = pick.md5, pick.size
+        vouches = ["url"] + (["md5"] if page_md5 else []) + (["size"] if size else [])
+        sources.append(SourceRef("download-archive page", facts.page_url, tuple(vouches)))
+        if len(offered) > 1:
+            others = ", ".join(d.filename for d in offered if d is not pick)
+            notes.append(f"the page also offers {others} for {platform}")
+    elif listed:
+        if len(listed) > 1:
+            notes.append(
+                f"md5sum.txt lists several {platform} installers: {', '.join(sorted(listed))}"
+            )
+        filename = sorted(listed)[0]
+        url = local_dir_url + filename
+        notes.append(
+            "no download-archive page; the URL is md5sum.txt's file name in NVIDIA's "
+            "local_installers/ directory" + (", to be confirmed by the probe")
+        )
+    else:
+        have = installer_platforms(facts)
+        what = f"CUDA {facts.label}" + (" (a developer preview)" if facts.preview else "")
+        elsewhere = f"; it has installers for {', '.join(have)}" if have else ""
+        raise ArtifactNotFoundError(
+            f"{what} has no standalone installer for {platform} ({describe(platform)}){elsewhere}"
+        )
+    listed_md5 = listed.get(filename) or (facts.md5sums or {}).get(filename)
+    if listed_md5:
+        sources.append(SourceRef("md5sum.txt", facts.md5sum_url, ("filename", "md5")))
+    if listed_md5 and page_md5 and listed_md5 != page_md5:
+        raise IntegrityError(
+            f"md5sum.txt and the download-archive page disagree on {filename}'s md5 "
+            f"({listed_md5} vs {page_md5}); refusing to guess"
+        )
+    info = classify_installer(filename)
+    name_driver = info.driver if info else None
+    manifest_driver = facts.manifest.driver_version if facts.manifest else None
+    driver = name_driver
+    if platform.startswith("linux-") and manifest_driver:
+        driver = manifest_driver
+        sources.append(SourceRef(f"redistrib_{facts.label}.json", facts.manifest_url, ("driver",)))
+        if name_driver and name_driver != manifest_driver:
+            notes.append(
+                f"{filename} names driver {name_driver} but the manifest bundles {manifest_driver}"
+            )
+    return InstallerChoice(
+        filename, url, listed_md5 or page_md5, size, driver, tuple(sources), tuple(notes)
+    )
+
+
+def choose_redist(
+    manifest: Manifest,
+    platform: Platform,
+    wanted: Sequence[str] | None,
+    archive_url: Callable[[str], str],
+    manifest_url: str,
+) -> list[Artifact]:
+    """The manifest's archives for ``platform`` (pure); all toolkit components by default."""
+    label = manifest.label or "?"
+    available = {k: c for k, c in manifest.components.items() if c.archive_for(platform)}
+    if wanted is None:
+        keys = [k for k in available if k not in DRIVER_COMPONENTS]
+    else:
+        keys = []
+        for name in wanted:
+            key = comp.nvidia_name(name)
+            if key not in manifest.components:
+                raise comp.unknown_component(name, manifest.components, f"CUDA {label}'s manifest")
+            if key not in available:
+                have = ", ".join(manifest.components[key].platforms) or "no platform"
+                hint = ""
+                if platform == "linux-aarch64" and label.startswith("13"):
+                    hint = "; from 13.0 Jetson (Thor) uses the linux-sbsa archives"
+                raise ArtifactNotFoundError(
+                    f"CUDA {label} has no {key} archive for {platform} (only {have}){hint}"
+                )
+            keys.append(key)
+    if not keys:
+        raise ArtifactNotFoundError(f"CUDA {label} has no redist archives for {platform}")
+    source = SourceRef(f"redistrib_{label}.json", manifest_url, ("url", "size", "sha256", "md5"))
+    artifacts: list[Artifact] = []
+    for key in keys:
+        component = manifest.components[key]
+        archive = component.archive_for(platform)
+        assert archive is not None
+        artifacts.append(
+            Artifact(
+                filename=archive.filename,
+                url=archive_url(archive.relative_path),
+                size=archive.size,
+                md5=archive.md5,
+                sha256=archive.sha256,
+                component=key,
+                component_version=component.version,
+                platform=platform,
+                channel="redist",
+                driver=manifest.driver_version,
+                sources=(source,),
+            )
+        )
+    return artifacts
+
+
+def wheel_fits(filename: str, platform: Platform) -> bool:
+    """Whether a wheel installs on ``platform`` (any Python 3; CUDA wheels are py3-none)."""
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except ValueError:
+        return False
+    for tag in tags:
+        if not tag.interpreter.startswith(("py3", "cp3")):
+            continue
+        if tag.platform == "any":
+            return True
+        if platform.startswith("linux-"):
+            arch = WHEEL_ARCH[platform][0].removeprefix("linux_")
+            if tag.platform.startswith(("manylinux", "linux_")) and tag.platform.endswith(
+                "_" + arch
+            ):
+                return True
+        elif tag.platform in WHEEL_ARCH[platform]:
+            return True
+    return False
+
+
+def choose_wheel(
+    files: Iterable[DistFile], requirement: Requirement, platform: Platform
+) -> DistFile | None:
+    """Newest wheel of the pinned versions (prefix pins such as ``==13.0.88.*``) for a platform."""
+    best: tuple[Version, str, DistFile] | None = None
+    for file in files:
+        version = file.version
+        if not file.is_wheel or file.yanked or version is None:
+            continue
+        if not requirement.specifier.contains(version, prereleases=True):
+            continue
+        if not wheel_fits(file.filename, platform):
+            continue
+        key = (version, file.filename, file)
+        if best is None or (key[0], key[1]) > (best[0], best[1]):
+            best = key
+    return best[2] if best else None
+
+
+def requirements_for(
+    requires: Iterable[Requirement], extras: Iterable[str], platform: Platform
+) -> list[Requirement]:
+    """The requirements a meta-package pulls in for ``extras`` on ``platform``."""
+    environment: dict[str, str] = dict(default_environment())  # type: ignore[arg-type]
+    environment.update(MARKER_ENVIRONMENTS[platform])
+    chosen: dict[str, Requirement] = {}
+    for requirement in requires:
+        if requirement.marker is None or any(
+            requirement.marker.evaluate({**environment, "extra": extra}) for extra in extras
+        ):
+            chosen.setdefault(requirement.name, requirement)
+    return list(chosen.values())
+
+
+# ----------------------------------------------------------------------------
+# The orchestrator (I/O)
+# ----------------------------------------------------------------------------
+class Resolver:
+    def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
+        self.settings = settings
+        self.http = http if http is not None else HttpClient(settings)
+        self.nvidia = NvidiaSource(self.http)
+        self.pypi = PackageIndex(self.http, settings.pypi_url)
+        self._listing_dates: dict[str, str | None] = {}
+
+    def _map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        if len(items) <= 1:
+            return [function(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.settings.workers, len(items))) as pool:
+            return list(pool.map(function, items))
+
+    # -- release lists ---------------------------------------------------------
+    def listed_versions(self) -> list[Version]:
+        listing = self.nvidia.listing()
+        self._listing_dates = {r.label: r.date for r in listing}
+        return [r.version for r in listing]
+
+    def _not_found(
+        self, request: ReleaseRequest, versions: Iterable[Version], what: str
+    ) -> ReleaseNotFoundError:
+        close = nearest(request, versions)
+        names = tuple(str(v) for v in close)
+        hint = f"; nearest: {' and '.join(names)}" if names else ""
+        return ReleaseNotFoundError(f"there is no CUDA {request.describe()}{what}{hint}", names)
+
+    def facts(self, label: str, *, page: bool = True) -> ReleaseFacts:
+        """Manifest, md5sum.txt and archive page of one release, fetched concurrently.
+
+        With ``page=False`` the page is fetched only when the other two are missing
+        (a preview), which keeps ``cudaup versions`` to two requests per release.
+        """
+        fetches: list[Callable[[], object]] = [
+            lambda: self.nvidia.manifest(label),
+            lambda: self.nvidia.md5sums(label),
+        ]
+        if page:
+            fetches.append(lambda: self.nvidia.archive_page(label))
+        found = self._map(lambda fetch: fetch(), fetches)
+        manifest, md5sums = found[0], found[1]
+        archive_page = found[2] if page else None
+        if not page and manifest is None and md5sums is None:
+            archive_page = self.nvidia.archive_page(label)
+        return ReleaseFacts(
+            label=label,
+            manifest=manifest,  # type: ignore[arg-type]
+            manifest_url=self.nvidia.manifest_url(label),
+            md5sums=md5sums,  # type: ignore[arg-type]
+            md5sum_url=self.nvidia.md5sum_url(label),
+            page=archive_page,  # type: ignore[arg-type]
+            page_url=self.nvidia.page_url(label),
+            listed_date=self._listing_dates.get(label),
+        )
+
+    # -- entry point -------------------------------------------------------------
+    def resolve(
+        self,
+        request_text: str,
+        *,
+        platform: Platform,
+        channel: Channel = "installer",
+        components: Sequence[str] | None = None,
+    ) -> Resolution:
+        request = parse_request(request_text)
+        if channel == "installer":
+            if components:
+                raise UsageError("--components applies to --channel redist and pypi, not installer")
+            return self._resolve_installer(request, platform)
+        if channel == "redist":
+            return self._resolve_redist(request, platform, components)
+        return self._resolve_pypi(request, platform, components)
+
+    # -- installer channel ------------------------------------------------------
+    def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
+        if platform == "linux-aarch64":
+            raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+        if request.exact_label:
+            candidates = [request.exact_label]
+        else:
+            versions = self.listed_versions()
+            picked = request.pick(versions)
+            if not picked:
+                raise self._not_found(request, versions, "")
+            candidates = [str(v) for v in picked]
+        skipped: list[str] = []
+        for label in candidates:
+            facts = self.facts(label)
+            if facts.empty:
+                raise self._not_found(request, self.listed_versions(), "")
+            try:
+                choice = choose_installer(facts, platform, self.nvidia.local_installers_url(label))
+            except ArtifactNotFoundError:
+                if request.exact_label:
+                    raise
+                skipped.append(label)
+                continue
+            return self._finish_installer(request, platform, facts, choice, skipped)
+        raise ArtifactNotFoundError(
+            f"no release matching {request.describe()} has a standalone installer for {platform}"
+        )
+
+    def _finish_installer(
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        facts: ReleaseFacts,
+        choice: InstallerChoice,
+        skipped: list[str],
+    ) -> Resolution:
+        notes = list(choice.notes)
+        if skipped:
+            notes.append(f"skipped {', '.join(skipped)}: no installer for {platform}")
+        sources = list(choice.sources)
+        sha256: str | None = None
+        if self.settings.is_prerelease_url(choice.url):
+            # Previews publish SHA-256 sums beside the installers instead of md5sum.txt.
+            sums_url = choice.url.rsplit("/", 1)[0] + "/sha256sum.txt"
+            sha256 = (self.nvidia.checksums(sums_url, "sha256") or {}).get(choice.filename)
+            if sha256:
+                sources.append(SourceRef("sha256sum.txt", sums_url, ("filename", "sha256")))
+        artifact = Artifact(
+            filename=choice.filename,
+            url=choice.url,
+            size=choice.size,
+            md5=choice.md5,
+            sha256=sha256,
+            component="cuda_installer",
+            component_version=facts.label,
+            platform=platform,
+            channel="installer",
+            driver=choice.driver,
+            sources=tuple(sources),
+        )
+        if choice.md5 is None and sha256 is None:
+            notes.append(
+                f"CUDA {facts.label} publishes no checksum for {choice.filename}; not verified"
+            )
+        artifact = self._probe(artifact, expected_from="download-archive page")
+        release = facts.release(choice.driver if platform.startswith("linux-") else None)
+        return Resolution(request.text, platform, "installer", release, (artifact,), tuple(notes))
+
+    def _probe(self, artifact: Artifact, expected_from: str) -> Artifact:
+        """Confirm existence and size with a HEAD request; set ``verified``."""
+        if not self.settings.probe:
+            return artifact
+        result: ProbeResult = self.nvidia.probe(artifact.url)
+        if not result.exists:
+            listed_by = ", ".join(s.kind for s in artifact.sources) or "no source"
+            raise RemoteFileMissingError(
+                f"{artifact.url} answered HTTP {result.status}, although {listed_by} lists it; "
+                "the server or mirror may be out of sync, try again later",
+                artifact.url,
+                result.status,
+            )
+        if artifact.size is not None and result.size is not None and result.size != artifact.size:
+            source = artifact.sources[0].kind if artifact.channel != "installer" else expected_from
+            raise IntegrityError(
+                f"{artifact.filename}: {source} says {artifact.size} bytes but the server "
+                f"serves {result.size}; refusing a file whose sources disagree (try again later)"
+            )
+        size = artifact.size if artifact.size is not None else result.size
+        sources = (*artifact.sources, SourceRef("HEAD probe", result.url, ("exists", "size")))
+        verified = (artifact.md5 is not None or artifact.sha256 is not None) and size is not None
+        return replace(artifact, size=size, sources=sources, probed=True, verified=verified)
+
+    def _probe_all(self, artifacts: list[Artifact]) -> list[Artifact]:
+        return self._map(lambda a: self._probe(a, expected_from="manifest"), artifacts)
+
+    # -- redist channel ---------------------------------------------------------
+    def _resolve_redist(
+        self, request: ReleaseRequest, platform: Platform, components: Sequence[str] | None
+    ) -> Resolution:
+        if request.exact_label:
+            label = request.exact_label
+            manifest = self.nvidia.manifest(label)
+            if manifest is None:
+                raise self._not_found(request, self.listed_versions(), " with a redist manifest")
+        else:
+            versions = self.listed_versions()
+            picked = request.pick(versions)
+            if not picked:
+                raise self._not_found(request, versions, "")
+            label = str(picked[0])
+            manifest = self.nvidia.manifest(label)
+            if manifest is None:
+                raise ReleaseNotFoundError(
+                    f"the listing names {label} but its manifest answers 404"
+                )
+        artifacts = choose_redist(
+            manifest, platform, components, self.nvidia.redist_url, self.nvidia.manifest_url(label)
+        )
+        facts = ReleaseFacts(
+            label, manifest, self.nvidia.manifest_url(label), None, "", None, "",
+            self._listing_dates.get(label),
+        )  # fmt: skip
+        probed = self._probe_all(artifacts)
+        return Resolution(request.text, platform, "redist", facts.release(), tuple(probed))
+
+    # -- pypi channel -------------------------------------------------------------
+    def _resolve_pypi(
+        self, request: ReleaseRequest, platform: Platform, components: Sequence[str] | None
+    ) -> Resolution:
+        meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
+        by_version: dict[Version, DistFile] = {}
+        for file in meta_files:
+            if file.version is not None:
+                by_version.setdefault(file.version, file)
+        finals = [v for v in by_version if not v.is_prerelease]
+        picked = request.pick(finals) or (
+            request.pick(v for v in by_version if v.is_prerelease) if request.exact_label else []
+        )
+        if not picked:
+            raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
+        version = picked[0]
+        meta_file = by_version[version]
+        metadata = self.pypi.metadata(meta_file)
+        provided = [str(e) for e in (metadata.provides_extra or [])]
+        if components is None:
+            extras = ["all"] if "all" in provided else provided
+        else:
+            extras = []
+            for name in components:
+                extra = comp.pypi_extra(name)
+                if extra not in provided:
+                    raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
+                extras.append(extra)
+        requirements = requirements_for(metadata.requires_dist or [], extras, platform)
+        if not requirements:
+            raise ArtifactNotFoundError(
+                f"cuda-toolkit {version} requires no wheels for {platform} with extras {', '.join(extras)}"
+            )
+        label = release_key(version)
+        meta_source = SourceRef(
+            f"cuda-toolkit {version} metadata", meta_file.url, ("components", "version pins")
+        )
+
+        def pick(requirement: Requirement) -> Artifact:
+            files = self.pypi.files(requirement.name)
+            wheel = choose_wheel(files, requirement, platform)
+            if wheel is None:
+                raise ArtifactNotFoundError(
+                    f"PyPI has no {requirement.name} wheel matching {requirement.specifier} for {platform}"
+                )
+            index_source = SourceRef(
+                "PyPI simple API",
+                self.pypi.project_url(requirement.name),
+                ("url", "sha256", "size"),
+            )
+            return Artifact(
+                filename=wheel.filename,
+                url=wheel.url,
+                size=wheel.size,
+                md5=None,
+                sha256=wheel.sha256,
+                component=comp.component_of_project(requirement.name),
+                component_version=str(wheel.version),
+                platform=platform,
+                channel="pypi",
+                driver=None,
+                sources=(meta_source, index_source),
+            )
+
+        artifacts = self._probe_all(self._map(pick, requirements))
+        release = Release(label, nvidia_label(Version(label)), None, None, version.is_prerelease)
+        notes = [f"cuda-toolkit {version} on {self.settings.pypi_url}, extras: {', '.join(extras)}"]
+        return Resolution(request.text, platform, "pypi", release, tuple(artifacts), tuple(notes))

@@ -1,0 +1,55 @@
+"""Test-wide fixtures: an isolated cache per test and no stray network.
+
+Every test gets its own ``CUDAUP_CACHE_DIR`` and no ``CUDAUP_*`` host
+overrides from the developer's shell.  Connections to anything but loopback
+are refused unless the test is marked ``pypi`` (the live-PyPI tests).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakenvidia.fixtures import *  # noqa: F403 - fixtures: fake_nvidia, make_fake_nvidia, ...
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None:
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                raise OSError(f"test tried to reach {host}; only loopback is allowed offline")
+        except ValueError:
+            pass  # a hostname: only reachable after getaddrinfo, which gave an IP above
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    for name in (
+        "CUDAUP_NVIDIA_DOWNLOAD_URL",
+        "CUDAUP_NVIDIA_ARCHIVE_URL",
+        "CUDAUP_NVIDIA_PRERELEASE_URL",
+        "CUDAUP_PYPI_URL",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    if request.node.get_closest_marker("pypi") is None:
+        monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+    yield

@@ -1,0 +1,52 @@
+"""Shared helpers: settings and CLI runs pointed at a fake NVIDIA server."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from cudaup.cli import main
+from cudaup.config import Settings
+from cudaup.platforms import Platform
+from tests.fakenvidia.server import FakeNvidiaServer
+
+CATALOG_PLATFORMS: dict[str, Platform] = {
+    "linux-amd64": "linux-x86_64",
+    "linux-arm64": "linux-sbsa",
+    "windows-amd64": "windows-x86_64",
+    "windows-arm64": "windows-arm64",
+}
+
+
+def settings_for(server: FakeNvidiaServer, **overrides: Any) -> Settings:
+    return Settings.from_env(
+        download_url=server.download_url,
+        archive_url=server.archive_url,
+        prerelease_url=server.prerelease_url,
+        **overrides,
+    )
+
+
+def point_env_at(monkeypatch: pytest.MonkeyPatch, server: FakeNvidiaServer) -> None:
+    monkeypatch.setenv("CUDAUP_NVIDIA_DOWNLOAD_URL", server.download_url)
+    monkeypatch.setenv("CUDAUP_NVIDIA_ARCHIVE_URL", server.archive_url)
+    monkeypatch.setenv("CUDAUP_NVIDIA_PRERELEASE_URL", server.prerelease_url)
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return CliResult(code, captured.out, captured.err)

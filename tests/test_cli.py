@@ -1,0 +1,227 @@
+"""The command line end to end: output, --json shapes, exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cudaup.errors import EXIT_CODES
+from tests.fakenvidia.server import FakeNvidiaServer
+from tests.fakenvidia.site import Site
+from tests.helpers import point_env_at, run_cli
+
+WRONG_GUESS = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_570.124.06_linux.run"
+
+
+@pytest.fixture
+def nvidia(monkeypatch: pytest.MonkeyPatch, fake_nvidia: FakeNvidiaServer) -> FakeNvidiaServer:
+    point_env_at(monkeypatch, fake_nvidia)
+    return fake_nvidia
+
+
+def test_resolve_json_shape(nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_cli(capsys, "resolve", "13.0", "--platform", "linux-sbsa", "--json")
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["schema"] == 1
+    assert document["release"] == {
+        "version": "13.0.3",
+        "label": "CUDA 13.0 Update 3",
+        "date": document["release"]["date"],
+        "driver": "580.126.20",
+        "preview": False,
+    }
+    [artifact] = document["artifacts"]
+    for key in (
+        "filename",
+        "url",
+        "size",
+        "md5",
+        "sha256",
+        "component",
+        "component_version",
+        "platform",
+        "channel",
+        "driver",
+        "sources",
+        "verified",
+    ):
+        assert key in artifact
+    assert artifact["filename"] == "cuda_13.0.3_580.126.20_linux_sbsa.run"
+    assert artifact["md5"] == "567c4b2f052a09241f06585f4ee75785" and artifact["size"] == 4071904076
+    assert artifact["verified"] is True and artifact["channel"] == "installer"
+
+
+def test_resolve_human_output_is_short(
+    nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "resolve", "13.0.1", "--platform", "linux-x86_64")
+    assert result.code == 0
+    assert "CUDA 13.0 Update 1 (13.0.1)" in result.out and "bundles driver 580.82.07" in result.out
+    assert "cuda_13.0.1_580.82.07_linux.run  4.0 GiB" in result.out
+    assert "8c56e3cb1ab74370aafed5a4600bc5bc" in result.out
+    assert len(result.out.splitlines()) < 12
+
+
+def test_resolve_redist_cli(nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_cli(
+        capsys,
+        "resolve",
+        "cu130",
+        "--channel",
+        "redist",
+        "--components",
+        "nvcc,cudart",
+        "--platform",
+        "linux-x86_64",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    assert [a["component"] for a in result.json()["artifacts"]] == ["cuda_nvcc", "cuda_cudart"]
+
+
+def test_the_wrong_driver_url_is_explained(
+    nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "probe", WRONG_GUESS)
+    assert result.code == EXIT_CODES["remote-file-missing"] == 6
+    assert (
+        "404: no such file in release 13.0.1; that release's Linux x86_64 runfile is "
+        "cuda_13.0.1_580.82.07_linux.run (it bundles driver 580.82.07)"
+    ) in result.out
+    # the probe went to the configured base, not to NVIDIA
+    assert result.out.startswith(nvidia.download_url)
+    assert "cudaup:" in result.err
+
+
+def test_probe_json_and_existing_file(
+    nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "probe", WRONG_GUESS, "--json")
+    document = result.json()
+    assert document["status"] == 404 and not document["exists"]
+    assert document["suggestion"]["filename"] == "cuda_13.0.1_580.82.07_linux.run"
+    assert document["suggestion"]["md5"] == "8c56e3cb1ab74370aafed5a4600bc5bc"
+    good = WRONG_GUESS.replace("570.124.06", "580.82.07")
+    result = run_cli(capsys, "probe", good, "--json")
+    assert result.code == 0 and result.json()["size"] == 4302469087
+    assert result.json()["md5"] == "8c56e3cb1ab74370aafed5a4600bc5bc"
+
+
+def test_probe_of_a_release_that_does_not_exist(
+    nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "probe", WRONG_GUESS.replace("13.0.1", "12.7.0"))
+    assert result.code == 6
+    assert "there is no CUDA release 12.7.0; nearest releases: 12.6.3 and 12.8.0" in result.out
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind", "message"),
+    [
+        (
+            ["resolve", "12.7", "--platform", "linux-x86_64"],
+            "release-not-found",
+            "there is no CUDA 12.7.x; nearest: 12.6.3 and 12.8.0",
+        ),
+        (
+            ["resolve", "13.4.0", "--platform", "linux-x86_64"],
+            "artifact-not-found",
+            "has no standalone installer for linux-x86_64",
+        ),
+        (["resolve", "thirteen"], "usage", "is not a CUDA version request"),
+        (["resolve", "13.0", "--platform", "macos"], "usage", "unknown platform 'macos'"),
+        (
+            ["resolve", "13.0", "--components", "nvcc", "--platform", "linux-x86_64"],
+            "usage",
+            "--components applies to",
+        ),
+    ],
+)
+def test_errors_are_one_sentence_with_a_documented_code(
+    nvidia: FakeNvidiaServer,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    kind: str,
+    message: str,
+) -> None:
+    result = run_cli(capsys, *argv)
+    assert result.code == EXIT_CODES[kind]
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    as_json = run_cli(capsys, *argv, "--json")
+    assert as_json.json()["error"]["kind"] == kind
+
+
+def test_debug_shows_the_traceback(nvidia: FakeNvidiaServer) -> None:
+    from cudaup.cli import main
+    from cudaup.errors import ReleaseNotFoundError
+
+    with pytest.raises(ReleaseNotFoundError):
+        main(["resolve", "12.7", "--platform", "linux-x86_64", "--debug"])
+
+
+def test_unreachable_nvidia_is_a_network_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDAUP_NVIDIA_DOWNLOAD_URL", "http://127.0.0.1:9")  # discard port: refused
+    monkeypatch.setenv("CUDAUP_NVIDIA_ARCHIVE_URL", "http://127.0.0.1:9")
+    import time
+
+    monkeypatch.setattr(time, "sleep", lambda _s: None)
+    result = run_cli(capsys, "resolve", "13.0", "--platform", "linux-x86_64")
+    assert result.code == EXIT_CODES["network"]
+    assert "cannot reach 127.0.0.1:9" in result.err
+
+
+def test_versions(
+    nvidia: FakeNvidiaServer, capsys: pytest.CaptureFixture[str], fake_nvidia_site: Site
+) -> None:
+    result = run_cli(capsys, "versions", "--json")
+    releases = {r["version"]: r for r in result.json()["releases"]}
+    assert "12.7.0" not in releases
+    assert releases["13.0.1"]["driver"] == "580.82.07"
+    assert releases["13.0.1"]["installer_platforms"] == [
+        "linux-x86_64",
+        "linux-sbsa",
+        "windows-x86_64",
+    ]
+    assert releases["13.4.0"]["preview"] is True
+    assert releases["13.4.0"]["installer_platforms"] == ["windows-x86_64", "windows-arm64"]
+    assert releases["13.4.1"]["driver"] is None
+    assert "linux-aarch64" in releases["12.8.0"]["redist_platforms"]
+    assert set(releases) >= {r.version for r in fake_nvidia_site.catalog}
+    human = run_cli(capsys, "versions")
+    assert "CUDA 13.4 Developer Preview" in human.out and "CUDA 13.0 Update 1" in human.out
+
+
+def test_offline_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_cli(
+        capsys, "resolve", "13.0.1", "--platform", "linux-x86_64", "--offline", "--json"
+    )
+    assert result.code == 0, result.err
+    document = result.json()
+    [artifact] = document["artifacts"]
+    assert artifact["md5"] == "8c56e3cb1ab74370aafed5a4600bc5bc" and artifact["verified"] is False
+    assert artifact["sources"][0]["kind"].startswith("offline snapshot of ")
+    assert any("offline" in note for note in document["notes"])
+
+
+def test_version_is_fast_path() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cudaup", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("cudaup ")
+    modules = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cudaup.cli import build_parser; build_parser(); print(sorted(sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "urllib3" not in modules and "packaging" not in modules

@@ -1,0 +1,219 @@
+"""Package-index reading: PEP 691/503 parsing, metadata three ways, wheel choice.
+
+The local index tests run offline against a loopback server; the ``pypi``
+tests ask the live PyPI (run in CI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from cudaup.config import Settings
+from cudaup.http import HttpClient
+from cudaup.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json
+from cudaup.resolve import Resolver, choose_wheel, requirements_for, wheel_fits
+from tests.test_http import ScriptedServer, reply
+
+METADATA = (
+    "Metadata-Version: 2.4\nName: cuda-toolkit\nVersion: 13.0.1\nProvides-Extra: all\nProvides-Extra: nvcc\n"
+    "Requires-Dist: nvidia-cuda-nvcc==13.0.88.*; (sys_platform == 'linux' or sys_platform == 'win32') and extra == 'all'\n"
+    "Requires-Dist: nvidia-cufile==1.15.1.6.*; (sys_platform == 'linux') and extra == 'all'\n"
+    "Requires-Dist: nvidia-cuda-nvcc==13.0.88.*; (sys_platform == 'linux' or sys_platform == 'win32') and extra == 'nvcc'\n"
+)
+
+
+def make_wheel(metadata: str, padding: int = 0) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        if padding:
+            archive.writestr("cuda_toolkit/blob.bin", b"\0" * padding)
+        archive.writestr("cuda_toolkit-13.0.1.dist-info/METADATA", metadata)
+        archive.writestr("cuda_toolkit-13.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    return buffer.getvalue()
+
+
+def test_parse_pep691_json() -> None:
+    document = {
+        "meta": {"api-version": "1.1"},
+        "name": "cuda-toolkit",
+        "files": [
+            {"filename": "cuda_toolkit-13.0.3.0-py2.py3-none-any.whl", "url": "../../packages/a/cuda_toolkit-13.0.3.0-py2.py3-none-any.whl",
+             "hashes": {"sha256": "ab" * 32}, "requires-python": None, "size": 2706, "yanked": False},
+            {"filename": "cuda_toolkit-13.4.0rc1-py2.py3-none-any.whl", "url": "https://files.example/x.whl", "hashes": {},
+             "core-metadata": {"sha256": "cd" * 32}, "yanked": "broken"},
+        ],
+        "versions": ["13.0.3"],
+    }  # fmt: skip
+    files = parse_simple_json(
+        json.dumps(document).encode(), "https://pypi.org/simple/cuda-toolkit/"
+    )
+    assert files[0].url == "https://pypi.org/packages/a/cuda_toolkit-13.0.3.0-py2.py3-none-any.whl"
+    assert (
+        str(files[0].version) == "13.0.3.0" and files[0].size == 2706 and not files[0].core_metadata
+    )
+    assert (
+        files[1].yanked
+        and files[1].core_metadata
+        and files[1].version is not None
+        and files[1].version.is_prerelease
+    )
+
+
+def test_parse_pep503_html_with_cross_host_links() -> None:
+    page = (
+        '<html><body><a href="/whl/cu130/torch-2.9.1%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl#sha256='
+        + "ef" * 32
+        + '" '
+        'data-requires-python="&gt;=3.10" data-dist-info-metadata="sha256='
+        + "01"
+        * 32
+        + '">torch</a>'
+        '<a href="https://github.com/sgl-project/whl/releases/download/v0.3.21/sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl" data-yanked="">y</a>'
+        "</body></html>"
+    )
+    files = parse_simple_html(page, "https://download.pytorch.org/whl/cu130/torch/")
+    assert files[0].filename == "torch-2.9.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert files[0].url.startswith("https://download.pytorch.org/whl/cu130/")
+    assert (
+        files[0].sha256 == "ef" * 32
+        and files[0].requires_python == ">=3.10"
+        and files[0].core_metadata
+    )
+    assert files[1].yanked and str(files[1].version) == "0.3.21+cu130"
+
+
+@pytest.mark.parametrize("how", ["pep658", "whole-wheel", "range-read"])
+def test_metadata_three_ways(tmp_path: Path, how: str) -> None:
+    wheel = make_wheel(METADATA, padding=5 * 1024 * 1024 if how == "range-read" else 0)
+
+    def ranged(request: object) -> None:
+        from http.server import BaseHTTPRequestHandler
+
+        assert isinstance(request, BaseHTTPRequestHandler)
+        header = request.headers.get("Range")
+        if header:
+            start, end = (int(x) for x in header.removeprefix("bytes=").split("-"))
+            reply(206, wheel[start : end + 1], Content_Range=f"bytes {start}-{end}/{len(wheel)}")(
+                request
+            )
+        else:
+            reply(200, wheel)(request)
+
+    routes = {"/w.whl": ranged, "/w.whl.metadata": reply(200, METADATA.encode())}
+    with ScriptedServer(routes) as server:
+        index = PackageIndex(HttpClient(Settings.from_env(cache_dir=tmp_path)), server.url)
+        file = DistFile("cuda_toolkit-13.0.1-py2.py3-none-any.whl", server.url + "/w.whl",
+                        hashlib.sha256(wheel).hexdigest(), len(wheel), None, False, how == "pep658")  # fmt: skip
+        metadata = index.metadata(file)
+        paths = [hit[1] for hit in server.hits]
+    assert str((metadata.requires_dist or [])[0]).startswith("nvidia-cuda-nvcc==13.0.88.*")
+    if how == "pep658":
+        assert paths == ["/w.whl.metadata"]
+    elif how == "whole-wheel":
+        assert paths == ["/w.whl"]
+    else:
+        assert all(hit[2].get("Range") for hit in server.hits) and len(paths) <= 4
+        fetched = sum(
+            int(h[2]["Range"].split("-")[1]) - int(h[2]["Range"].split("=")[1].split("-")[0]) + 1
+            for h in server.hits
+        )
+        assert fetched < len(wheel) / 20  # read the central directory, not the 5 MB
+
+
+def test_requirements_for_extras_and_platforms() -> None:
+    requires = [
+        Requirement(line.split(": ", 1)[1])
+        for line in METADATA.splitlines()
+        if line.startswith("Requires-Dist")
+    ]
+    assert [r.name for r in requirements_for(requires, ["all"], "linux-x86_64")] == [
+        "nvidia-cuda-nvcc",
+        "nvidia-cufile",
+    ]
+    assert [r.name for r in requirements_for(requires, ["all"], "windows-x86_64")] == [
+        "nvidia-cuda-nvcc"
+    ]
+    assert [r.name for r in requirements_for(requires, ["nvcc"], "linux-sbsa")] == [
+        "nvidia-cuda-nvcc"
+    ]
+
+
+def _file(name: str, yanked: bool = False) -> DistFile:
+    return DistFile(name, "https://f/" + name, None, None, None, yanked, False)
+
+
+def test_choose_wheel_prefix_pins_platform_and_yanked() -> None:
+    files = [
+        _file("nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"),
+        _file("nvidia_cuda_nvcc-13.0.88.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"),
+        _file("nvidia_cuda_nvcc-13.0.88.2-py3-none-manylinux2014_x86_64.whl", yanked=True),
+        _file("nvidia_cuda_nvcc-13.0.89-py3-none-manylinux2014_x86_64.whl"),
+        _file(
+            "nvidia_cuda_nvcc-13.0.88.1-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl"
+        ),
+        _file("nvidia_cuda_nvcc-13.0.88.1-py3-none-win_amd64.whl"),
+    ]
+    pin = Requirement("nvidia-cuda-nvcc==13.0.88.*")
+    chosen = {
+        p: choose_wheel(files, pin, p)
+        for p in ("linux-x86_64", "linux-sbsa", "windows-x86_64", "windows-arm64")
+    }
+    assert chosen["linux-x86_64"] is not None and chosen["linux-x86_64"].filename.startswith(
+        "nvidia_cuda_nvcc-13.0.88.1-py3-none-manylinux2014_x86_64"
+    )
+    assert chosen["linux-sbsa"] is not None and "aarch64" in chosen["linux-sbsa"].filename
+    assert chosen["windows-x86_64"] is not None and chosen["windows-x86_64"].filename.endswith(
+        "win_amd64.whl"
+    )
+    assert chosen["windows-arm64"] is None
+    assert not wheel_fits("x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl", "linux-x86_64")
+
+
+# -- live PyPI ---------------------------------------------------------------------
+@pytest.mark.pypi
+def test_live_pypi_13_0_1_nvcc_cudart(tmp_path: Path) -> None:
+    resolution = Resolver(Settings.from_env(cache_dir=tmp_path)).resolve(
+        "13.0.1", platform="linux-x86_64", channel="pypi", components=["nvcc", "cuda_cudart"]
+    )
+    found = {a.component: a for a in resolution.artifacts}
+    assert set(found) == {"cuda_nvcc", "cuda_cudart"}
+    # the meta-package pins nvcc and cudart 13.0.88 for 13.0.1 (prefix pins)
+    assert found["cuda_nvcc"].component_version is not None and found[
+        "cuda_nvcc"
+    ].component_version.startswith("13.0.88")
+    assert found["cuda_cudart"].component_version is not None and found[
+        "cuda_cudart"
+    ].component_version.startswith("13.0.88")
+    for artifact in resolution.artifacts:
+        assert artifact.sha256 is not None and len(artifact.sha256) == 64
+        assert artifact.url.startswith("https://") and artifact.verified and artifact.size
+        assert artifact.filename.endswith(".whl") and "x86_64" in artifact.filename
+
+
+@pytest.mark.pypi
+def test_live_pypi_13_0_2_moves_cudart_and_sbsa_wheels(tmp_path: Path) -> None:
+    resolution = Resolver(Settings.from_env(cache_dir=tmp_path)).resolve(
+        "13.0.2", platform="linux-sbsa", channel="pypi", components=["cudart"]
+    )
+    [cudart] = resolution.artifacts
+    assert cudart.component_version is not None and cudart.component_version.startswith("13.0.96")
+    assert "aarch64" in cudart.filename
+
+
+@pytest.mark.pypi
+def test_live_pypi_four_part_versions_and_12_x_names(tmp_path: Path) -> None:
+    resolver = Resolver(Settings.from_env(cache_dir=tmp_path))
+    resolution = resolver.resolve(
+        "13.0.3", platform="linux-x86_64", channel="pypi", components=["nvcc"]
+    )
+    assert resolution.release.version == "13.0.3"  # PyPI spells it 13.0.3.0
+    old = resolver.resolve("12.8", platform="linux-x86_64", channel="pypi", components=["cudart"])
+    assert old.artifacts[0].filename.startswith("nvidia_cuda_runtime_cu12-12.8.")
+    assert old.artifacts[0].component == "cuda_cudart"
