@@ -57,3 +57,16 @@ def list_releases(resolver: Resolver, *, include_index: bool = True) -> list[Rel
             )
         )
     return sorted(summaries, key=lambda s: Version(s.version), reverse=True)
+
+
+def bundled_drivers(resolver: Resolver, known: set[str]) -> dict[str, str]:
+    """The driver each listed release bundles (``nvidia_driver`` in its manifest),
+    for the releases not in ``known``: how ``compat`` learns about a release
+    published after cudaup's tables were made."""
+    labels = [str(v) for v in resolver.listed_versions() if str(v) not in known]
+    manifests = resolver._map(resolver.nvidia.manifest, labels)
+    return {
+        label: manifest.driver_version
+        for label, manifest in zip(labels, manifests, strict=True)
+        if manifest is not None and manifest.driver_version
+    }

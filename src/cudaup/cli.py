@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cudaup import __version__
 from cudaup.errors import CudaupError
@@ -185,6 +185,196 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- doctor --------------------------------------------------------------------
+def _gib(mib: int | None) -> str:
+    return f"{mib / 1024:.0f} GiB" if mib else "memory unknown"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415
+
+    from cudaup.doctor import examine, lookup_from_env  # noqa: PLC0415
+
+    report = examine(lookup_from_env(os.environ, python=args.python), driver_override=args.driver)
+    if args.json:
+        _emit_json(report.to_json())
+        return 0
+    driver = report.driver
+    if driver.version is None:
+        print("driver    none found")
+    else:
+        runs = f" · runs CUDA ≤ {report.driver_cuda}" if report.driver_cuda else ""
+        how = " (reported by the driver)" if report.driver_cuda_source == "driver" else ""
+        print(f"driver    {driver.version} (from {driver.source}){runs}{how}")
+    for gpu in driver.gpus:
+        cc = (
+            f"compute {gpu.compute_capability}"
+            if gpu.compute_capability
+            else "compute capability unknown"
+        )
+        print(f"gpu {gpu.index:<5} {gpu.name}, {cc}, {_gib(gpu.memory_mib)}")
+    if not report.toolkits:
+        print("toolkits  none found")
+    for toolkit in report.toolkits:
+        owner = f" · {toolkit.owner}" if toolkit.owner else ""
+        print(
+            f"toolkit   {toolkit.path}: CUDA {toolkit.identity.describe()}{owner} · found via {', '.join(toolkit.found_via)}"
+        )
+    print(f"nvcc      {report.nvcc or 'not on PATH'}")
+    if report.python:
+        torch = report.torch
+        print(
+            f"python    {report.python}"
+            + (
+                f" · torch {torch.version} (CUDA {torch.cuda or 'none, CPU build'})"
+                if torch
+                else " · no torch"
+            )
+        )
+    if not report.problems:
+        print("problems  none found")
+    for problem in report.problems:
+        print(f"{problem.severity:<9} {problem.message}")
+        print(f"{'':<9}   fix: {problem.fix}")
+    return 0
+
+
+# -- compat --------------------------------------------------------------------
+def _by_line(chosen: list[str], every: list[str]) -> str:
+    """``13.0.0 … 13.0.3`` (all of a line) → ``13.0.x``; a partial line lists its releases."""
+    lines: dict[str, list[str]] = {}
+    for release in chosen:
+        lines.setdefault(release.rsplit(".", 1)[0], []).append(release)
+    words = []
+    for line, members in lines.items():
+        whole = [r for r in every if r.rsplit(".", 1)[0] == line]
+        words.append(f"{line}.x" if len(members) == len(whole) else ", ".join(members))
+    return ", ".join(words)
+
+
+def cmd_compat(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415
+
+    from packaging.version import Version  # noqa: PLC0415
+
+    from cudaup.compat import FORWARD_NOTE, CompatTable  # noqa: PLC0415
+    from cudaup.driver import DriverVersion  # noqa: PLC0415
+    from cudaup.errors import ReleaseNotFoundError, UsageError  # noqa: PLC0415
+    from cudaup.machine import detect_driver  # noqa: PLC0415
+    from cudaup.sysroot import SystemRoot  # noqa: PLC0415
+    from cudaup.versions import nearest, parse_request  # noqa: PLC0415
+
+    table = CompatTable.load()
+    notes: list[str] = []
+    settings = _settings(args)
+    if not settings.offline:
+        # Releases newer than cudaup's tables: their manifests name the bundled driver.
+        from cudaup.catalog import bundled_drivers  # noqa: PLC0415
+        from cudaup.errors import CudaupError  # noqa: PLC0415
+        from cudaup.http import HttpClient  # noqa: PLC0415
+        from cudaup.resolve import Resolver  # noqa: PLC0415
+
+        try:
+            resolver = Resolver(settings, HttpClient(settings, retries=0))
+            table = table.with_bundled(bundled_drivers(resolver, set(table.drivers)))
+        except CudaupError as exc:
+            notes.append(f"releases newer than cudaup's tables were not checked ({exc})")
+    if args.release:
+        request = parse_request(args.release)
+        known = [Version(r) for r in table.releases()]
+        picked = request.pick(known)
+        if not picked:
+            close = tuple(str(v) for v in nearest(request, known))
+            hint = f"; nearest: {' and '.join(close)}" if close else ""
+            raise ReleaseNotFoundError(f"cudaup knows no CUDA {request.describe()}{hint}", close)
+        release = str(picked[0])
+        linux, linux_source = table.toolkit_driver(release, "linux")
+        windows, windows_source = table.toolkit_driver(release, "windows")
+        floor = table.floor(release, "linux")
+        targets = table.targets(release)
+        document = {
+            "schema": 1,
+            "release": release,
+            "toolkit_driver": {
+                "linux": str(linux) if linux else None,
+                "windows": str(windows) if windows else None,
+                "source": linux_source or windows_source,
+            },
+            "minor_version_floor": {
+                "linux": str(floor) if floor else None,
+                "windows": str(table.floor(release, "windows") or "") or None,
+            },
+            "backward_compatibility": "any newer driver runs it",
+            "forward_compatibility": FORWARD_NOTE,
+            "targets": [
+                {"compute_capability": a.compute_capability, "sm": a.sm, "architecture": a.name}
+                for a in targets
+            ],
+            "notes": notes,
+        }
+        if args.json:
+            _emit_json(document)
+            return 0
+        print(f"CUDA {release}")
+        print(
+            f"  runs fully on      Linux ≥ {linux or 'unknown'} · "
+            + (f"Windows ≥ {windows}" if windows else "Windows: not in NVIDIA's table (N/A)")
+        )
+        print(
+            f"  minor-version      Linux ≥ {floor or 'unknown'} (runs; PTX JIT and newer-driver features need the toolkit driver)"
+        )
+        print("  newer drivers      always run it (backward compatibility)")
+        print(f"  older drivers      {FORWARD_NOTE}")
+        if linux_source:
+            print(f"  source             {linux_source}")
+        if targets:
+            print(f"  GPU targets        {', '.join(a.sm for a in targets)}")
+        return 0
+    override = args.driver or os.environ.get("CUDAUP_DRIVER_VERSION")
+    if override:
+        driver, reported = DriverVersion.from_text(override), None
+    else:
+        info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
+        if info.version is None:
+            raise UsageError(
+                "no NVIDIA driver found on this machine; pass --driver VERSION or a release"
+            )
+        driver, reported = info.version, info.cuda_version
+    os_name: Literal["linux", "windows"] = "windows" if args.os == "windows" else "linux"
+    results = [table.check(driver, r, os_name, reported) for r in table.releases()]
+    cuda = reported or table.reported_cuda(driver)
+    if args.json:
+        _emit_json(
+            {
+                "schema": 1,
+                "driver": str(driver),
+                "os": os_name,
+                "reported_cuda": str(cuda) if cuda else None,
+                "releases": [r.to_json() for r in results],
+                "notes": notes,
+            }
+        )
+        return 0
+    print(f"driver {driver} ({os_name}) reports CUDA {cuda or 'unknown'}")
+    for verdict, title in (
+        ("full", "runs fully"),
+        ("minor-version", "runs under minor-version compatibility"),
+        ("no", "does not run"),
+    ):
+        chosen = [r.release for r in results if r.verdict == verdict]
+        if chosen:
+            print(f"  {title}: {_by_line(chosen, [r.release for r in results])}")
+    if any(r.verdict == "minor-version" for r in results):
+        print(
+            "  note: minor-version compatibility runs applications, but PTX JIT and features that need a newer driver fail"
+        )
+    if any(r.verdict == "no" for r in results):
+        print(f"  note: {FORWARD_NOTE}")
+    for note in notes:
+        print(f"  note: {note}")
+    return 0
+
+
 # -- parser --------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -229,6 +419,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("url")
     probe.set_defaults(handler=cmd_probe)
+
+    doctor = commands.add_parser(
+        "doctor", parents=[common], help="driver, GPUs, every toolkit, and problems with fixes"
+    )
+    doctor.add_argument("--driver", help="assume this driver version (also CUDAUP_DRIVER_VERSION)")
+    doctor.add_argument(
+        "--python", help="the Python whose wheels and torch to inspect (default: python3 on PATH)"
+    )
+    doctor.set_defaults(handler=cmd_doctor)
+
+    compat = commands.add_parser(
+        "compat",
+        parents=[common],
+        help="which releases a driver runs, or which drivers run a release",
+    )
+    compat.add_argument("release", nargs="?", help="a release (13.0.1, 13.0, cu130)")
+    compat.add_argument("--driver", help="a driver version (default: this machine's)")
+    compat.add_argument("--os", choices=("linux", "windows"), default="linux")
+    compat.set_defaults(handler=cmd_compat)
     return parser
 
 
