@@ -26,7 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from report import replace_section  # noqa: E402
 from tests.fakenvidia import FakeNvidiaServer, build_site  # noqa: E402
 
 from cudaup.config import Settings  # noqa: E402
@@ -164,13 +166,7 @@ def main() -> None:
     ]
     text = "\n".join(lines) + "\n"
     if args.output:
-        current = args.output.read_text() if args.output.exists() else "# Performance\n\n"
-        if BEGIN in current and END in current:
-            head, rest = current.split(BEGIN, 1)
-            current = head + text.rstrip("\n") + rest.split(END, 1)[1]
-        else:
-            current = current.rstrip("\n") + "\n\n" + text
-        args.output.write_text(current)
+        replace_section(args.output, BEGIN, END, text)
     else:
         print(text)
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fakenvidia.fixtures import *  # noqa: F403 - fixtures: fake_nvidia, make_fake_nvidia, ...
+from tests.faultserver import fault_server  # noqa: F401 - fixture
 
 _real_connect = socket.socket.connect
 

@@ -185,6 +185,63 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- download ------------------------------------------------------------------
+def cmd_download(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from cudaup.components import split_components  # noqa: PLC0415
+    from cudaup.download import DownloadRequest, fetch_many  # noqa: PLC0415
+    from cudaup.errors import UsageError  # noqa: PLC0415
+    from cudaup.http import HttpClient  # noqa: PLC0415
+    from cudaup.progress import display_for  # noqa: PLC0415
+
+    settings = _settings(args)
+    http = HttpClient(settings)
+    if "://" in args.target:
+        requests = [DownloadRequest.from_url(args.target, sha256=args.sha256, md5=args.md5)]
+    else:
+        if args.sha256 or args.md5:
+            raise UsageError(
+                "--sha256/--md5 are for a bare URL; a release's checksums come from its sources"
+            )
+        from cudaup.resolve import Resolver  # noqa: PLC0415
+
+        resolution = Resolver(settings, http).resolve(
+            args.target,
+            platform=_platform(args),
+            channel=args.channel,
+            components=split_components(args.components),
+        )
+        requests = [DownloadRequest.from_artifact(a) for a in resolution.artifacts]
+    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+        results = fetch_many(
+            requests,
+            Path(args.output),
+            http=http,
+            connections=args.connections,
+            progress=display,
+            allow_unverified=args.allow_unverified,
+        )
+    if args.json:
+        _emit_json({"schema": 1, "files": [r.to_json() for r in results]})
+        return 0
+    for result in results:
+        if result.skipped:
+            how = "already here"
+        else:
+            rate = result.fetched / result.seconds / 2**20 if result.seconds else 0.0
+            how = f"{result.fetched / 2**20:.1f} MiB in {result.seconds:.1f} s ({rate:.0f} MiB/s)"
+            if result.resumed_from:
+                how += f", resumed at {result.resumed_from} bytes"
+        check = (
+            f"{result.algorithm} verified"
+            if result.algorithm
+            else "NOT verified (--allow-unverified)"
+        )
+        print(f"{result.path}  {_size(result.size)}  {check}  · {how}")
+    return 0
+
+
 # -- doctor --------------------------------------------------------------------
 def _gib(mib: int | None) -> str:
     return f"{mib / 1024:.0f} GiB" if mib else "memory unknown"
@@ -420,6 +477,29 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("url")
     probe.set_defaults(handler=cmd_probe)
 
+    download = commands.add_parser(
+        "download",
+        parents=[common],
+        help="fetch a release's files (or a URL), verified and resumable",
+    )
+    download.add_argument("target", help="a version request (13.0.1, cu130, latest) or a URL")
+    download.add_argument(
+        "-o", "--output", default=".", help="directory to write into (default: .)"
+    )
+    download.add_argument("--platform", help="as for resolve (default: this host)")
+    download.add_argument("--channel", choices=("installer", "redist", "pypi"), default="installer")
+    download.add_argument("--components", help="comma-separated, e.g. nvcc,cudart (redist, pypi)")
+    download.add_argument(
+        "--connections", type=int, default=8, help="parallel connections per file (1-16, default 8)"
+    )
+    download.add_argument("--sha256", help="expected SHA-256 of a bare URL")
+    download.add_argument("--md5", help="expected MD5 of a bare URL")
+    download.add_argument(
+        "--allow-unverified", action="store_true", help="download files with no known checksum"
+    )
+    download.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    download.set_defaults(handler=cmd_download)
+
     doctor = commands.add_parser(
         "doctor", parents=[common], help="driver, GPUs, every toolkit, and problems with fixes"
     )
@@ -459,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"cudaup: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("cudaup: interrupted\n")
+        sys.stderr.write("cudaup: interrupted; run the same command again to resume\n")
         return 130
     except Exception as exc:
         if args.debug:

@@ -81,6 +81,20 @@ class OfflineError(CudaupError):
     kind = "offline"
 
 
+class InsufficientSpaceError(CudaupError):
+    """Not enough free disk space for what is about to be written."""
+
+    exit_code = 10
+    kind = "insufficient-space"
+
+
+class LockedError(CudaupError):
+    """Another cudaup process holds the lock on the same target for too long."""
+
+    exit_code = 11
+    kind = "locked"
+
+
 EXIT_CODES: dict[str, int] = {
     cls.kind: cls.exit_code
     for cls in (
@@ -93,5 +107,7 @@ EXIT_CODES: dict[str, int] = {
         IntegrityError,
         SourceFormatError,
         OfflineError,
+        InsufficientSpaceError,
+        LockedError,
     )
 }

@@ -1,0 +1,285 @@
+"""A misbehaving HTTP server on loopback, for the downloader's fault tests.
+
+Each path serves some bytes, honest by default (HEAD, GET, single ranges,
+If-Range, ETag), with faults switched on per path: drop the connection
+mid-body, send fewer or more bytes than Content-Length, ignore Range, answer
+another range, answer 416 or any status (with Retry-After), stall, throttle,
+redirect.  A fault can be limited to the first N requests.  Every request is
+logged with the bytes it was sent; the peak number of concurrent requests is
+recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+
+def payload(size: int, seed: int = 7) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+@dataclass
+class Fault:
+    times: int | None = None  # misbehave on the first N matching requests only (None: always)
+    drop_after: int | None = None  # close the connection after this many body bytes
+    short_by: int = 0  # promise Content-Length, send this many bytes fewer, close
+    extra: int = 0  # send this many bytes more than Content-Length
+    ignore_range: bool = False  # answer 200 with the whole body
+    wrong_range: bool = False  # answer 206 for a range shifted by one byte
+    status: int | None = None  # answer this status instead
+    retry_after: str | None = None
+    stall: float = 0.0  # sleep this long after the headers and some bytes
+    rate: float | None = None  # bytes per second
+    only_from: int | None = None  # apply only to ranges starting at or below this byte
+    redirect: str | None = None
+    no_length: bool = False  # no Content-Length: the body ends when the connection closes
+    used: int = 0
+
+
+@dataclass
+class Served:
+    method: str
+    path: str
+    range: str | None
+    if_range: str | None
+    status: int
+    sent: int
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Resource:
+    body: bytes
+    etag: str = '"v1"'
+    last_modified: str = "Mon, 01 Jan 2024 00:00:00 GMT"
+    faults: list[Fault] = field(default_factory=list)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+    @property
+    def md5(self) -> str:
+        return hashlib.md5(self.body).hexdigest()
+
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+
+
+class FaultServer:
+    def __init__(self) -> None:
+        self.resources: dict[str, Resource] = {}
+        self.log: list[Served] = []
+        self.active = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                owner.handle(self, body=False)
+
+            def do_GET(self) -> None:
+                owner.handle(self, body=True)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.block_on_close = False
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def add(self, path: str, body: bytes, *faults: Fault, etag: str = '"v1"') -> Resource:
+        resource = Resource(body, etag, faults=list(faults))
+        self.resources[path] = resource
+        return resource
+
+    def sent(self, path: str | None = None, since: float = 0.0) -> int:
+        """Body bytes sent (for requests that started at or after ``since``)."""
+        with self._lock:
+            return sum(
+                s.sent for s in self.log if (path is None or s.path == path) and s.started >= since
+            )
+
+    def requests(self, path: str | None = None, method: str = "GET") -> list[Served]:
+        with self._lock:
+            return [s for s in self.log if s.method == method and (path is None or s.path == path)]
+
+    def _fault_for(self, resource: Resource, start: int | None) -> Fault | None:
+        with self._lock:
+            for fault in resource.faults:
+                if fault.only_from is not None and (start is None or start > fault.only_from):
+                    continue
+                if fault.times is None or fault.used < fault.times:
+                    fault.used += 1
+                    return fault
+        return None
+
+    def handle(self, request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        record = Served(
+            request.command,
+            request.path,
+            request.headers.get("Range"),
+            request.headers.get("If-Range"),
+            0,
+            0,
+        )
+        with self._lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            self.log.append(record)  # logged before answering: the client may look right after
+        try:
+            self._respond(request, body, record)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with self._lock:
+                self.active -= 1
+
+    def _respond(
+        self, request: http.server.BaseHTTPRequestHandler, body: bool, record: Served
+    ) -> None:
+        resource = self.resources.get(request.path)
+        if resource is None:
+            self._send(request, record, 404, {}, b"", body)
+            return
+        size = len(resource.body)
+        start, end = 0, size - 1
+        ranged = False
+        header = request.headers.get("Range")
+        if_range = request.headers.get("If-Range")
+        if header and (if_range is None or if_range in {resource.etag, resource.last_modified}):
+            match = _RANGE.match(header.strip())
+            if match and (match.group(1) or match.group(2)):
+                if match.group(1):
+                    start = int(match.group(1))
+                    end = min(int(match.group(2)), size - 1) if match.group(2) else size - 1
+                else:
+                    start, end = max(0, size - int(match.group(2))), size - 1
+                ranged = True
+        fault = self._fault_for(resource, start if ranged else 0)
+        if fault and fault.redirect:
+            self._send(request, record, 302, {"Location": fault.redirect}, b"", body)
+            return
+        if fault and fault.status:
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            if fault.status == 416:
+                headers["Content-Range"] = f"bytes */{size}"
+            self._send(request, record, fault.status, headers, b"", body)
+            return
+        if ranged and start >= size:
+            self._send(request, record, 416, {"Content-Range": f"bytes */{size}"}, b"", body)
+            return
+        headers = {
+            "ETag": resource.etag,
+            "Last-Modified": resource.last_modified,
+            "Accept-Ranges": "bytes",
+        }
+        if ranged and not (fault and fault.ignore_range):
+            shift = 1 if fault and fault.wrong_range else 0
+            a, b = min(start + shift, size - 1), min(end + shift, size - 1)
+            headers["Content-Range"] = f"bytes {a}-{b}/{size}"
+            self._stream(request, record, 206, headers, resource.body[a : b + 1], body, fault)
+        else:
+            self._stream(request, record, 200, headers, resource.body, body, fault)
+
+    def _send(
+        self,
+        request: http.server.BaseHTTPRequestHandler,
+        record: Served,
+        status: int,
+        headers: dict[str, str],
+        data: bytes,
+        body: bool,
+    ) -> None:
+        record.status = status
+        request.send_response(status)
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        if body and data:
+            request.wfile.write(data)
+            record.sent += len(data)
+
+    def _stream(
+        self,
+        request: http.server.BaseHTTPRequestHandler,
+        record: Served,
+        status: int,
+        headers: dict[str, str],
+        data: bytes,
+        body: bool,
+        fault: Fault | None,
+    ) -> None:
+        record.status = status
+        request.send_response(status)
+        for name, value in headers.items():
+            request.send_header(name, value)
+        if fault and fault.no_length:
+            request.send_header("Connection", "close")
+        else:
+            request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        if not body:
+            return
+        to_send = data
+        if fault and fault.short_by:
+            to_send = data[: max(0, len(data) - fault.short_by)]
+        if fault and fault.extra:
+            to_send = data + b"\0" * fault.extra
+        if fault and fault.drop_after is not None:
+            to_send = to_send[: fault.drop_after]
+        step = 64 * 1024
+        started = time.monotonic()
+        for offset in range(0, len(to_send), step):
+            piece = to_send[offset : offset + step]
+            request.wfile.write(piece)
+            record.sent += len(piece)
+            if fault and fault.stall and offset == 0:
+                request.wfile.flush()
+                time.sleep(fault.stall)
+            if fault and fault.rate:
+                ahead = record.sent / fault.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        request.wfile.flush()
+        if fault and (
+            fault.short_by or fault.drop_after is not None or fault.extra or fault.no_length
+        ):
+            request.close_connection = True
+            request.connection.close()
+
+    def __enter__(self) -> FaultServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fault_server() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server

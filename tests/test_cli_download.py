@@ -1,0 +1,127 @@
+"""``cudaup download`` end to end: resolved releases and bare URLs."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from cudaup.errors import EXIT_CODES
+from tests.fakenvidia.server import FakeNvidiaServer
+from tests.fakenvidia.site import Site
+from tests.faultserver import FaultServer, payload
+from tests.helpers import point_env_at, run_cli
+
+BODY = payload(3 * 1024 * 1024, seed=11)
+
+
+def test_download_a_release_channel(
+    fake_nvidia: FakeNvidiaServer,
+    fake_nvidia_site: Site,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    point_env_at(monkeypatch, fake_nvidia)
+    result = run_cli(
+        capsys,
+        "download",
+        "cu130",
+        "--channel",
+        "redist",
+        "--components",
+        "nvcc,cudart",
+        "--platform",
+        "linux-x86_64",
+        "-o",
+        str(tmp_path),
+        "--json",
+    )
+    assert result.code == 0, result.err
+    files = result.json()["files"]
+    assert [Path(f["path"]).name for f in files] == [
+        "cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz",
+        "cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz",
+    ]
+    for entry in files:
+        info = next(
+            a
+            for a in fake_nvidia_site.archives.values()
+            if a.relative_path.endswith(Path(entry["path"]).name)
+        )
+        assert (
+            hashlib.sha256(Path(entry["path"]).read_bytes()).hexdigest()
+            == info.sha256
+            == entry["checksum"]["digest"]
+        )
+    human = run_cli(
+        capsys,
+        "download",
+        "cu130",
+        "--channel",
+        "redist",
+        "--components",
+        "nvcc",
+        "--platform",
+        "linux-x86_64",
+        "-o",
+        str(tmp_path),
+    )
+    assert "sha256 verified" in human.out and "already here" in human.out
+
+
+def test_download_a_bare_url_with_md5(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fault_server.add("/cuda.run", BODY)
+    md5 = hashlib.md5(BODY).hexdigest()
+    result = run_cli(
+        capsys, "download", fault_server.url + "/cuda.run", "--md5", md5, "-o", str(tmp_path / "dl")
+    )
+    assert result.code == 0, result.err
+    assert (tmp_path / "dl/cuda.run").read_bytes() == BODY
+    assert "md5 verified" in result.out
+    assert "cuda.run: starting" in result.err  # plain progress lines when stdout is not a terminal
+
+
+def test_bare_url_without_checksum_is_refused(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fault_server.add("/cuda.run", BODY)
+    result = run_cli(capsys, "download", fault_server.url + "/cuda.run", "-o", str(tmp_path))
+    assert result.code == EXIT_CODES["integrity"] and "--allow-unverified" in result.err
+    quiet = run_cli(
+        capsys,
+        "download",
+        fault_server.url + "/cuda.run",
+        "-o",
+        str(tmp_path),
+        "--allow-unverified",
+        "--quiet",
+    )
+    assert quiet.code == 0 and quiet.err == "" and "NOT verified" in quiet.out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--md5", "xyz"], "--md5 takes 32 hex digits"),
+        (["--connections", "17", "--allow-unverified"], "--connections must be between 1 and 16"),
+    ],
+)
+def test_bad_options(
+    fault_server: FaultServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    argv: list[str],
+    message: str,
+) -> None:
+    fault_server.add("/cuda.run", BODY)
+    result = run_cli(capsys, "download", fault_server.url + "/cuda.run", "-o", str(tmp_path), *argv)
+    assert result.code == EXIT_CODES["usage"] and message in result.err
+
+
+def test_checksum_flags_belong_to_urls(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    result = run_cli(capsys, "download", "13.0.1", "--md5", "0" * 32, "-o", str(tmp_path))
+    assert result.code == EXIT_CODES["usage"] and "bare URL" in result.err

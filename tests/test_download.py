@@ -1,0 +1,470 @@
+"""The downloader against a misbehaving loopback server (cases from reliability.md)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import namedtuple
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cudaup.config import Settings
+from cudaup.download import DownloadRequest, ProgressEvent, fetch, fetch_many
+from cudaup.errors import (
+    InsufficientSpaceError,
+    IntegrityError,
+    NetworkError,
+    RemoteFileMissingError,
+)
+from cudaup.http import HttpClient
+from cudaup.segments import MIN_SPLIT
+from tests.faultserver import Fault, FaultServer, payload
+
+SIZE = 8 * 1024 * 1024
+BODY = payload(SIZE)
+SHA = hashlib.sha256(BODY).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cudaup.download
+
+    monkeypatch.setattr(cudaup.download, "_backoff", lambda attempt: 0.01)
+
+
+def client(tmp_path: Path, timeout: float = 30.0) -> HttpClient:
+    return HttpClient(
+        Settings.from_env(cache_dir=tmp_path / "cache", timeout=timeout), sleep=lambda _s: None
+    )
+
+
+def request(server: FaultServer, path: str = "/f.run", **kwargs: object) -> DownloadRequest:
+    fields: dict[str, object] = {"size": SIZE, "sha256": SHA}
+    fields.update(kwargs)
+    return DownloadRequest(server.url + path, path.rsplit("/", 1)[-1], **fields)  # type: ignore[arg-type]
+
+
+def fetched_ok(path: Path, body: bytes = BODY) -> None:
+    assert path.read_bytes() == body
+    assert not path.with_name(path.name + ".part").exists()
+    assert not path.with_name(path.name + ".part.json").exists()
+
+
+def test_parallel_ranges_verified_while_streaming(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY)
+    events: list[ProgressEvent] = []
+    result = fetch(
+        request(fault_server),
+        tmp_path / "out",
+        http=client(tmp_path),
+        connections=8,
+        progress=events.append,
+    )
+    fetched_ok(result.path)
+    assert result.digest == SHA and result.algorithm == "sha256" and result.fetched == SIZE
+    ranges = [r.range for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"]
+    assert len(ranges) >= 8 and all(r and r.startswith("bytes=") for r in ranges)
+    assert all(
+        r.if_range == '"v1"' for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"
+    )
+    assert events[0].kind == "start" and events[-1].kind == "done"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(times=3, drop_after=100_000),
+        Fault(times=3, short_by=5000),
+        Fault(times=2, extra=5000),
+        Fault(times=2, wrong_range=True),
+        Fault(times=2, status=503),
+        Fault(times=2, status=429, retry_after="1"),
+    ],
+    ids=["drop", "short", "extra", "wrong-range", "503", "429"],
+)
+def test_transient_faults_are_retried(
+    fault_server: FaultServer, tmp_path: Path, fault: Fault
+) -> None:
+    fault_server.add("/f.run", BODY, fault)
+    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
+    fetched_ok(result.path)
+    assert fault.used == fault.times
+
+
+def test_retry_after_is_honoured(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY, Fault(times=1, status=429, retry_after="2"))
+    slept: list[float] = []
+    http = HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), sleep=slept.append)
+    fetch(request(fault_server), tmp_path / "out", http=http, connections=2)
+    assert 2.0 in slept
+
+
+def test_server_that_ignores_range_gets_one_plain_stream(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY, Fault(ignore_range=True))
+    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=8)
+    fetched_ok(result.path)
+    gets = fault_server.requests("/f.run")
+    assert [g.status for g in gets] == [200, 200]  # the probe (closed early) and one full stream
+    assert result.connections == 1
+
+
+def test_endless_body_beyond_the_known_size_is_refused(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # no Content-Length, no ranges: only the manifest's size bounds the body
+    fault_server.add("/f.run", BODY, Fault(ignore_range=True, extra=10, no_length=True))
+    with pytest.raises(IntegrityError, match=f"more than the expected {SIZE} bytes"):
+        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    assert not (tmp_path / "out/f.run").exists()
+
+
+def test_a_range_that_never_matches_fails_with_the_reason(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY, Fault(wrong_range=True, only_from=SIZE))
+    with pytest.raises(NetworkError, match="asked for bytes"):
+        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+
+
+def test_416_restarts_then_gives_up(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY, Fault(status=416))
+    with pytest.raises(NetworkError, match="keeps changing"):
+        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+
+
+def test_stalled_connection_times_out_and_is_retried(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY, Fault(times=1, stall=3.0, only_from=SIZE))
+    started = time.monotonic()
+    result = fetch(
+        request(fault_server), tmp_path / "out", http=client(tmp_path, timeout=0.5), connections=2
+    )
+    fetched_ok(result.path)
+    assert time.monotonic() - started < 3.0
+
+
+def test_redirect_loop_is_stopped(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/loop.run", BODY, Fault(redirect="/loop.run"))
+    with pytest.raises(NetworkError, match="more than 10 redirects"):
+        fetch(request(fault_server, "/loop.run"), tmp_path / "out", http=client(tmp_path))
+
+
+def test_redirect_is_followed_to_the_real_file(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/real.run", BODY)
+    fault_server.add("/alias.run", b"", Fault(redirect="/real.run"))
+    result = fetch(
+        request(fault_server, "/alias.run"), tmp_path / "out", http=client(tmp_path), connections=4
+    )
+    assert result.path.name == "alias.run" and result.path.read_bytes() == BODY
+    # segments go straight to where the redirect led
+    assert len(fault_server.requests("/alias.run")) == 1
+
+
+def test_checksum_mismatch_deletes_and_names_both(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY)
+    wrong = "0" * 64
+    with pytest.raises(IntegrityError, match=f"sha256 mismatch: expected {wrong}, got {SHA}"):
+        fetch(request(fault_server, sha256=wrong), tmp_path / "out", http=client(tmp_path))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+
+
+def test_md5_for_installers(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY)
+    result = fetch(
+        request(fault_server, sha256=None, md5=hashlib.md5(BODY).hexdigest()),
+        tmp_path / "o",
+        http=client(tmp_path),
+    )
+    assert result.algorithm == "md5"
+
+
+def test_no_checksum_needs_allow_unverified(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY)
+    with pytest.raises(IntegrityError, match="--allow-unverified"):
+        fetch(request(fault_server, sha256=None), tmp_path / "out", http=client(tmp_path))
+    assert fault_server.requests() == []
+    result = fetch(
+        request(fault_server, sha256=None),
+        tmp_path / "out",
+        http=client(tmp_path),
+        allow_unverified=True,
+    )
+    assert result.algorithm is None and result.path.read_bytes() == BODY
+
+
+def test_404_fails_at_once_with_the_url(fault_server: FaultServer, tmp_path: Path) -> None:
+    with pytest.raises(RemoteFileMissingError, match="/missing.run answered HTTP 404"):
+        fetch(request(fault_server, "/missing.run"), tmp_path / "out", http=client(tmp_path))
+    assert len(fault_server.requests()) == 1
+
+
+def test_size_disagreeing_with_the_source(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY)
+    with pytest.raises(IntegrityError, match="sources disagree"):
+        fetch(request(fault_server, size=SIZE + 1), tmp_path / "out", http=client(tmp_path))
+
+
+def test_existing_verified_file_is_not_fetched_again(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY)
+    fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    before = len(fault_server.log)
+    again = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    assert again.skipped and len(fault_server.log) == before
+
+
+def test_free_space_is_checked_before_the_first_byte(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fault_server.add("/f.run", BODY)
+    Usage = namedtuple("Usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: Usage(10**9, 10**9, 1000))
+    with pytest.raises(InsufficientSpaceError, match=f"needs {SIZE} more bytes .* only 1000 bytes"):
+        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    assert [r.range for r in fault_server.requests()] == ["bytes=0-0"]
+
+
+def _interrupt_after(limit: int) -> Callable[[ProgressEvent], None]:
+    def progress(event: ProgressEvent) -> None:
+        if event.kind == "advance" and event.done >= limit:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+def test_interrupted_download_resumes_without_refetching(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY, Fault(rate=1.5 * 1024 * 1024))
+    with pytest.raises(KeyboardInterrupt):
+        fetch(
+            request(fault_server),
+            tmp_path / "out",
+            http=client(tmp_path),
+            connections=4,
+            progress=_interrupt_after(SIZE // 3),
+        )
+    state = json.loads((tmp_path / "out/f.run.part.json").read_text())
+    completed = sum(pos - start for start, pos, _end in state["segments"])
+    assert 0 < completed < SIZE and not (tmp_path / "out/f.run").exists()
+    fault_server.resources["/f.run"].faults.clear()
+    before = time.monotonic()
+    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
+    fetched_ok(result.path)
+    refetched = fault_server.sent(since=before)
+    assert result.resumed_from == completed
+    assert refetched <= SIZE - completed + 1  # only what was missing (+ the probe byte)
+
+
+def test_changed_remote_restarts_cleanly(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY, Fault(rate=1.5 * 1024 * 1024))
+    with pytest.raises(KeyboardInterrupt):
+        fetch(
+            request(fault_server, size=None, sha256=None),
+            tmp_path / "out",
+            http=client(tmp_path),
+            connections=4,
+            progress=_interrupt_after(SIZE // 4),
+            allow_unverified=True,
+        )
+    new_body = payload(SIZE, seed=99)
+    fault_server.add("/f.run", new_body, etag='"v2"')
+    notices: list[str] = []
+
+    def progress(event: ProgressEvent) -> None:
+        if event.kind == "notice" and event.message:
+            notices.append(event.message)
+
+    result = fetch(
+        request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
+        tmp_path / "out",
+        http=client(tmp_path),
+        progress=progress,
+    )
+    fetched_ok(result.path, new_body)
+    assert any("the remote file changed (ETag '\"v1\"' → '\"v2\"')" in n for n in notices)
+    assert result.resumed_from == 0
+
+
+def test_remote_changing_mid_download_is_caught_by_if_range(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # connections drop early, so segments are asked for again after the file changed;
+    # If-Range makes those answers whole-file 200s, and the download restarts on v2
+    resource = fault_server.add("/f.run", BODY, Fault(drop_after=200_000, times=5))
+    new_body = payload(SIZE, seed=5)
+    notices: list[str] = []
+
+    def progress(event: ProgressEvent) -> None:
+        if event.kind == "notice" and event.message:
+            notices.append(event.message)
+        if fault_server.resources["/f.run"] is resource:
+            fault_server.add("/f.run", new_body, etag='"v2"')
+
+    result = fetch(
+        request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
+        tmp_path / "out",
+        http=client(tmp_path),
+        connections=4,
+        progress=progress,
+    )
+    fetched_ok(result.path, new_body)
+    assert any("the remote file changed" in n for n in notices)
+    assert any(r.status == 200 and r.if_range == '"v1"' for r in fault_server.requests())
+
+
+def test_disk_full_mid_download_keeps_resumable_state(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fault_server.add("/f.run", BODY)
+    real_pwrite = os.pwrite
+    calls = {"n": 0}
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(InsufficientSpaceError, match="disk filled up"):
+        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+    assert (tmp_path / "out/f.run.part.json").exists()
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+    fetched_ok(result.path)
+    assert result.resumed_from > 0
+
+
+def test_slow_segment_is_stolen(fault_server: FaultServer, tmp_path: Path) -> None:
+    # the connection for the first segment crawls; the others finish and take its second half
+    body = payload(16 * MIN_SPLIT, seed=3)
+    slow = 1024 * 1024
+    fault_server.add(
+        "/f.run", body, Fault(rate=slow, only_from=0, times=2)
+    )  # the probe, then segment 0
+    started = time.monotonic()
+    result = fetch(
+        request(fault_server, size=len(body), sha256=hashlib.sha256(body).hexdigest()),
+        tmp_path / "out",
+        http=client(tmp_path),
+        connections=4,
+    )
+    fetched_ok(result.path, body)
+    first_end = len(body) // 4
+    starts = [
+        int(r.range.split("=")[1].split("-")[0])
+        for r in fault_server.requests()
+        if r.range and r.range != "bytes=0-0"
+    ]
+    assert any(0 < s < first_end for s in starts), starts  # a stolen piece of segment 0
+    assert (
+        time.monotonic() - started < first_end / slow * 0.8
+    )  # faster than the slow connection alone
+
+
+def test_many_files_share_a_global_connection_cap(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    bodies = {f"/f{i}.run": payload(3 * MIN_SPLIT, seed=i) for i in range(5)}
+    for path, body in bodies.items():
+        fault_server.add(path, body, Fault(rate=8 * 1024 * 1024))
+    requests = [
+        DownloadRequest(fault_server.url + p, p[1:], len(b), hashlib.sha256(b).hexdigest())
+        for p, b in bodies.items()
+    ]
+    results = fetch_many(
+        requests, tmp_path / "out", http=client(tmp_path), connections=4, total_connections=3
+    )
+    for result, body in zip(results, bodies.values(), strict=True):
+        assert result.path.read_bytes() == body
+    # probes are outside the cap (one per file, at most 4 files at once); ranges are within it
+    assert fault_server.peak <= 3 + 4
+
+
+# -- whole processes -------------------------------------------------------------
+def _cli(tmp_path: Path, url: str, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "CUDAUP_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "cudaup", "download", url, "--sha256", SHA, "-o", str(tmp_path / "out"), *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_sigint_then_rerun_resumes(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY, Fault(rate=4 * 1024 * 1024))
+    process = _cli(tmp_path, fault_server.url + "/f.run", "--connections", "4")
+    state = tmp_path / "out/f.run.part.json"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if state.exists() and fault_server.sent() > SIZE // 4:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=20)
+    assert process.returncode == 130, err
+    assert "run the same command again to resume" in err
+    saved = json.loads(state.read_text())
+    completed = sum(pos - start for start, pos, _end in saved["segments"])
+    assert completed > 0
+    fault_server.resources["/f.run"].faults.clear()
+    before = time.monotonic()
+    rerun = _cli(tmp_path, fault_server.url + "/f.run", "--json")
+    out, err = rerun.communicate(timeout=30)
+    assert rerun.returncode == 0, err
+    [file] = json.loads(out)["files"]
+    assert file["resumed_from"] == completed and file["verified"]
+    # no more than the segments that were in flight: exactly what was missing
+    assert fault_server.sent(since=before) <= SIZE - completed + 1
+    fetched_ok(tmp_path / "out/f.run")
+
+
+def test_two_processes_one_good_file(fault_server: FaultServer, tmp_path: Path) -> None:
+    fault_server.add("/f.run", BODY, Fault(rate=16 * 1024 * 1024))
+    first = _cli(tmp_path, fault_server.url + "/f.run", "--quiet")
+    second = _cli(tmp_path, fault_server.url + "/f.run", "--quiet")
+    for process in (first, second):
+        _out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+    fetched_ok(tmp_path / "out/f.run")
+    assert fault_server.sent() <= SIZE + 2  # one transfer; the other process found the file
+
+
+# -- a real web server ------------------------------------------------------------------
+@pytest.mark.skipif(
+    not __import__("tests.nginx").nginx.available(), reason="nginx is not installed"
+)
+def test_through_real_nginx_with_a_per_connection_cap(tmp_path: Path) -> None:
+    from tests.nginx import Nginx
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cuda.run").write_bytes(BODY)
+    with Nginx(site, {"plain": None, "capped": "4m"}) as nginx:
+        for name in ("plain", "capped"):
+            started = time.monotonic()
+            result = fetch(
+                DownloadRequest(nginx.url(name) + "/cuda.run", "cuda.run", SIZE, SHA),
+                tmp_path / name, http=client(tmp_path), connections=8,
+            )  # fmt: skip
+            fetched_ok(result.path)
+            if name == "capped":
+                # 8 MiB at 4 MiB/s per connection: one stream needs 2 s, eight well under 1 s
+                assert time.monotonic() - started < 1.5
