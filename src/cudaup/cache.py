@@ -8,14 +8,13 @@ entries keep their ``ETag``/``Last-Modified`` for a conditional request.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from cudaup.atomic import atomic_write
 
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is cudaup's cache.\n"
 
@@ -70,7 +69,7 @@ class HttpCache:
         try:
             meta_path.parent.mkdir(parents=True, exist_ok=True)
             self._tag()
-            _atomic_write(body_path, body)
+            atomic_write(body_path, body)
             meta = {
                 "url": url,
                 "status": status,
@@ -79,7 +78,7 @@ class HttpCache:
                 "stored_at": time.time(),
                 "size": len(body),
             }
-            _atomic_write(meta_path, json.dumps(meta).encode())
+            atomic_write(meta_path, json.dumps(meta).encode())
         except OSError:
             pass  # a read-only or full cache must never fail the command
 
@@ -90,16 +89,4 @@ class HttpCache:
     def _tag(self) -> None:
         tag = self.root / "CACHEDIR.TAG"
         if not tag.exists():
-            _atomic_write(tag, _TAG.encode())
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        Path(tmp).replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
+            atomic_write(tag, _TAG.encode())

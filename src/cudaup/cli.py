@@ -242,6 +242,136 @@ def cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- install, uninstall, list ------------------------------------------------------
+def cmd_install(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from cudaup.components import split_components  # noqa: PLC0415
+    from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
+    from cudaup.install.store import Store  # noqa: PLC0415
+    from cudaup.progress import display_for  # noqa: PLC0415
+
+    options = InstallOptions(
+        platform=_platform(args),
+        channel=args.channel,
+        components=split_components(args.components),
+        everything=args.all,
+        prefix=Path(args.prefix).resolve() if args.prefix else None,
+        allow_unverified=args.allow_unverified,
+        force=args.force,
+        driver=args.driver,
+        connections=args.connections,
+    )
+    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+        result = install(
+            args.version,
+            options,
+            settings=_settings(args),
+            store=Store.from_env(),
+            progress=display,
+        )
+    if args.json:
+        _emit_json({"schema": 1, **result.to_json()})
+        return 0
+    what = "already installed" if result.skipped else "installed"
+    print(
+        f"CUDA {result.version} {what} at {result.path} ({result.channel}: {', '.join(result.components)})"
+    )
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415
+
+    from cudaup.errors import ArtifactNotFoundError, UsageError  # noqa: PLC0415
+    from cudaup.install.store import Store  # noqa: PLC0415
+    from cudaup.sysroot import SystemRoot  # noqa: PLC0415
+    from cudaup.toolkits import Lookup, find_toolkits  # noqa: PLC0415
+
+    store = Store.from_env()
+    toolkit = store.find(args.version)
+    if toolkit is None:
+        others = [
+            t
+            for t in find_toolkits(
+                Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
+            )
+            if args.version in t.identity.candidates or t.identity.line == args.version
+        ]
+        if others:
+            owner = others[0].owner or "not cudaup"
+            hint = (
+                f"remove it with {others[0].path}/bin/cuda-uninstaller"
+                if owner == "runfile installer"
+                else "remove it with the tool that installed it"
+            )
+            raise UsageError(
+                f"CUDA {args.version} at {others[0].path} is owned by {owner}, not cudaup; {hint}"
+            )
+        installed = ", ".join(t.version for t in store.installed()) or "none"
+        raise ArtifactNotFoundError(
+            f"cudaup has no CUDA {args.version} installed (installed: {installed})"
+        )
+    store.remove(toolkit)
+    if store.default() in {toolkit.version, str(toolkit.path)}:
+        store.set_default(None)
+    from cudaup.switch import refresh_shims  # noqa: PLC0415
+
+    refresh_shims(store)
+    if args.json:
+        _emit_json({"schema": 1, "removed": toolkit.version, "path": str(toolkit.path)})
+    else:
+        print(f"removed CUDA {toolkit.version} from {toolkit.path}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415
+
+    from cudaup.install.store import Store  # noqa: PLC0415
+    from cudaup.sysroot import SystemRoot  # noqa: PLC0415
+    from cudaup.toolkits import Lookup, find_toolkits  # noqa: PLC0415
+
+    store = Store.from_env()
+    installed = store.installed()
+    default = store.default()
+    mine = {t.path.resolve() for t in installed}
+    others = [
+        t
+        for t in find_toolkits(
+            Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
+        )
+        if t.real.resolve() not in mine
+    ]
+    if args.json:
+        _emit_json({
+            "schema": 1,
+            "default": default,
+            "installed": [
+                {"version": t.version, "path": str(t.path), "components": t.components,
+                 "channel": (t.record or {}).get("channel"), "default": default in {t.version, str(t.path)}}
+                for t in installed
+            ],
+            "other": [t.to_json() for t in others],
+        })  # fmt: skip
+        return 0
+    if not installed:
+        print("installed by cudaup: none")
+    for toolkit in installed:
+        mark = "*" if default in {toolkit.version, str(toolkit.path)} else " "
+        channel = (toolkit.record or {}).get("channel", "?")
+        print(
+            f"{mark} {toolkit.version:<9} {toolkit.path}  ({channel}: {', '.join(toolkit.components)})"
+        )
+    for other in others:
+        owner = f" · {other.owner}" if other.owner else ""
+        via = ", ".join(other.found_via)
+        print(f"  {other.identity.describe():<9} {other.path}  (found via {via}{owner})")
+    return 0
+
+
 # -- doctor --------------------------------------------------------------------
 def _gib(mib: int | None) -> str:
     return f"{mib / 1024:.0f} GiB" if mib else "memory unknown"
@@ -500,6 +630,41 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     download.set_defaults(handler=cmd_download)
 
+    install = commands.add_parser(
+        "install", parents=[common], help="install a toolkit side by side (no root needed)"
+    )
+    install.add_argument("version", help="13.0.1, 13.0, cu130, latest")
+    install.add_argument(
+        "--channel", choices=("auto", "installer", "redist", "pypi"), default="auto"
+    )
+    install.add_argument(
+        "--components", help="comma-separated, e.g. nvcc,cudart (nvcc brings crt, nvvm, cudart)"
+    )
+    install.add_argument("--all", action="store_true", help="the whole toolkit")
+    install.add_argument("--prefix", help="install there instead of the cudaup store")
+    install.add_argument("--platform", help="a Linux platform (default: this host)")
+    install.add_argument("--driver", help="check against this driver instead of the detected one")
+    install.add_argument(
+        "--force", action="store_true", help="install even if the driver cannot run it"
+    )
+    install.add_argument(
+        "--allow-unverified", action="store_true", help="install files with no published checksum"
+    )
+    install.add_argument("--connections", type=int, default=8, help="parallel connections per file")
+    install.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    install.set_defaults(handler=cmd_install)
+
+    uninstall = commands.add_parser(
+        "uninstall", parents=[common], help="remove a toolkit cudaup installed"
+    )
+    uninstall.add_argument("version")
+    uninstall.set_defaults(handler=cmd_uninstall)
+
+    listing = commands.add_parser(
+        "list", parents=[common], help="toolkits cudaup installed, and every other one found"
+    )
+    listing.set_defaults(handler=cmd_list)
+
     doctor = commands.add_parser(
         "doctor", parents=[common], help="driver, GPUs, every toolkit, and problems with fixes"
     )
@@ -518,6 +683,10 @@ def build_parser() -> argparse.ArgumentParser:
     compat.add_argument("--driver", help="a driver version (default: this machine's)")
     compat.add_argument("--os", choices=("linux", "windows"), default="linux")
     compat.set_defaults(handler=cmd_compat)
+
+    from cudaup import cli_switch  # noqa: PLC0415 - default, pin, env, run, which, show, undo
+
+    cli_switch.register(commands, common)
     return parser
 
 

@@ -54,6 +54,33 @@ _PYPI_SPECIAL: dict[str, str] = {
 }
 
 
+#: What a component needs to be useful on its own, as NVIDIA's wheels declare it
+#: (``nvidia-cuda-nvcc`` 13.x requires nvidia-nvvm, nvidia-cuda-runtime and
+#: nvidia-cuda-crt): ``nvcc`` alone cannot compile without cicc (nvvm), the crt
+#: headers and the cudart headers.  Only entries a release actually has are added.
+CLOSURE: dict[str, tuple[str, ...]] = {
+    "cuda_nvcc": ("cuda_crt", "libnvvm", "cuda_cudart"),
+    "libcublas": ("libnvjitlink",),
+    "libcusolver": ("libcublas", "libcusparse", "libnvjitlink"),
+    "libcusparse": ("libnvjitlink",),
+    "libcufft": ("libnvjitlink",),
+}
+
+
+def with_closure(names: Iterable[str], available: Iterable[str]) -> list[str]:
+    """NVIDIA names plus what each needs, keeping only what ``available`` has."""
+    have = set(available)
+    result: list[str] = []
+    pending = [nvidia_name(n) for n in names]
+    while pending:
+        name = pending.pop(0)
+        if name in result:
+            continue
+        result.append(name)
+        pending += [dep for dep in CLOSURE.get(name, ()) if dep in have and dep not in result]
+    return result
+
+
 def split_components(text: str | None) -> tuple[str, ...] | None:
     """``"nvcc, cudart"`` → ``("nvcc", "cudart")``; ``None`` when not given."""
     if text is None:

@@ -35,17 +35,16 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import urllib3
 
+from cudaup.atomic import atomic_write
 from cudaup.errors import (
     CudaupError,
     InsufficientSpaceError,
@@ -57,6 +56,7 @@ from cudaup.errors import (
 )
 from cudaup.http import HttpClient
 from cudaup.model import Artifact
+from cudaup.parallel import map_concurrently
 from cudaup.segments import Segment, SegmentPlan
 
 CHUNK = 1024 * 1024
@@ -164,20 +164,6 @@ class _RetryableError(Exception):
 # ---------------------------------------------------------------------------
 # Small helpers
 # ---------------------------------------------------------------------------
-def _atomic_json(path: Path, document: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(document, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
-
-
 def _fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
@@ -643,10 +629,10 @@ def _segmented(
         )
 
     def save_state() -> None:
-        _atomic_json(target.state, {
+        atomic_write(target.state, json.dumps({
             "schema": 1, "url": request.url, "size": size, "etag": remote.etag,
             "last_modified": remote.last_modified, "segments": plan.state(),
-        })  # fmt: skip
+        }), durable=True)  # fmt: skip
 
     save_state()
     fd = os.open(target.part, os.O_RDWR)
@@ -871,16 +857,7 @@ def fetch_many(
             allow_unverified=allow_unverified, slots=slots,
         )  # fmt: skip
 
-    if len(normalized) == 1:
-        return [one(normalized[0])]
-    with ThreadPoolExecutor(max_workers=min(4, len(normalized))) as pool:
-        futures = [pool.submit(one, r) for r in normalized]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    return map_concurrently(one, normalized, workers=4)
 
 
 __all__ = [

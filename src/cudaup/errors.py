@@ -95,6 +95,24 @@ class LockedError(CudaupError):
     kind = "locked"
 
 
+class DriverTooOldError(CudaupError):
+    """The machine's driver cannot run the toolkit asked for (``--force`` overrides)."""
+
+    exit_code = 12
+    kind = "driver-too-old"
+
+
+class CommandNotRunError(CudaupError):
+    """``cudaup run`` could not start the command (127: not found, 126: not executable)."""
+
+    exit_code = 127
+    kind = "command-not-run"
+
+    def __init__(self, message: str, exit_code: int = 127) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 EXIT_CODES: dict[str, int] = {
     cls.kind: cls.exit_code
     for cls in (
@@ -109,5 +127,7 @@ EXIT_CODES: dict[str, int] = {
         OfflineError,
         InsufficientSpaceError,
         LockedError,
+        DriverTooOldError,
+        CommandNotRunError,
     )
 }

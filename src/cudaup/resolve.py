@@ -15,7 +15,6 @@ source; where no source lists one, resolution fails and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -38,6 +37,7 @@ from cudaup.model import Artifact, Channel, Release, Resolution, SourceRef
 from cudaup.nvidia.archive_page import ArchivePage
 from cudaup.nvidia.installers import classify_installer
 from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Manifest
+from cudaup.parallel import map_concurrently
 from cudaup.platforms import MARKER_ENVIRONMENTS, WHEEL_ARCH, Platform, describe
 from cudaup.pypi import DistFile, PackageIndex
 from cudaup.sources import NvidiaSource, ProbeResult
@@ -190,10 +190,18 @@ def choose_redist(
     wanted: Sequence[str] | None,
     archive_url: Callable[[str], str],
     manifest_url: str,
+    *,
+    closure: bool = False,
 ) -> list[Artifact]:
-    """The manifest's archives for ``platform`` (pure); all toolkit components by default."""
+    """The manifest's archives for ``platform`` (pure); all toolkit components by default.
+
+    With ``closure``, each wanted component brings what it needs (nvcc: crt, nvvm,
+    cudart), as far as this release has it for this platform.
+    """
     label = manifest.label or "?"
     available = {k: c for k, c in manifest.components.items() if c.archive_for(platform)}
+    if wanted is not None and closure:
+        wanted = comp.with_closure(wanted, available)
     if wanted is None:
         keys = [k for k in available if k not in DRIVER_COMPONENTS]
     else:
@@ -305,10 +313,7 @@ class Resolver:
         self._listing_dates: dict[str, str | None] = {}
 
     def _map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        if len(items) <= 1:
-            return [function(item) for item in items]
-        with ThreadPoolExecutor(max_workers=min(self.settings.workers, len(items))) as pool:
-            return list(pool.map(function, items))
+        return map_concurrently(function, items, self.settings.workers)
 
     # -- release lists ---------------------------------------------------------
     def listed_versions(self) -> list[Version]:
@@ -360,15 +365,17 @@ class Resolver:
         platform: Platform,
         channel: Channel = "installer",
         components: Sequence[str] | None = None,
+        closure: bool = False,
     ) -> Resolution:
+        """Resolve a request; with ``closure``, components bring what they need (install)."""
         request = parse_request(request_text)
         if channel == "installer":
             if components:
                 raise UsageError("--components applies to --channel redist and pypi, not installer")
             return self._resolve_installer(request, platform)
         if channel == "redist":
-            return self._resolve_redist(request, platform, components)
-        return self._resolve_pypi(request, platform, components)
+            return self._resolve_redist(request, platform, components, closure)
+        return self._resolve_pypi(request, platform, components, closure)
 
     # -- installer channel ------------------------------------------------------
     def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
@@ -468,7 +475,11 @@ class Resolver:
 
     # -- redist channel ---------------------------------------------------------
     def _resolve_redist(
-        self, request: ReleaseRequest, platform: Platform, components: Sequence[str] | None
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        components: Sequence[str] | None,
+        closure: bool = False,
     ) -> Resolution:
         if request.exact_label:
             label = request.exact_label
@@ -487,7 +498,12 @@ class Resolver:
                     f"the listing names {label} but its manifest answers 404"
                 )
         artifacts = choose_redist(
-            manifest, platform, components, self.nvidia.redist_url, self.nvidia.manifest_url(label)
+            manifest,
+            platform,
+            components,
+            self.nvidia.redist_url,
+            self.nvidia.manifest_url(label),
+            closure=closure,
         )
         facts = ReleaseFacts(
             label, manifest, self.nvidia.manifest_url(label), None, "", None, "",
@@ -498,7 +514,11 @@ class Resolver:
 
     # -- pypi channel -------------------------------------------------------------
     def _resolve_pypi(
-        self, request: ReleaseRequest, platform: Platform, components: Sequence[str] | None
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        components: Sequence[str] | None,
+        closure: bool = False,
     ) -> Resolution:
         meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
         by_version: dict[Version, DistFile] = {}
@@ -524,6 +544,9 @@ class Resolver:
                 if extra not in provided:
                     raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
                 extras.append(extra)
+            if closure:
+                offered = {comp.nvidia_name(e) for e in provided}
+                extras = [comp.pypi_extra(n) for n in comp.with_closure(extras, offered)]
         requirements = requirements_for(metadata.requires_dist or [], extras, platform)
         if not requirements:
             raise ArtifactNotFoundError(

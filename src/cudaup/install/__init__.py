@@ -1,0 +1,1 @@
+"""Installing toolkits: the store, safe extraction, channel layouts, and the installer."""
