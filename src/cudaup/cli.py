@@ -372,6 +372,81 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- plan ------------------------------------------------------------------------
+def cmd_plan(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from cudaup.driver import DriverVersion  # noqa: PLC0415
+    from cudaup.install.store import Store  # noqa: PLC0415
+    from cudaup.machine import detect_driver  # noqa: PLC0415
+    from cudaup.plan import load_indexes, parse_requirements, select_indexes, to_json  # noqa: PLC0415
+    from cudaup.planner import Planner, Target, export_pylock, python_version  # noqa: PLC0415
+    from cudaup.sysroot import SystemRoot  # noqa: PLC0415
+
+    settings = _settings(args)
+    requirements = parse_requirements(args.packages)
+    known = load_indexes(Store.from_env().home / "indexes.toml")
+    if "pypi" in known:  # --pypi-url / CUDAUP_PYPI_URL moves PyPI here too
+        known["pypi"].urls[""] = settings.pypi_url
+    indexes = select_indexes(known, args.index or [])
+    if args.driver:
+        target = Target(
+            python_version(args.python), _platform(args), DriverVersion.from_text(args.driver), None
+        )
+    else:
+        info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
+        target = Target(
+            python_version(args.python), _platform(args), info.version, info.cuda_version, info.gpus
+        )
+    result = Planner(settings).plan(requirements, indexes, target)
+    if args.export:
+        export_pylock(result, Path(args.export), indexes)
+    if args.json:
+        document = to_json(result.choice, result.packages, result.unreachable)
+        document["pip"] = _pip_command(result.pins(), result.extra_index_urls())
+        document["uv"] = "uv " + _pip_command(result.pins(), result.extra_index_urls())
+        if args.export:
+            document["export"] = args.export
+        _emit_json(document)
+        return 0
+    choice = result.choice
+    print(
+        f"CUDA {choice.line[0]}.{choice.line[1]}: install {choice.release} ({choice.release_reason})"
+    )
+    print(f"  cudaup install {choice.release} --components nvcc,cudart")
+    for package in result.packages:
+        pick = choice.picks.get(package.project)
+        if pick:
+            print(f"  {package.project} {pick.version}  from {pick.index_url}  ({pick.evidence})")
+        else:
+            print(f"  {package.project}: {package.note}")
+    for line in choice.excluded:
+        print(f"excluded {line}")
+    for note in choice.notes:
+        print(f"note: {note}")
+    failed: dict[str, list[dict[str, str]]] = {}
+    for entry in result.unreachable:
+        failed.setdefault(entry["index"], []).append(entry)
+    for name, entries in failed.items():
+        urls = ", ".join(e["url"] for e in entries)
+        print(f"unreachable: {name} ({urls}): {entries[0]['error']}")
+    print(_pip_command(result.pins(), result.extra_index_urls()))
+    print("uv " + _pip_command(result.pins(), result.extra_index_urls()))
+    if args.export:
+        print(f"wrote {args.export}")
+    return 0
+
+
+def _pip_command(pins: list[str], extra_urls: list[str]) -> str:
+    import shlex  # noqa: PLC0415
+
+    words = ["pip", "install", *pins]
+    for url in extra_urls:
+        words += ["--extra-index-url", url]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 # -- doctor --------------------------------------------------------------------
 def _gib(mib: int | None) -> str:
     return f"{mib / 1024:.0f} GiB" if mib else "memory unknown"
@@ -664,6 +739,25 @@ def build_parser() -> argparse.ArgumentParser:
         "list", parents=[common], help="toolkits cudaup installed, and every other one found"
     )
     listing.set_defaults(handler=cmd_list)
+
+    plan = commands.add_parser(
+        "plan",
+        parents=[common],
+        help="the newest CUDA line the driver and the ML packages agree on",
+    )
+    plan.add_argument(
+        "packages", nargs="+", help='requirements, e.g. torch "vllm>=0.11" sgl-kernel'
+    )
+    plan.add_argument("--driver", help="plan for this driver (default: this machine's)")
+    plan.add_argument("--python", help="X.Y or an interpreter path (default: python3 on PATH)")
+    plan.add_argument("--platform", help="as for resolve (default: this host)")
+    plan.add_argument(
+        "--index",
+        action="append",
+        help="pypi, pytorch, flashinfer, sglang, vllm or a URL (repeatable)",
+    )
+    plan.add_argument("--export", metavar="FILE", help="write a PEP 751 pylock.toml (needs uv)")
+    plan.set_defaults(handler=cmd_plan)
 
     doctor = commands.add_parser(
         "doctor", parents=[common], help="driver, GPUs, every toolkit, and problems with fixes"
