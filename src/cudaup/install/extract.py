@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from cudaup.errors import CudaupError, InsufficientSpaceError, IntegrityError, UsageError
+from cudaup.parallel import map_concurrently
 
 CHUNK = 1024 * 1024
 #: Symlinks followed while resolving one target; Linux's own limit per lookup.
@@ -517,33 +518,66 @@ def _final_mode(member: _Member) -> int:
     return mode | (0o700 if member.kind == "dir" else 0o600)
 
 
+#: Members at least this big are decompressed in parallel when the format allows it (zip):
+#: zlib releases the GIL, and NVIDIA's wheels hold a few 30-80 MB binaries each.
+PARALLEL_MEMBER = 1024 * 1024
+PARALLEL_WORKERS = 4
+
+
 def _write(reader: _Reader, planned: list[_Member], archive: Path, destination: Path) -> None:
     made: set[tuple[str, ...]] = set()
+    deferred: list[_Member] = []
+    parallel = isinstance(reader, _ZipReader)
     for member in planned:
-        path = destination.joinpath(*member.parts)
-        try:
-            _make_dirs(destination, member.parts[:-1], made)
-            if member.kind == "dir":
-                _make_dirs(destination, member.parts, made)
-                path.chmod(_final_mode(member))
-            elif member.kind == "symlink":
-                path.symlink_to(member.target)
-            else:
-                with reader.open(member) as source:
-                    _write_file(source, path, member)
-        except _UnsafeMemberError as exc:
-            raise _refusal(archive, member.name, str(exc)) from None
-        except FileExistsError:
-            # Only possible where names collide that the checks saw as distinct
-            # (a case-insensitive filesystem): never write through what is there.
-            raise _refusal(archive, member.name, "already exists in the destination") from None
-        except OSError as exc:
-            if exc.errno in _DISK_FULL:
-                raise InsufficientSpaceError(
-                    f"{archive.name}: the disk filled up while extracting {member.name} "
-                    f"into {destination}"
-                ) from None
-            raise
+        if parallel and member.kind == "file" and member.size >= PARALLEL_MEMBER:
+            with _explained(archive, destination, member):
+                _make_dirs(destination, member.parts[:-1], made)
+            deferred.append(member)
+            continue
+        with _explained(archive, destination, member):
+            _write_member(reader, member, destination, made)
+    if deferred:
+
+        def one(member: _Member) -> None:
+            with _explained(archive, destination, member):
+                _write_member(reader, member, destination, made)
+
+        map_concurrently(one, deferred, workers=PARALLEL_WORKERS)
+
+
+def _write_member(
+    reader: _Reader, member: _Member, destination: Path, made: set[tuple[str, ...]]
+) -> None:
+    path = destination.joinpath(*member.parts)
+    _make_dirs(destination, member.parts[:-1], made)
+    if member.kind == "dir":
+        _make_dirs(destination, member.parts, made)
+        path.chmod(_final_mode(member))
+    elif member.kind == "symlink":
+        path.symlink_to(member.target)
+    else:
+        with reader.open(member) as source:
+            _write_file(source, path, member)
+
+
+@contextlib.contextmanager
+def _explained(archive: Path, destination: Path, member: _Member) -> Iterator[None]:
+    """Turn what can go wrong while writing one member into cudaup's errors."""
+    try:
+        yield
+    except _UnsafeMemberError as exc:
+        raise _refusal(archive, member.name, str(exc)) from None
+    except FileExistsError:
+        # Only possible where names collide that the checks saw as distinct
+        # (a case-insensitive filesystem): never write through what is there.
+        raise _refusal(archive, member.name, "already exists in the destination") from None
+    except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise InsufficientSpaceError(
+                f"{archive.name}: the disk filled up while extracting {member.name} "
+                f"into {destination}"
+            ) from None
+        raise
 
 
 def _make_dirs(destination: Path, parts: tuple[str, ...], made: set[tuple[str, ...]]) -> None:

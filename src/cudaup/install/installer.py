@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -254,7 +254,9 @@ def install(
         raise UsageError(
             "name what to install: --components nvcc,cudart (with what they need), or --all"
         )
-    resolution = Resolver(settings, http).resolve(
+    # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
+    resolver = Resolver(replace(settings, probe=False), http)
+    resolution = resolver.resolve(
         request, platform=options.platform, channel=channel, components=components, closure=True
     )
     release = resolution.release.version
@@ -287,7 +289,7 @@ def install(
             previous = set(existing.components)
             if not previous <= wanted:
                 merged = sorted(previous | wanted)
-                resolution = Resolver(settings, http).resolve(
+                resolution = resolver.resolve(
                     release,
                     platform=options.platform,
                     channel=channel,
