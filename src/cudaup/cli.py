@@ -41,6 +41,13 @@ def _emit_json(document: dict[str, Any]) -> None:
 def _settings(args: argparse.Namespace) -> Settings:
     from cudaup.config import Settings  # noqa: PLC0415
 
+    mirror = getattr(args, "mirror", None)
+    if mirror:  # one root for every host, and its simple/ index for PyPI
+        root = mirror.rstrip("/")
+        args.download_url = args.download_url or root
+        args.archive_url = args.archive_url or root
+        args.prerelease_url = args.prerelease_url or root
+        args.pypi_url = args.pypi_url or root + "/simple"
     return Settings.from_env(
         download_url=args.download_url,
         archive_url=args.archive_url,
@@ -247,6 +254,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415
 
     from cudaup.components import split_components  # noqa: PLC0415
+    from cudaup.errors import UsageError  # noqa: PLC0415
     from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
     from cudaup.install.store import Store  # noqa: PLC0415
     from cudaup.progress import display_for  # noqa: PLC0415
@@ -263,13 +271,27 @@ def cmd_install(args: argparse.Namespace) -> int:
         connections=args.connections,
     )
     with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
-        result = install(
-            args.version,
-            options,
-            settings=_settings(args),
-            store=Store.from_env(),
-            progress=display,
-        )
+        if args.lock:
+            from cudaup.install.installer import install_locked  # noqa: PLC0415
+
+            if args.version or args.components or args.all:
+                raise UsageError(
+                    "--lock decides the release and its files; give no VERSION, --components or --all"
+                )
+            result = install_locked(
+                Path(args.lock), options, settings=_settings(args), store=Store.from_env(),
+                mirror=args.mirror, progress=display,
+            )  # fmt: skip
+        elif not args.version:
+            raise UsageError("name a release to install (13.0.1, 13.0, cu130) or give --lock FILE")
+        else:
+            result = install(
+                args.version,
+                options,
+                settings=_settings(args),
+                store=Store.from_env(),
+                progress=display,
+            )
     if args.json:
         _emit_json({"schema": 1, **result.to_json()})
         return 0
@@ -445,6 +467,117 @@ def _pip_command(pins: list[str], extra_urls: list[str]) -> str:
     for url in extra_urls:
         words += ["--extra-index-url", url]
     return " ".join(shlex.quote(w) for w in words)
+
+
+# -- lock, mirror ------------------------------------------------------------------
+def cmd_lock(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from cudaup.components import split_components  # noqa: PLC0415
+    from cudaup.errors import IntegrityError, UsageError  # noqa: PLC0415
+    from cudaup.install.installer import choose_channel  # noqa: PLC0415
+    from cudaup.lock import Lock, LockedWheels, compare, locked_toolkit, read_lock  # noqa: PLC0415
+    from cudaup.platforms import parse_platform  # noqa: PLC0415
+    from cudaup.resolve import Resolver  # noqa: PLC0415
+
+    settings = _settings(args)
+    resolver = Resolver(settings)
+    if args.check:
+        lock = read_lock(Path(args.check))
+        changes: list[str] = []
+        for toolkit in lock.toolkits:
+            live = resolver.resolve(
+                toolkit.release, platform=toolkit.platform, channel=toolkit.channel,
+                components=None if toolkit.channel == "installer" else list(toolkit.components),
+            )  # fmt: skip
+            changes += compare(toolkit, locked_toolkit(live, settings.canonical))
+        if args.json:
+            _emit_json(
+                {"schema": 1, "lock": args.check, "unchanged": not changes, "changes": changes}
+            )
+        else:
+            for change in changes:
+                print(f"changed: {change}")
+            print(
+                "the origins still serve exactly these bytes"
+                if not changes
+                else f"{len(changes)} change(s)"
+            )
+        if changes:
+            raise IntegrityError(
+                f"{args.check}: the origins no longer serve what the lock names ({len(changes)} change(s))"
+            )
+        return 0
+    if not args.version:
+        raise UsageError("name a release to lock (13.0.1, 13.0, cu130) or give --check FILE")
+    components = split_components(args.components)
+    if args.all == bool(components) and args.channel != "installer":
+        raise UsageError(
+            "name what to lock: --components nvcc,cudart (with what they need), or --all"
+        )
+    platforms = [parse_platform(p) for p in (args.platform or [])] or [_platform(args)]
+    notes: list[str] = []
+    channel = choose_channel(settings, args.channel, notes)
+    lock = Lock(args.version)
+    for platform in platforms:
+        resolution = resolver.resolve(
+            args.version, platform=platform, channel=channel, components=components, closure=True
+        )
+        lock.toolkits.append(locked_toolkit(resolution, settings.canonical))
+    output = Path(args.output)
+    if args.with_packages:
+        from cudaup.plan import load_indexes, parse_requirements, select_indexes  # noqa: PLC0415
+        from cudaup.planner import Planner, Target, export_pylock, python_version  # noqa: PLC0415
+
+        known = load_indexes()
+        known["pypi"].urls[""] = settings.pypi_url
+        indexes = select_indexes(known, args.index or [])
+        requirements = parse_requirements([p for p in args.with_packages.split(",") if p.strip()])
+        for platform in platforms:
+            target = Target(python_version(args.python), platform, None, None)
+            result = Planner(settings).plan(requirements, indexes, target)
+            name = f"{output.stem}.{platform}.pylock.toml"
+            export_pylock(result, output.parent / name, indexes)
+            line = f"{result.choice.line[0]}.{result.choice.line[1]}"
+            lock.wheels.append(LockedWheels(platform, name, line))
+    output.write_text(lock.to_toml())
+    if args.json:
+        _emit_json(
+            {"schema": 1, "lock": str(output), "toolkits": len(lock.toolkits), "notes": notes}
+        )
+    else:
+        for toolkit in lock.toolkits:
+            print(
+                f"{toolkit.platform}: CUDA {toolkit.release} ({toolkit.channel}, {len(toolkit.files)} file(s))"
+            )
+        for wheels in lock.wheels:
+            print(f"{wheels.platform}: wheels for CUDA {wheels.cuda_line} in {wheels.pylock}")
+        print(f"wrote {output}")
+    return 0
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from cudaup.http import HttpClient  # noqa: PLC0415
+    from cudaup.lock import read_lock  # noqa: PLC0415
+    from cudaup.mirror import build_mirror  # noqa: PLC0415
+    from cudaup.progress import display_for  # noqa: PLC0415
+
+    settings = _settings(args)
+    lock_path = Path(args.lock)
+    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+        report = build_mirror(
+            read_lock(lock_path), lock_path.parent, Path(args.directory),
+            settings=settings, http=HttpClient(settings), progress=display,
+        )  # fmt: skip
+    if args.json:
+        _emit_json({"schema": 1, "directory": args.directory, **report.to_json()})
+    else:
+        print(
+            f"{args.directory}: {len(report.fetched)} fetched, {len(report.kept)} kept (verified), {len(report.documents)} documents"
+        )
+    return 0
 
 
 # -- doctor --------------------------------------------------------------------
@@ -650,6 +783,9 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.add_argument("--archive-url", metavar="URL", help="NVIDIA archive-page host")
     hosts.add_argument("--prerelease-url", metavar="URL", help="NVIDIA preview host")
     hosts.add_argument("--pypi-url", metavar="URL", help="simple index (default PyPI)")
+    hosts.add_argument(
+        "--mirror", metavar="URL", help="a cudaup mirror: every host and the PyPI index at one root"
+    )
 
     parser = argparse.ArgumentParser(
         prog="cudaup",
@@ -708,7 +844,10 @@ def build_parser() -> argparse.ArgumentParser:
     install = commands.add_parser(
         "install", parents=[common], help="install a toolkit side by side (no root needed)"
     )
-    install.add_argument("version", help="13.0.1, 13.0, cu130, latest")
+    install.add_argument("version", nargs="?", help="13.0.1, 13.0, cu130, latest (or --lock)")
+    install.add_argument(
+        "--lock", metavar="FILE", help="install exactly what a cuda.lock.toml names"
+    )
     install.add_argument(
         "--channel", choices=("auto", "installer", "redist", "pypi"), default="auto"
     )
@@ -728,6 +867,36 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("--connections", type=int, default=8, help="parallel connections per file")
     install.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     install.set_defaults(handler=cmd_install)
+
+    lock = commands.add_parser(
+        "lock", parents=[common], help="decide every byte of a toolkit, with hashes"
+    )
+    lock.add_argument("version", nargs="?", help="13.0.1, 13.0, cu130")
+    lock.add_argument(
+        "--check", metavar="FILE", help="do the origins still serve exactly what FILE names?"
+    )
+    lock.add_argument("--components", help="comma-separated, e.g. nvcc,cudart")
+    lock.add_argument("--all", action="store_true", help="the whole toolkit")
+    lock.add_argument("--channel", choices=("auto", "installer", "redist", "pypi"), default="auto")
+    lock.add_argument("--platform", action="append", help="repeatable (default: this host)")
+    lock.add_argument(
+        "--with",
+        dest="with_packages",
+        metavar="PKGS",
+        help="comma-separated wheels to lock beside it (PEP 751)",
+    )
+    lock.add_argument("--index", action="append", help="as for plan, for --with")
+    lock.add_argument("--python", help="X.Y or an interpreter, for --with")
+    lock.add_argument("-o", "--output", default="cuda.lock.toml")
+    lock.set_defaults(handler=cmd_lock)
+
+    mirror = commands.add_parser(
+        "mirror", parents=[common], help="write a lock's files as a static mirror"
+    )
+    mirror.add_argument("lock", help="a cuda.lock.toml")
+    mirror.add_argument("directory")
+    mirror.add_argument("-q", "--quiet", action="store_true")
+    mirror.set_defaults(handler=cmd_mirror)
 
     uninstall = commands.add_parser(
         "uninstall", parents=[common], help="remove a toolkit cudaup installed"

@@ -81,5 +81,19 @@ class Settings:
                     return configured + url[len(scheme_variant) :]
         return url
 
+    def canonical(self, url: str) -> str:
+        """The inverse of :meth:`rewrite`: a URL on a configured base, on NVIDIA's own host.
+
+        Locks record canonical URLs, so one lock serves every mirror.
+        """
+        for default, configured in (
+            (DEFAULT_DOWNLOAD_URL, self.download_url),
+            (DEFAULT_ARCHIVE_URL, self.archive_url),
+            (DEFAULT_PRERELEASE_URL, self.prerelease_url),
+        ):
+            if configured != default and (url == configured or url.startswith(configured + "/")):
+                return default + url[len(configured) :]
+        return url
+
     def is_prerelease_url(self, url: str) -> bool:
         return url.startswith(self.prerelease_url + "/")

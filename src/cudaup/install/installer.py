@@ -259,6 +259,77 @@ def install(
     resolution = resolver.resolve(
         request, platform=options.platform, channel=channel, components=components, closure=True
     )
+    return _materialize(
+        resolution,
+        resolver,
+        options,
+        settings=settings,
+        store=store,
+        http=http,
+        progress=progress,
+        notes=notes,
+    )
+
+
+def install_locked(
+    lock_path: Path,
+    options: InstallOptions,
+    *,
+    settings: Settings,
+    store: Store,
+    mirror: str | None = None,
+    http: HttpClient | None = None,
+    progress: Progress | None = None,
+) -> InstallResult:
+    """Install exactly what a lock names for this platform: no decisions, verified bytes.
+
+    With ``mirror``, every file comes from the mirror instead of its origin (same paths).
+    A lock whose hashes do not match the bytes fails in the download, before the store
+    is touched.
+    """
+    from cudaup.lock import mirror_url, read_lock, rewrite_urls  # noqa: PLC0415
+    from cudaup.mirror import origins  # noqa: PLC0415
+    from cudaup.model import Release  # noqa: PLC0415
+
+    if not is_linux(options.platform):
+        raise UsageError("cudaup installs toolkits on Linux")
+    locked = read_lock(lock_path).for_platform(options.platform)
+    roots = origins(settings)
+    if mirror:
+        locked = rewrite_urls(locked, lambda url: mirror_url(url, mirror, roots))
+    else:
+        locked = rewrite_urls(locked, settings.rewrite)
+    release = Release(locked.release, locked.label, None, locked.driver)
+    resolution = Resolution(
+        str(lock_path), options.platform, locked.channel, release, tuple(locked.artifacts())
+    )
+    http = http or HttpClient(settings)
+    notes = [f"from the lock {lock_path}" + (f" via the mirror {mirror}" if mirror else "")]
+    return _materialize(
+        resolution,
+        None,
+        options,
+        settings=settings,
+        store=store,
+        http=http,
+        progress=progress,
+        notes=notes,
+    )
+
+
+def _materialize(
+    resolution: Resolution,
+    resolver: Resolver | None,
+    options: InstallOptions,
+    *,
+    settings: Settings,
+    store: Store,
+    http: HttpClient,
+    progress: Progress | None,
+    notes: list[str],
+) -> InstallResult:
+    """Download, stage, lay out and publish a resolved (or locked) toolkit."""
+    channel = resolution.channel
     release = resolution.release.version
     check_driver(settings, release, options.driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
@@ -284,7 +355,12 @@ def install(
                 True,
                 [*notes, "already installed"],
             )
-        if existing is not None and existing.record and channel != "installer":
+        if (
+            existing is not None
+            and existing.record
+            and channel != "installer"
+            and resolver is not None
+        ):
             # Adding components: rebuild with the union, so the swap keeps what was there.
             previous = set(existing.components)
             if not previous <= wanted:

@@ -1,0 +1,280 @@
+# Copyright: cudaup developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""What the cudaup modules share: running the ``cudaup`` CLI, its errors, names, locks.
+
+The modules drive the ``cudaup`` command line on the managed host (its ``--json``
+output is the interface), so they need nothing but cudaup itself there; this file
+is shipped to the host with them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+#: Parameters every cudaup module takes: which cudaup, which store, extra environment.
+COMMON_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "executable": {"type": "str", "default": "cudaup"},
+    "cudaup_home": {"type": "path"},
+    "env": {"type": "dict", "default": {}},
+}
+
+#: ``X.Y.Z``: a request that names exactly one release (the store's directory name).
+EXACT_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+_LINE = re.compile(r"^\d+(?:\.\d+)?$")
+_CU_TAG = re.compile(r"^cu(\d{2,4})$", re.IGNORECASE)
+
+#: cudaup's friendly component aliases (the extras of PyPI's ``cuda-toolkit``) → NVIDIA's
+#: keys, as in ``cudaup.components.ALIASES`` (a test keeps the two equal).  The store
+#: records NVIDIA's keys, so a request for ``nvcc`` is satisfied by ``cuda_nvcc``.
+ALIASES: dict[str, str] = {
+    "nvcc": "cuda_nvcc",
+    "cudart": "cuda_cudart",
+    "cccl": "cuda_cccl",
+    "crt": "cuda_crt",
+    "nvrtc": "cuda_nvrtc",
+    "cupti": "cuda_cupti",
+    "nvtx": "cuda_nvtx",
+    "nvml": "cuda_nvml_dev",
+    "cuxxfilt": "cuda_cuxxfilt",
+    "culibos": "cuda_culibos",
+    "opencl": "cuda_opencl",
+    "profiler_api": "cuda_profiler_api",
+    "sanitizer_api": "cuda_sanitizer_api",
+    "cuobjdump": "cuda_cuobjdump",
+    "nvdisasm": "cuda_nvdisasm",
+    "nvprune": "cuda_nvprune",
+    "gdb": "cuda_gdb",
+    "cublas": "libcublas",
+    "cufft": "libcufft",
+    "cufile": "libcufile",
+    "curand": "libcurand",
+    "cusolver": "libcusolver",
+    "cusparse": "libcusparse",
+    "npp": "libnpp",
+    "nvjpeg": "libnvjpeg",
+    "nvjitlink": "libnvjitlink",
+    "nvfatbin": "libnvfatbin",
+    "nvvm": "libnvvm",
+    "nvptxcompiler": "libnvptxcompiler",
+}
+
+
+def nvidia_name(name: str) -> str:
+    """NVIDIA's key for an alias or an NVIDIA name (``nvcc`` → ``cuda_nvcc``)."""
+    key = name.strip().lower().replace("-", "_")
+    return ALIASES.get(key, key)
+
+
+def line_prefix(request: str) -> str | None:
+    """``13.0`` → ``13.0``, ``13`` → ``13``, ``cu130`` → ``13.0``; ``None`` for other forms."""
+    text = request.strip()
+    if EXACT_RELEASE.match(text) or _LINE.match(text):
+        return text
+    tag = _CU_TAG.match(text)
+    if tag:
+        digits = tag.group(1)
+        return f"{int(digits[:-1])}.{int(digits[-1])}"
+    return None
+
+
+def matches(request: str, version: str) -> bool:
+    """Whether installed release ``version`` answers ``request`` (a label or a line)."""
+    prefix = line_prefix(request)
+    if prefix is None:
+        return False
+    return version == prefix or version.startswith(prefix + ".")
+
+
+def error_message(stdout: str, stderr: str, rc: int) -> str:
+    """cudaup's one-line error: its ``cudaup: error: …`` line, else its JSON error."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("cudaup:"):
+            return line
+    try:
+        document = json.loads(stdout)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("error"), dict):
+        return f"cudaup: error: {document['error'].get('message')}"
+    if lines:
+        return lines[-1]
+    return f"cudaup exited with status {rc} and printed no error"
+
+
+def fail(module: Any, msg: str, **details: Any) -> NoReturn:
+    """``module.fail_json`` (which exits), typed as never returning."""
+    module.fail_json(msg=msg, **details)
+    raise SystemExit(1)  # not reached: fail_json exits
+
+
+class Cudaup:
+    """The ``cudaup`` CLI on the managed host, run with the module's environment."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        params = module.params
+        executable = str(params["executable"])
+        # an absolute path is taken as it is; else PATH, then ~/.local/bin (pip --user, pipx)
+        found = module.get_bin_path(executable, opt_dirs=[str(Path("~/.local/bin").expanduser())])
+        if not found:
+            fail(
+                module,
+                f"cannot find the cudaup executable {executable!r}; install cudaup "
+                "(pip install cudaup) or set executable to its path",
+            )
+        self.executable = str(found)
+        self.environ = {str(k): str(v) for k, v in (params["env"] or {}).items()}
+        if params["cudaup_home"]:
+            self.environ["CUDAUP_HOME"] = str(params["cudaup_home"])
+        #: every command line this module ran, in order (returned as ``commands``)
+        self.ran: list[list[str]] = []
+
+    def command(self, *args: str) -> list[str]:
+        return [self.executable, *args, "--json"]
+
+    def run(self, *args: str) -> dict[str, Any]:
+        """Run ``cudaup ARGS --json``; its JSON object, or ``fail_json`` with its error."""
+        cmd = self.command(*args)
+        self.ran.append(cmd)
+        rc, stdout, stderr = self.module.run_command(cmd, environ_update=self.environ)
+        if rc != 0:
+            fail(
+                self.module,
+                error_message(stdout, stderr, rc),
+                rc=rc,
+                cmd=cmd,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        try:
+            document = json.loads(stdout)
+        except ValueError:
+            document = None
+        if not isinstance(document, dict):
+            fail(
+                self.module,
+                f"cudaup printed no JSON object for {' '.join(args)}",
+                rc=rc,
+                cmd=cmd,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        return document
+
+    def try_run(self, *args: str) -> dict[str, Any] | None:
+        """Like :meth:`run` for a read-only question: ``None`` instead of failing."""
+        cmd = self.command(*args)
+        rc, stdout, _stderr = self.module.run_command(cmd, environ_update=self.environ)
+        if rc != 0:
+            return None
+        try:
+            document = json.loads(stdout)
+        except ValueError:
+            return None
+        return document if isinstance(document, dict) else None
+
+
+@dataclass
+class LockInfo:
+    """What a cudaup lock file pins, as far as the module needs it."""
+
+    release: str | None = None
+    channel: str | None = None
+    components: list[str] = field(default_factory=list)
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _release_in(table: dict[str, Any]) -> str | None:
+    for key in ("release", "version", "cuda_version", "cuda", "label"):
+        value = table.get(key)
+        if isinstance(value, str) and EXACT_RELEASE.match(value.strip()):
+            return value.strip()
+    return None
+
+
+def _components_in(table: dict[str, Any], platform: str | None) -> list[str]:
+    names: list[str] = []
+    for key in ("components", "artifacts", "files"):
+        value = table.get(key)
+        if not isinstance(value, list):
+            continue
+        for entry in value:
+            if isinstance(entry, str):
+                names.append(nvidia_name(entry))
+            elif isinstance(entry, dict):
+                where = entry.get("platform")
+                if platform and isinstance(where, str) and where != platform:
+                    continue
+                name = _string(entry.get("component")) or _string(entry.get("name"))
+                if name:
+                    names.append(nvidia_name(name))
+        if names:
+            break
+    return sorted(set(names))
+
+
+def parse_lock(document: dict[str, Any], platform: str | None = None) -> LockInfo:
+    """The release, channel and components a lock pins, read tolerantly.
+
+    The release is an ``X.Y.Z`` string under ``release``/``version`` (a lock's own
+    ``version = 1`` is a number and is skipped), at the top or in a ``[toolkit]``,
+    ``[cuda]`` or ``[release]`` table; components come from a ``components`` list or
+    from the ``component`` of each ``artifacts``/``files`` entry (of ``platform`` when
+    entries name one).  What cannot be read stays empty: the module then asks
+    ``cudaup install --lock`` itself, which installs nothing that is already there.
+    """
+    tables = [document]
+    for key in ("toolkit", "cuda", "release"):
+        value = document.get(key)
+        if isinstance(value, dict):
+            tables.append(value)
+        elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+            tables.append(value[0])
+    info = LockInfo()
+    for table in tables:
+        info.release = info.release or _release_in(table)
+        info.channel = info.channel or _string(table.get("channel"))
+        info.components = info.components or _components_in(table, platform)
+    return info
+
+
+def read_lock(path: str, platform: str | None = None) -> LockInfo | None:
+    """:func:`parse_lock` of a TOML file; ``None`` when it cannot be read or parsed."""
+    try:
+        import tomllib  # noqa: PLC0415 - Python 3.11+ on the managed host; optional
+    except ImportError:
+        return None
+    try:
+        with Path(path).open("rb") as stream:
+            document = tomllib.load(stream)
+    except (OSError, ValueError):
+        return None
+    return parse_lock(document, platform)
+
+
+def install_args(params: dict[str, Any]) -> list[str]:
+    """``cudaup install`` arguments (without ``--json``) for the module's parameters."""
+    args = ["install"]
+    if params.get("lock"):
+        args += ["--lock", str(params["lock"])]
+        if params.get("mirror"):
+            args += ["--mirror", str(params["mirror"])]
+    else:
+        args.append(str(params["version"]))
+        channel = params.get("channel") or "auto"
+        args += ["--channel", str(channel)]
+        if params.get("components"):
+            args += ["--components", ",".join(str(c) for c in params["components"])]
+    if params.get("platform"):
+        args += ["--platform", str(params["platform"])]
+    if params.get("force"):
+        args.append("--force")
+    return args
