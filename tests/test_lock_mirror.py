@@ -41,18 +41,42 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_lock_round_trip_and_check(fake_nvidia_fresh: FakeNvidiaServer, env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lock_round_trip_and_check(
+    fake_nvidia_fresh: FakeNvidiaServer,
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
-    result = run_cli(capsys, "lock", "13.0.1", "--channel", "redist", "--components", "nvcc", "--platform", "linux-x86_64", "--platform", "linux-sbsa", "-o", "cuda.lock.toml")
+    result = run_cli(
+        capsys,
+        "lock",
+        "13.0.1",
+        "--channel",
+        "redist",
+        "--components",
+        "nvcc",
+        "--platform",
+        "linux-x86_64",
+        "--platform",
+        "linux-sbsa",
+        "-o",
+        "cuda.lock.toml",
+    )
     assert result.code == 0, result.err
     text = (env / "cuda.lock.toml").read_text()
     document = tomllib.loads(text)
-    assert document["lock-version"] == 1 and [t["platform"] for t in document["toolkits"]] == ["linux-x86_64", "linux-sbsa"]
+    assert document["lock-version"] == 1 and [t["platform"] for t in document["toolkits"]] == [
+        "linux-x86_64",
+        "linux-sbsa",
+    ]
     files = document["toolkits"][0]["files"]
     assert {f["component"] for f in files} == {"cuda_nvcc", "cuda_cudart"}  # nvcc brings cudart
     assert all(len(f["sha256"]) == 64 and f["size"] > 0 for f in files)
     lock = read_lock(env / "cuda.lock.toml")
-    assert (env / "again.toml").write_text(lock.to_toml()) and read_lock(env / "again.toml") == lock  # round trip
+    assert (env / "again.toml").write_text(lock.to_toml()) and read_lock(
+        env / "again.toml"
+    ) == lock  # round trip
     check = run_cli(capsys, "lock", "--check", "cuda.lock.toml", "--json")
     assert check.code == 0 and check.json()["unchanged"] is True
     tampered = text.replace(files[0]["sha256"], "0" * 64)
@@ -61,10 +85,28 @@ def test_lock_round_trip_and_check(fake_nvidia_fresh: FakeNvidiaServer, env: Pat
     assert changed.code == EXIT_CODES["integrity"] and "changed:" in changed.out
 
 
-def test_tampered_lock_fails_before_anything_is_written(fake_nvidia_fresh: FakeNvidiaServer, env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tampered_lock_fails_before_anything_is_written(
+    fake_nvidia_fresh: FakeNvidiaServer,
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
     monkeypatch.setenv("CUDAUP_HOME", str(env / "home"))
-    assert run_cli(capsys, "lock", "13.0.1", "--channel", "redist", "--components", "nvcc", "--platform", "linux-x86_64").code == 0
+    assert (
+        run_cli(
+            capsys,
+            "lock",
+            "13.0.1",
+            "--channel",
+            "redist",
+            "--components",
+            "nvcc",
+            "--platform",
+            "linux-x86_64",
+        ).code
+        == 0
+    )
     lock = (env / "cuda.lock.toml").read_text()
     sha = tomllib.loads(lock)["toolkits"][0]["files"][0]["sha256"]
     (env / "cuda.lock.toml").write_text(lock.replace(sha, "f" * 64))
@@ -75,47 +117,111 @@ def test_tampered_lock_fails_before_anything_is_written(fake_nvidia_fresh: FakeN
 
 
 @pytest.mark.skipif(not available(), reason="nginx is not installed")
-def test_mirror_behind_nginx_gives_identical_trees(env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mirror_behind_nginx_gives_identical_trees(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeNvidiaServer(build_site()) as origin:
         point_env_at(monkeypatch, origin)
         monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / "cache-lock"))
-        assert run_cli(capsys, "lock", "12.9.1", "--channel", "redist", "--components", "nvcc", "--platform", "linux-x86_64", "--platform", "linux-sbsa").code == 0
+        assert (
+            run_cli(
+                capsys,
+                "lock",
+                "12.9.1",
+                "--channel",
+                "redist",
+                "--components",
+                "nvcc",
+                "--platform",
+                "linux-x86_64",
+                "--platform",
+                "linux-sbsa",
+            ).code
+            == 0
+        )
         first = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
         assert first.code == 0, first.err
         assert len(first.json()["fetched"]) == 4 and first.json()["kept"] == []
         again = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
-        assert again.json()["fetched"] == [] and len(again.json()["kept"]) == 4  # incremental, verified
+        assert (
+            again.json()["fetched"] == [] and len(again.json()["kept"]) == 4
+        )  # incremental, verified
     mirror = env / "mirror"
     assert (mirror / "compute/cuda/redist/redistrib_12.9.1.json").is_file()
     assert "redistrib_12.9.1.json" in (mirror / "compute/cuda/redist/index.html").read_text()
-    for name in ("CUDAUP_NVIDIA_DOWNLOAD_URL", "CUDAUP_NVIDIA_ARCHIVE_URL", "CUDAUP_NVIDIA_PRERELEASE_URL", "CUDAUP_PYPI_URL"):
+    for name in (
+        "CUDAUP_NVIDIA_DOWNLOAD_URL",
+        "CUDAUP_NVIDIA_ARCHIVE_URL",
+        "CUDAUP_NVIDIA_PRERELEASE_URL",
+        "CUDAUP_PYPI_URL",
+    ):
         monkeypatch.setenv(name, REFUSED)
     with Nginx(mirror) as nginx:
         digests = []
         for node in ("node1", "node2"):
             monkeypatch.setenv("CUDAUP_HOME", str(env / node))
             monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / f"cache-{node}"))
-            result = run_cli(capsys, "install", "--lock", "cuda.lock.toml", "--mirror", nginx.url("plain"), "--platform", "linux-x86_64", "--json")
+            result = run_cli(
+                capsys,
+                "install",
+                "--lock",
+                "cuda.lock.toml",
+                "--mirror",
+                nginx.url("plain"),
+                "--platform",
+                "linux-x86_64",
+                "--json",
+            )
             assert result.code == 0, result.err
             digests.append(tree_digest(env / node / "toolkits" / "12.9.1"))
         assert digests[0] == digests[1]
         # resolve against the mirror gives the same answer as against the origin
-        resolved = run_cli(capsys, "resolve", "12.9.1", "--channel", "redist", "--components", "nvcc", "--platform", "linux-x86_64", "--mirror", nginx.url("plain"), "--json")
+        resolved = run_cli(
+            capsys,
+            "resolve",
+            "12.9.1",
+            "--channel",
+            "redist",
+            "--components",
+            "nvcc",
+            "--platform",
+            "linux-x86_64",
+            "--mirror",
+            nginx.url("plain"),
+            "--json",
+        )
         assert resolved.code == 0, resolved.err
         lock = read_lock(env / "cuda.lock.toml").for_platform("linux-x86_64")
         by_component = {a["component"]: a for a in resolved.json()["artifacts"]}
-        assert by_component["cuda_nvcc"]["sha256"] == next(f.sha256 for f in lock.files if f.component == "cuda_nvcc")
+        assert by_component["cuda_nvcc"]["sha256"] == next(
+            f.sha256 for f in lock.files if f.component == "cuda_nvcc"
+        )
         assert all(a["verified"] for a in resolved.json()["artifacts"])
 
 
 @pytest.mark.pypi
 @pytest.mark.skipif(not available(), reason="nginx is not installed")
-def test_pypi_channel_mirror_serves_pip_and_cudaup(env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pypi_channel_mirror_serves_pip_and_cudaup(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import subprocess
     import sys
 
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / "cache"))
-    assert run_cli(capsys, "lock", "13.0.1", "--channel", "pypi", "--components", "crt", "--platform", "linux-x86_64").code == 0
+    assert (
+        run_cli(
+            capsys,
+            "lock",
+            "13.0.1",
+            "--channel",
+            "pypi",
+            "--components",
+            "crt",
+            "--platform",
+            "linux-x86_64",
+        ).code
+        == 0
+    )
     result = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
     assert result.code == 0, result.err
     assert (env / "mirror/simple/nvidia-cuda-crt/index.html").is_file()
@@ -129,8 +235,67 @@ def test_pypi_channel_mirror_serves_pip_and_cudaup(env: Path, monkeypatch: pytes
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         monkeypatch.setenv("CUDAUP_HOME", str(env / "home"))
-        installed = run_cli(capsys, "install", "--lock", "cuda.lock.toml", "--mirror", nginx.url("plain"), "--platform", "linux-x86_64", "--json")
+        installed = run_cli(
+            capsys,
+            "install",
+            "--lock",
+            "cuda.lock.toml",
+            "--mirror",
+            nginx.url("plain"),
+            "--platform",
+            "linux-x86_64",
+            "--json",
+        )
         assert installed.code == 0, installed.err
-        resolved = run_cli(capsys, "resolve", "13.0.1", "--channel", "pypi", "--components", "crt", "--platform", "linux-x86_64", "--mirror", nginx.url("plain"), "--json")
+        resolved = run_cli(
+            capsys,
+            "resolve",
+            "13.0.1",
+            "--channel",
+            "pypi",
+            "--components",
+            "crt",
+            "--platform",
+            "linux-x86_64",
+            "--mirror",
+            nginx.url("plain"),
+            "--json",
+        )
         assert resolved.code == 0, resolved.err
         assert resolved.json()["artifacts"][0]["filename"].startswith("nvidia_cuda_crt-13.0.88")
+
+
+@pytest.mark.pypi
+def test_lock_with_wheels_embeds_a_pep751_lock_and_mirrors_it(
+    fake_nvidia_fresh: FakeNvidiaServer,
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    point_env_at(monkeypatch, fake_nvidia_fresh)
+    result = run_cli(
+        capsys,
+        "lock",
+        "12.9.1",
+        "--channel",
+        "redist",
+        "--components",
+        "nvcc",
+        "--platform",
+        "linux-x86_64",
+        "--with",
+        "six",
+        "--index",
+        "pypi",
+        "--python",
+        "3.12",
+    )
+    assert result.code == 0, result.err
+    lock = read_lock(env / "cuda.lock.toml")
+    [wheels] = lock.wheels
+    assert wheels.pylock == "pylock.cuda-lock-linux-x86_64.toml"
+    pylock = tomllib.loads((env / wheels.pylock).read_text())
+    assert pylock["lock-version"] == "1.0" and [p["name"] for p in pylock["packages"]] == ["six"]
+    mirrored = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
+    assert mirrored.code == 0, mirrored.err
+    assert (env / "mirror/simple/six/index.html").read_text().count("<a href=") == 1

@@ -536,7 +536,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
         for platform in platforms:
             target = Target(python_version(args.python), platform, None, None)
             result = Planner(settings).plan(requirements, indexes, target)
-            name = f"{output.stem}.{platform}.pylock.toml"
+            name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751: pylock.<name>.toml
             export_pylock(result, output.parent / name, indexes)
             line = f"{result.choice.line[0]}.{result.choice.line[1]}"
             lock.wheels.append(LockedWheels(platform, name, line))

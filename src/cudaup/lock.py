@@ -27,7 +27,7 @@ in a diff::
 
     [[wheels]]                        # --with: the plan's pins, locked by a PEP 751 file beside this one
     platform = "linux-x86_64"
-    pylock = "cuda.lock.linux-x86_64.pylock.toml"
+    pylock = "pylock.cuda-lock-linux-x86_64.toml"
     cuda-line = "13.0"
 
 Reading validates every field; a hand-edited lock whose hash is not 64 hex
