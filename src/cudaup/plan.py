@@ -15,7 +15,6 @@ as empty.
 from __future__ import annotations
 
 import re
-import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -365,14 +364,6 @@ def wheel_ok(filename: str, tags: set[Tag]) -> bool:
         return bool(set(parse_wheel_filename(filename)[3]) & tags)
     except ValueError:
         return False
-
-
-def describe_python(python: tuple[int, int]) -> str:
-    return f"{python[0]}.{python[1]}"
-
-
-def this_python() -> tuple[int, int]:
-    return sys.version_info[0], sys.version_info[1]
 
 
 def to_json(

@@ -30,10 +30,6 @@ class Segment:
     reserved: int = 0
 
     @property
-    def remaining(self) -> int:
-        return self.end - self.pos
-
-    @property
     def done(self) -> bool:
         return self.pos >= self.end
 

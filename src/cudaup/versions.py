@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudaup.errors import UsageError
 
@@ -109,14 +109,6 @@ def _bad_request(raw: str) -> UsageError:
         f"{raw!r} is not a CUDA version request; use e.g. 13.0.1, 13.0, 13, cu130, "
         "'13.0 Update 1' or latest"
     )
-
-
-def parse_label(text: str) -> Version:
-    """Parse a release label such as ``12.8.0`` (or PyPI's ``13.0.3.0``)."""
-    try:
-        return Version(text)
-    except InvalidVersion:
-        raise UsageError(f"{text!r} is not a release version") from None
 
 
 def release_key(version: Version) -> str:

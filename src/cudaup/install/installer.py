@@ -38,7 +38,7 @@ from cudaup.http import HttpClient
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.install.unpacked import link_tree, unpack_all
-from cudaup.model import Artifact, Channel, Resolution
+from cudaup.model import Channel, Resolution
 from cudaup.platforms import Platform, is_linux
 from cudaup.resolve import Resolver
 from cudaup.switch import refresh_shims
@@ -407,7 +407,3 @@ def _existing(store: Store, release: str, final: Path) -> InstalledToolkit | Non
 
 def _same_channel(toolkit: InstalledToolkit, channel: Channel) -> bool:
     return (toolkit.record or {}).get("channel") == channel
-
-
-def artifact_components(artifacts: Sequence[Artifact]) -> list[str]:
-    return sorted({a.component for a in artifacts})

@@ -10,6 +10,7 @@ is shipped to the host with them.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,15 +125,13 @@ class Cudaup:
         if not found:
             fail(
                 module,
-                f"cannot find the cudaup executable {executable!r}; install cudaup "
-                "(pip install cudaup) or set executable to its path",
+                f"cannot find the cudaup executable {executable!r} on PATH or in ~/.local/bin; "
+                "install cudaup on this host, or set executable to its path",
             )
         self.executable = str(found)
         self.environ = {str(k): str(v) for k, v in (params["env"] or {}).items()}
         if params["cudaup_home"]:
             self.environ["CUDAUP_HOME"] = str(params["cudaup_home"])
-        #: every command line this module ran, in order (returned as ``commands``)
-        self.ran: list[list[str]] = []
 
     def command(self, *args: str) -> list[str]:
         return [self.executable, *args, "--json"]
@@ -140,7 +139,6 @@ class Cudaup:
     def run(self, *args: str) -> dict[str, Any]:
         """Run ``cudaup ARGS --json``; its JSON object, or ``fail_json`` with its error."""
         cmd = self.command(*args)
-        self.ran.append(cmd)
         rc, stdout, stderr = self.module.run_command(cmd, environ_update=self.environ)
         if rc != 0:
             fail(
@@ -181,79 +179,70 @@ class Cudaup:
 
 @dataclass
 class LockInfo:
-    """What a cudaup lock file pins, as far as the module needs it."""
+    """What a ``cuda.lock.toml`` pins for one platform, as far as the module needs it."""
 
-    release: str | None = None
-    channel: str | None = None
+    release: str
+    channel: str
     components: list[str] = field(default_factory=list)
 
 
-def _string(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+#: The platforms cudaup would pick on a host of each ``platform.machine()`` (an Arm host is
+#: Jetson's ``linux-aarch64`` or a server's ``linux-sbsa``; cudaup tells them apart).
+_HOST_PLATFORMS: dict[str, tuple[str, ...]] = {
+    "x86_64": ("linux-x86_64",),
+    "amd64": ("linux-x86_64",),
+    "aarch64": ("linux-sbsa", "linux-aarch64"),
+    "arm64": ("linux-sbsa", "linux-aarch64"),
+    "ppc64le": ("linux-ppc64le",),
+}
 
 
-def _release_in(table: dict[str, Any]) -> str | None:
-    for key in ("release", "version", "cuda_version", "cuda", "label"):
-        value = table.get(key)
-        if isinstance(value, str) and EXACT_RELEASE.match(value.strip()):
-            return value.strip()
-    return None
+def parse_lock(
+    document: dict[str, Any], platform: str | None = None, machine: str | None = None
+) -> LockInfo | None:
+    """The release, channel and components a lock (``lock-version = 1``) pins for a platform.
 
-
-def _components_in(table: dict[str, Any], platform: str | None) -> list[str]:
-    names: list[str] = []
-    for key in ("components", "artifacts", "files"):
-        value = table.get(key)
-        if not isinstance(value, list):
-            continue
-        for entry in value:
-            if isinstance(entry, str):
-                names.append(nvidia_name(entry))
-            elif isinstance(entry, dict):
-                where = entry.get("platform")
-                if platform and isinstance(where, str) and where != platform:
-                    continue
-                name = _string(entry.get("component")) or _string(entry.get("name"))
-                if name:
-                    names.append(nvidia_name(name))
-        if names:
-            break
-    return sorted(set(names))
-
-
-def parse_lock(document: dict[str, Any], platform: str | None = None) -> LockInfo:
-    """The release, channel and components a lock pins, read tolerantly.
-
-    The release is an ``X.Y.Z`` string under ``release``/``version`` (a lock's own
-    ``version = 1`` is a number and is skipped), at the top or in a ``[toolkit]``,
-    ``[cuda]`` or ``[release]`` table; components come from a ``components`` list or
-    from the ``component`` of each ``artifacts``/``files`` entry (of ``platform`` when
-    entries name one).  What cannot be read stays empty: the module then asks
-    ``cudaup install --lock`` itself, which installs nothing that is already there.
+    Its ``[[toolkits]]`` hold one entry per platform (``platform``, ``release``, ``channel``,
+    ``components`` with what they need).  Without ``platform``, the entries this host's
+    ``machine`` could use are taken when they agree.  ``None`` when the lock names nothing
+    for the platform or is not one cudaup wrote: ``cudaup install --lock`` then decides and
+    explains.
     """
-    tables = [document]
-    for key in ("toolkit", "cuda", "release"):
-        value = document.get(key)
-        if isinstance(value, dict):
-            tables.append(value)
-        elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
-            tables.append(value[0])
-    info = LockInfo()
-    for table in tables:
-        info.release = info.release or _release_in(table)
-        info.channel = info.channel or _string(table.get("channel"))
-        info.components = info.components or _components_in(table, platform)
-    return info
+    toolkits = document.get("toolkits")
+    if not isinstance(toolkits, list):
+        return None
+    if platform:
+        wanted: tuple[str, ...] = (platform,)
+    else:
+        here = (machine if machine is not None else os.uname().machine).lower()
+        wanted = _HOST_PLATFORMS.get(here, ())
+    found: list[LockInfo] = []
+    for entry in toolkits:
+        if not isinstance(entry, dict) or entry.get("platform") not in wanted:
+            continue
+        release, channel, components = (
+            entry.get("release"),
+            entry.get("channel"),
+            entry.get("components"),
+        )
+        if not isinstance(release, str) or not EXACT_RELEASE.match(release):
+            return None
+        if not isinstance(channel, str) or not isinstance(components, list):
+            return None
+        found.append(LockInfo(release, channel, sorted(nvidia_name(str(c)) for c in components)))
+    if not found or any(info != found[0] for info in found):
+        return None
+    return found[0]
 
 
 def read_lock(path: str, platform: str | None = None) -> LockInfo | None:
-    """:func:`parse_lock` of a TOML file; ``None`` when it cannot be read or parsed."""
+    """:func:`parse_lock` of a lock file; ``None`` when it cannot be read or parsed."""
     try:
         import tomllib  # noqa: PLC0415 - Python 3.11+ on the managed host; optional
     except ImportError:
         return None
     try:
-        with Path(path).open("rb") as stream:
+        with Path(path).expanduser().open("rb") as stream:
             document = tomllib.load(stream)
     except (OSError, ValueError):
         return None
@@ -265,8 +254,6 @@ def install_args(params: dict[str, Any]) -> list[str]:
     args = ["install"]
     if params.get("lock"):
         args += ["--lock", str(params["lock"])]
-        if params.get("mirror"):
-            args += ["--mirror", str(params["mirror"])]
     else:
         args.append(str(params["version"]))
         channel = params.get("channel") or "auto"
@@ -275,6 +262,8 @@ def install_args(params: dict[str, Any]) -> list[str]:
             args += ["--components", ",".join(str(c) for c in params["components"])]
     if params.get("platform"):
         args += ["--platform", str(params["platform"])]
+    if params.get("mirror"):
+        args += ["--mirror", str(params["mirror"])]
     if params.get("force"):
         args.append("--force")
     return args
