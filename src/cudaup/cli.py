@@ -968,7 +968,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "error": {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code},
                 }
             )
-        sys.stderr.write(f"cudaup: error: {exc}\n")
+        hint = ""
+        if exc.kind == "network" and not getattr(args, "offline", False):
+            hint = " (without network access: --mirror URL, or --offline for resolve)"
+        sys.stderr.write(f"cudaup: error: {exc}{hint}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("cudaup: interrupted; run the same command again to resume\n")

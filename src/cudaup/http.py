@@ -15,6 +15,7 @@ import base64
 import netrc
 import os
 import random
+import re
 import ssl
 import threading
 import time
@@ -277,9 +278,13 @@ def _read_limited(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
     return b"".join(chunks)
 
 
+_CONNECTION_PREFIX = re.compile(r"^\w*Connection\(host='[^']*', port=\d+\): ")
+
+
 def _describe(exc: urllib3.exceptions.HTTPError) -> str:
+    """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"."""
     reason = getattr(exc, "reason", None)
     text = str(reason or exc)
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and reason is not None:
-        text = str(reason)
-    return text.split(": ", 1)[-1] if "NewConnectionError" in text else text
+    text = text.split(": ", 1)[-1] if "NewConnectionError" in text else text
+    text = _CONNECTION_PREFIX.sub("", text)
+    return text.replace("([Errno -2] Name or service not known)", "(name not known)")
