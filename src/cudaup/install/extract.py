@@ -43,6 +43,13 @@ from typing import IO, Any, Literal, Protocol
 from cudaup.errors import CudaupError, InsufficientSpaceError, IntegrityError, UsageError
 from cudaup.parallel import map_concurrently
 
+_isal: Any
+try:  # ISA-L's inflate: the same deflate, 2-3x faster than CPython's zlib
+    from isal import isal_zlib as _isal
+except ImportError:  # pragma: no cover - platforms without its wheels fall back to zipfile
+    _isal = None
+_INFLATE_ERROR: type[Exception] = getattr(_isal, "error", zlib.error)
+
 CHUNK = 1024 * 1024
 #: Symlinks followed while resolving one target; Linux's own limit per lookup.
 MAX_SYMLINK_HOPS = 40
@@ -311,10 +318,72 @@ class _ZipReader:
             raise _refusal(self.archive, info.filename, "symlink target is not UTF-8") from None
 
     def open(self, member: _Member) -> IO[bytes]:
-        return self.zip.open(member.ref)
+        info = member.ref
+        if (
+            _isal is not None
+            and isinstance(info, zipfile.ZipInfo)
+            and info.compress_type == zipfile.ZIP_DEFLATED
+        ):
+            return _Inflater(self.archive, info)  # type: ignore[return-value]
+        return self.zip.open(info)
 
     def close(self) -> None:
         self.zip.close()
+
+
+class _Inflater(io.RawIOBase):
+    """A deflated zip member inflated by ISA-L (2-3x CPython's zlib), CRC-checked.
+
+    Each member gets its own file handle, so members decompress in parallel without
+    zipfile's shared-file lock.  Corruption raises ``zipfile.BadZipFile``, as zipfile would.
+    """
+
+    def __init__(self, archive: Path, info: zipfile.ZipInfo) -> None:
+        assert _isal is not None
+        self._file = archive.open("rb")
+        self._file.seek(info.header_offset)
+        header = self._file.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            self._file.close()
+            raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+        name_length, extra_length = (
+            int.from_bytes(header[26:28], "little"),
+            int.from_bytes(header[28:30], "little"),
+        )
+        self._file.seek(info.header_offset + 30 + name_length + extra_length)
+        self._left = info.compress_size
+        self._inflate = _isal.decompressobj(-15)
+        self._crc = 0
+        self._expected = info.CRC
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        assert _isal is not None
+        while not self._pending and not self._done:
+            chunk = self._file.read(min(self._left, CHUNK)) if self._left else b""
+            self._left -= len(chunk)
+            try:
+                self._pending = self._inflate.decompress(chunk) if chunk else self._inflate.flush()
+            except _INFLATE_ERROR as exc:
+                raise zipfile.BadZipFile(f"corrupt deflate data ({exc})") from None
+            self._crc = _isal.crc32(self._pending, self._crc)
+            if not chunk:
+                self._done = True
+                if self._crc != self._expected:
+                    raise zipfile.BadZipFile("CRC-32 mismatch")
+        if size < 0 or size >= len(self._pending):
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _open(archive: Path) -> _Reader:
