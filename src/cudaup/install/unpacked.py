@@ -48,13 +48,16 @@ def unpack_all(
     downloads = cache_root / "downloads"
     root.mkdir(parents=True, exist_ok=True)
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)
+    # Files already download side by side (up to 4): share the connections among them
+    # rather than opening (and TLS-handshaking) 8 per file.
+    per_file = max(2, connections // min(4, max(1, len(artifacts))))
 
     def one(artifact: Artifact) -> Path:
         final = root / _key(artifact)
         if final.is_dir():
             return final
         archive = fetch(
-            artifact, downloads, http=http, connections=connections, progress=progress, slots=slots
+            artifact, downloads, http=http, connections=per_file, progress=progress, slots=slots
         ).path
         staging = root / f".tmp-{_key(artifact)[:16]}-{secrets.token_hex(4)}"
         staging.mkdir()
