@@ -299,3 +299,75 @@ def test_lock_with_wheels_embeds_a_pep751_lock_and_mirrors_it(
     mirrored = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
     assert mirrored.code == 0, mirrored.err
     assert (env / "mirror/simple/six/index.html").read_text().count("<a href=") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lock-version = 2\n", "lock-version 2 is not one this cudaup reads"),
+        ("lock-version = 1\n[[toolkits]\n", "is not valid TOML"),
+        (
+            'lock-version = 1\n[[toolkits]]\nplatform = "linux-x86_64"\nrelease = "13.0.1"\nchannel = "redist"\n',
+            "no files",
+        ),
+        (
+            'lock-version = 1\n[[toolkits]]\nplatform = "linux-x86_64"\nrelease = "13.0.1"\nchannel = "ftp"\n',
+            "unknown channel",
+        ),
+        (
+            'lock-version = 1\n[[toolkits]]\nplatform = "linux-x86_64"\nrelease = "13.0.1"\nchannel = "redist"\n'
+            '[[toolkits.files]]\ncomponent = "cuda_nvcc"\nurl = "https://x/a.tar.xz"\nsize = 10\nsha256 = "abc"\n',
+            "'sha256' must be 64 lower-case hex digits",
+        ),
+        (
+            'lock-version = 1\n[[toolkits]]\nplatform = "linux-x86_64"\nrelease = "13.0.1"\nchannel = "redist"\n'
+            '[[toolkits.files]]\ncomponent = "cuda_nvcc"\nurl = "https://x/a.tar.xz"\nsize = -1\nsha256 = "'
+            + "a" * 64
+            + '"\n',
+            "'size' must be a non-negative integer",
+        ),
+        (
+            'lock-version = 1\n[[toolkits]]\nplatform = "linux-x86_64"\nrelease = "13.0.1"\nchannel = "redist"\n'
+            '[[toolkits.files]]\ncomponent = "cuda_nvcc"\nurl = "https://x/a.tar.xz"\nsize = 1\n',
+            "needs a sha256 or md5",
+        ),
+    ],
+)
+def test_broken_locks_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    from cudaup.errors import SourceFormatError
+
+    path = tmp_path / "cuda.lock.toml"
+    path.write_text(text)
+    with pytest.raises(SourceFormatError, match=message):
+        read_lock(path)
+
+
+def test_a_lock_for_another_platform_says_which_it_has(
+    fake_nvidia_fresh: FakeNvidiaServer,
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    point_env_at(monkeypatch, fake_nvidia_fresh)
+    monkeypatch.setenv("CUDAUP_HOME", str(env / "home"))
+    assert (
+        run_cli(
+            capsys,
+            "lock",
+            "13.0.1",
+            "--channel",
+            "redist",
+            "--components",
+            "cudart",
+            "--platform",
+            "linux-sbsa",
+        ).code
+        == 0
+    )
+    result = run_cli(capsys, "install", "--lock", "cuda.lock.toml", "--platform", "linux-x86_64")
+    assert (
+        result.code == EXIT_CODES["usage"]
+        and "has no toolkit for linux-x86_64 (it has linux-sbsa)" in result.err
+    )
+    missing = run_cli(capsys, "install", "--lock", "nowhere.toml", "--platform", "linux-x86_64")
+    assert missing.code == EXIT_CODES["usage"] and "cannot read the lock" in missing.err
