@@ -8,22 +8,18 @@ work is done by :mod:`cudaup.switch`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cudaup.cli_common import emit_json
 from cudaup.errors import CommandNotRunError, UsageError
 
 if TYPE_CHECKING:
     from cudaup import switch
     from cudaup.install.store import Store
     from cudaup.sysroot import SystemRoot
-
-
-def _emit_json(document: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
 def _warn(message: str) -> None:
@@ -84,7 +80,7 @@ def cmd_default(args: argparse.Namespace) -> int:
         target, version = switch.system_target(store, args.value, root=root)
         change = switch.set_system_link(store, target, version=version, root=root)
         if args.json:
-            _emit_json({"schema": 1, **change.to_json()})
+            emit_json({"schema": 1, **change.to_json()})
             return 0
         via = " through update-alternatives" if change.method == "update-alternatives" else ""
         print(f"{switch.LINK} {_link_words(change.after)}{via}")
@@ -95,7 +91,7 @@ def cmd_default(args: argparse.Namespace) -> int:
             raise UsageError("give a value or --unset, not both")
         store.set_default(None)
         if args.json:
-            _emit_json({"schema": 1, "default": None})
+            emit_json({"schema": 1, "default": None})
         else:
             print("no default toolkit now")
         return 0
@@ -109,7 +105,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     if not switch.shims_on_path(store):
         notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
     if args.json:
-        _emit_json({"schema": 1, "default": choice.to_json(), "notes": notes})
+        emit_json({"schema": 1, "default": choice.to_json(), "notes": notes})
         return 0
     print(f"default: {_answer(choice.value, choice.path, choice.version)}")
     for note in notes:
@@ -131,7 +127,7 @@ def _print_default(args: argparse.Namespace, store: Store) -> int:
                 "version": resolved.version,
                 "problem": resolved.problem,
             }
-        _emit_json({"schema": 1, "default": document})
+        emit_json({"schema": 1, "default": document})
         return 0
     if value is None or resolved is None:
         print("no default toolkit; set one with `cudaup default VERSION`")
@@ -147,7 +143,7 @@ def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
 
     state = switch.read_link_state(root)
     if args.json:
-        _emit_json({"schema": 1, "link": switch.LINK, "state": state.to_json()})
+        emit_json({"schema": 1, "link": switch.LINK, "state": state.to_json()})
     else:
         print(f"{switch.LINK} {_link_words(state)}")
     return 0
@@ -166,7 +162,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         removed = switch.remove_pin(here)
         still = switch.find_pin(here)
         if args.json:
-            _emit_json(
+            emit_json(
                 {
                     "schema": 1,
                     "removed": str(removed) if removed else None,
@@ -182,7 +178,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         pin = switch.find_pin(here)
         request = shim.read_pin(str(pin)) if pin else None
         if args.json:
-            _emit_json({"schema": 1, "pin": str(pin) if pin else None, "request": request})
+            emit_json({"schema": 1, "pin": str(pin) if pin else None, "request": request})
         elif pin is None:
             print(f"no {switch.PIN_FILE} in {here} or above; write one with `cudaup pin VERSION`")
         else:
@@ -205,7 +201,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
             f"{switch.TOOLKIT_ENV}={os.environ[switch.TOOLKIT_ENV]} overrides it in this environment"
         )
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 "schema": 1,
                 "pin": str(path),
@@ -233,7 +229,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     variables = switch.toolkit_env(toolkit, store)
     shell: switch.Shell = args.shell or switch.detect_shell()
     if args.json:
-        _emit_json(
+        emit_json(
             {"schema": 1, "shell": shell, "toolkit": active.to_json(), "variables": variables}
         )
     else:
@@ -279,7 +275,7 @@ def cmd_which(args: argparse.Namespace) -> int:
     active = switch.select(store)
     path = switch.tool_in(active, args.tool)
     if args.json:
-        _emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
+        emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
         return 0
     print(path)
     label = f"CUDA {active.version}" if active.version else f"the toolkit at {active.path}"
@@ -299,7 +295,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     link = switch.read_link_state(root)
     on_path = switch.shims_on_path(store)
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 "schema": 1,
                 "active": active.to_json(),
@@ -344,7 +340,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     store = Store.from_env()
     change = switch.undo_system_link(store)
     if args.json:
-        _emit_json({"schema": 1, **change.to_json()})
+        emit_json({"schema": 1, **change.to_json()})
         return 0
     print(f"{switch.LINK} {_link_words(change.after)} again")
     if change.note:
