@@ -206,16 +206,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from cudaup.driver import DriverVersion  # noqa: PLC0415
     from cudaup.install.store import Store  # noqa: PLC0415
     from cudaup.machine import detect_driver  # noqa: PLC0415
-    from cudaup.plan import load_indexes, parse_requirements, select_indexes, to_json  # noqa: PLC0415
+    from cudaup.plan import indexes_for, parse_requirements, to_json  # noqa: PLC0415
     from cudaup.planner import Planner, Target, export_pylock, python_version  # noqa: PLC0415
     from cudaup.sysroot import SystemRoot  # noqa: PLC0415
 
     settings = settings_of(args)
     requirements = parse_requirements(args.packages)
-    known = load_indexes(Store.from_env().home / "indexes.toml")
-    if "pypi" in known:  # --pypi-url / CUDAUP_PYPI_URL moves PyPI here too
-        known["pypi"].urls[""] = settings.pypi_url
-    indexes = select_indexes(known, args.index or [])
+    indexes = indexes_for(
+        settings.pypi_url, args.index or [], Store.from_env().home / "indexes.toml"
+    )
     if args.driver:
         target = Target(
             python_version(args.python),

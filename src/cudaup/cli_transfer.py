@@ -268,12 +268,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
         lock.toolkits.append(locked_toolkit(resolution, settings.canonical))
     output = Path(args.output)
     if args.with_packages:
-        from cudaup.plan import load_indexes, parse_requirements, select_indexes  # noqa: PLC0415
+        from cudaup.install.store import Store  # noqa: PLC0415
+        from cudaup.plan import indexes_for, parse_requirements  # noqa: PLC0415
         from cudaup.planner import Planner, Target, export_pylock, python_version  # noqa: PLC0415
 
-        known = load_indexes()
-        known["pypi"].urls[""] = settings.pypi_url
-        indexes = select_indexes(known, args.index or [])
+        user = Store.from_env().home / "indexes.toml"
+        indexes = indexes_for(settings.pypi_url, args.index or [], user)
         requirements = parse_requirements([p for p in args.with_packages.split(",") if p.strip()])
         for platform in platforms:
             target = Target(python_version(args.python), platform, None, None)

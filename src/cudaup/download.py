@@ -498,16 +498,21 @@ def fetch(
         lock.release()
 
 
-def _existing(target: _Target, request: DownloadRequest) -> DownloadResult | None:
+def is_verified(path: Path, request: DownloadRequest) -> bool:
+    """Whether ``path`` already holds the file: the known size and the strongest checksum."""
     checksum = request.checksum
-    if checksum is None or not target.final.is_file():
+    if checksum is None or not path.is_file():
+        return False
+    if request.size is not None and path.stat().st_size != request.size:
+        return False
+    return _hash_file(path, checksum[0]) == checksum[1]
+
+
+def _existing(target: _Target, request: DownloadRequest) -> DownloadResult | None:
+    if not is_verified(target.final, request):
         return None
+    algorithm, expected = request.checksum or ("", "")
     size = target.final.stat().st_size
-    if request.size is not None and size != request.size:
-        return None
-    algorithm, expected = checksum
-    if _hash_file(target.final, algorithm) != expected:
-        return None
     return DownloadResult(target.final, request.url, size, algorithm, expected, 0, 0, 0.0, True, 0)
 
 

@@ -30,7 +30,7 @@ from cudaup.config import (
     DEFAULT_PRERELEASE_URL,
     Settings,
 )
-from cudaup.download import DownloadRequest, Progress, fetch
+from cudaup.download import DownloadRequest, Progress, fetch, is_verified
 from cudaup.errors import NetworkError
 from cudaup.http import HttpClient
 from cudaup.lock import Lock, mirror_path
@@ -53,19 +53,6 @@ class MirrorReport:
 
     def to_json(self) -> dict[str, object]:
         return {"fetched": self.fetched, "kept": self.kept, "documents": self.documents}
-
-
-def _verified(path: Path, size: int | None, sha256: str | None, md5: str | None) -> bool:
-    if not path.is_file() or (size is not None and path.stat().st_size != size):
-        return False
-    algorithm, expected = ("sha256", sha256) if sha256 else ("md5", md5)
-    if expected is None:
-        return False
-    digest = hashlib.new(algorithm)
-    with path.open("rb") as handle:
-        while block := handle.read(4 * 1024 * 1024):
-            digest.update(block)
-    return digest.hexdigest() == expected
 
 
 def _pylock_wheels(path: Path) -> Iterable[tuple[str, int | None, str]]:
@@ -99,16 +86,11 @@ def build_mirror(
     for url, size, sha256, md5 in files:
         relative = mirror_path(url, roots)
         target = directory / relative
-        if _verified(target, size, sha256, md5):
+        request = DownloadRequest(settings.rewrite(url), target.name, size, sha256, md5)
+        if is_verified(target, request):
             report.kept.append(relative)
             continue
-        source = settings.rewrite(url)
-        fetch(
-            DownloadRequest(source, target.name, size, sha256, md5),
-            target.parent,
-            http=http,
-            progress=progress,
-        )
+        fetch(request, target.parent, http=http, progress=progress)
         report.fetched.append(relative)
     for toolkit in lock.toolkits:
         for url in toolkit.sources:

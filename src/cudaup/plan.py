@@ -98,6 +98,15 @@ def load_indexes(extra: Path | None = None) -> dict[str, Index]:
     return indexes
 
 
+def indexes_for(pypi_url: str, chosen: Sequence[str], extra: Path | None) -> dict[str, Index]:
+    """The index table for a run: shipped + the user's file, PyPI moved to the configured
+    index (``--pypi-url``/``--mirror``), restricted by ``--index``."""
+    known = load_indexes(extra)
+    if "pypi" in known:
+        known["pypi"].urls[""] = pypi_url
+    return select_indexes(known, chosen)
+
+
 def select_indexes(indexes: Mapping[str, Index], chosen: Sequence[str]) -> dict[str, Index]:
     """``--index NAME|URL``: known names, or a URL as an index that serves everything."""
     if not chosen:

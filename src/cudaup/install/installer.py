@@ -85,9 +85,7 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
     """``auto``: NVIDIA's redist when its host answers (one quick request), else PyPI."""
     if channel != "auto":
         return channel
-    quick = HttpClient(
-        Settings.from_env(**{**_settings_kwargs(settings), "timeout": 5.0}), retries=0
-    )
+    quick = HttpClient(replace(settings, timeout=5.0), retries=0)
     try:
         Resolver(quick.settings, quick).nvidia.listing()
     except CudaupError as exc:
@@ -95,17 +93,6 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
         return "pypi"
     notes.append(f"channel auto: using redist from {settings.download_url}")
     return "redist"
-
-
-def _settings_kwargs(settings: Settings) -> dict[str, Any]:
-    return {
-        "download_url": settings.download_url,
-        "archive_url": settings.archive_url,
-        "prerelease_url": settings.prerelease_url,
-        "pypi_url": settings.pypi_url,
-        "cache_dir": settings.cache_dir,
-        "refresh": settings.refresh,
-    }
 
 
 def check_driver(
