@@ -4,7 +4,13 @@
 The wheels: what ``cuda-toolkit[nvcc,cudart]==13.0.1`` pulls in (nvcc, nvvm,
 crt, cudart: ~100 MB).  Cold: an empty cache for each tool; warm: the same
 cache again, into a fresh target.  pip runs with its configuration file
-disabled and PyPI as its only index, so no local mirror helps it.
+disabled and PyPI as its only index, so no local mirror helps it.  The tools
+take turns within each run, so a change in the network's speed over the
+minutes of a run falls on all of them alike.
+
+cudaup's bytecode is compiled first, as pip does when it installs cudaup's
+wheel: an editable checkout under ``PYTHONDONTWRITEBYTECODE`` (set on some CI
+machines) would otherwise recompile every module on every start.
 
     .venv/bin/python benchmarks/install.py --output docs/performance.md
 """
@@ -23,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import replace_section
+
+import cudaup as package_under_test
 
 BEGIN, END = "<!-- BEGIN install benchmark -->", "<!-- END install benchmark -->"
 REQUIREMENT = "cuda-toolkit[nvcc,cudart]==13.0.1"
@@ -49,7 +57,8 @@ def main() -> None:
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
     base_env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    rows: dict[str, dict[str, float]] = {}
+    package = Path(package_under_test.__file__).parent
+    subprocess.run([python, "-m", "compileall", "-q", str(package)], check=True)
     with tempfile.TemporaryDirectory(prefix="cudaup-install-bench-") as tmp:
         work = Path(tmp)
 
@@ -69,9 +78,10 @@ def main() -> None:
         tools = {"cudaup": cudaup, "pip": pip}
         if uv:
             tools["uv"] = uv_install
-        for name, command in tools.items():
-            best = {"cold": float("inf"), "warm": float("inf")}
-            for run in range(args.runs):
+        rows = {name: {"cold": float("inf"), "warm": float("inf")} for name in tools}
+        for run in range(args.runs):
+            for name, command in tools.items():
+                best = rows[name]
                 cache = work / f"cache-{name}-{run}"
                 env = {
                     **base_env,
@@ -83,9 +93,8 @@ def main() -> None:
                     seconds = timed(command(cache, target), env)
                     best[phase] = min(best[phase], seconds)
                     shutil.rmtree(target, ignore_errors=True)
+                    print(f"run {run + 1} {name:<8} {phase} {seconds:.2f} s", flush=True)
                 shutil.rmtree(cache, ignore_errors=True)
-            rows[name] = best
-            print(f"{name:<8} cold {best['cold']:.2f} s  warm {best['warm']:.2f} s", flush=True)
     lines = [
         BEGIN,
         "## Install (pypi channel)",
@@ -94,7 +103,8 @@ def main() -> None:
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, live PyPI, `{REQUIREMENT}` "
         f"(nvcc, nvvm, crt, cudart); whole-process wall time, best of {args.runs}. cudaup also lays the "
-        "wheels out as a CUDA_HOME (lib64, unversioned .so links, version.json); pip and uv only unpack them.",
+        "wheels out as a CUDA_HOME (lib64, unversioned .so links, version.json); pip and uv only unpack them. "
+        "The tools take turns within each run; cudaup runs from compiled bytecode, as installed from its wheel.",
         "",
         "| tool | cold s | warm s | cold x uv | cold x pip | warm x uv | warm x pip |",
         "|---|---|---|---|---|---|---|",

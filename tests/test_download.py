@@ -468,3 +468,42 @@ def test_through_real_nginx_with_a_per_connection_cap(tmp_path: Path) -> None:
             if name == "capped":
                 # 8 MiB at 4 MiB/s per connection: one stream needs 2 s, eight well under 1 s
                 assert time.monotonic() - started < 1.5
+
+
+class _ScriptedBody:
+    """A response body whose reads take the time the test says, on a fake clock."""
+
+    def __init__(self, total: int, seconds_per_read: Callable[[int], float]) -> None:
+        self.left = total
+        self.now = 0.0
+        self.sizes: list[int] = []
+        self._seconds = seconds_per_read
+
+    def clock(self) -> float:
+        return self.now
+
+    def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        assert amt is not None
+        size = amt
+        self.sizes.append(size)
+        self.now += self._seconds(size)
+        count = min(size, self.left)
+        self.left -= count
+        return b"x" * count
+
+
+def test_reads_grow_on_a_fast_link_and_shrink_on_a_slow_one() -> None:
+    from cudaup.download import MAX_READ, MIN_READ, _body
+
+    fast = _ScriptedBody(64 * 2**20, lambda size: 0.001)
+    assert sum(len(chunk) for chunk in _body(fast, fast.clock)) == 64 * 2**20
+    assert fast.sizes[0] == MIN_READ
+    assert max(fast.sizes) == MAX_READ  # a fast link gets few, large reads
+    assert len(fast.sizes) < 80
+
+    # 1 MB/s: a 1 MiB read would take a second; reads settle where each takes ~0.1-0.2 s.
+    slow = _ScriptedBody(4 * 2**20, lambda size: size / 1e6)
+    chunks = list(_body(slow, slow.clock))
+    assert sum(map(len, chunks)) == 4 * 2**20
+    assert max(slow.sizes) <= 256 * 1024
+    assert slow.sizes[-1] <= 256 * 1024
