@@ -14,7 +14,6 @@ Needs nginx, curl, wget and aria2c (``apt-get install nginx-light aria2``).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import replace_section  # noqa: E402
+from report import parser_for, publish  # noqa: E402
 from tests.nginx import Nginx  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN download benchmark -->", "<!-- END download benchmark -->"
@@ -114,9 +113,7 @@ def table(title: str, rows: list[tuple[str, float]], size: int, connections: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = parser_for(__doc__, runs=3)
     parser.add_argument(
         "--size-mib", type=int, default=1024, help="uncapped file size (default 1024)"
     )
@@ -124,10 +121,6 @@ def main() -> None:
         "--capped-size-mib", type=int, default=96, help="capped file size (default 96)"
     )
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument(
-        "--output", type=Path, help="markdown file whose download section to replace"
-    )
     args = parser.parse_args()
     lines = [
         BEGIN,
@@ -172,10 +165,7 @@ def main() -> None:
         "shows up in wall time. `curl, then sha256sum` is what a verified download costs without cudaup.",
         END,
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        replace_section(args.output, BEGIN, END, text)
+    publish(lines, args.output, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ machines) would otherwise recompile every module on every start.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import replace_section
+from report import parser_for, publish
 
 import cudaup as package_under_test
 
@@ -48,11 +47,7 @@ def timed(command: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--output", type=Path)
+    parser = parser_for(__doc__, runs=2)
     args = parser.parse_args()
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
@@ -119,10 +114,7 @@ def main() -> None:
             f"| {name} | {best['cold']:.2f} | {best['warm']:.2f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |"
         )
     lines += ["", "Ratios are time ratios: below 1 means faster than the other tool.", END]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        replace_section(args.output, BEGIN, END, text)
+    publish(lines, args.output, BEGIN, END)
 
 
 if __name__ == "__main__":

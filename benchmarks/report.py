@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 
@@ -14,3 +15,21 @@ def replace_section(path: Path, begin: str, end: str, text: str) -> None:
     else:
         current = current.rstrip("\n") + "\n\n" + text
     path.write_text(current)
+
+
+def parser_for(doc: str | None, runs: int) -> argparse.ArgumentParser:
+    """The arguments every benchmark takes: ``--runs`` and ``--output``; callers add theirs."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=runs, help="repetitions, best (or median) kept")
+    parser.add_argument("--output", type=Path, help="markdown file whose section to replace")
+    return parser
+
+
+def publish(lines: list[str], output: Path | None, begin: str, end: str) -> None:
+    """Print the section and, with ``--output``, put it in place of the old one."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if output:
+        replace_section(output, begin, end, text)

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import errno
 import io
+import lzma
 import os
 import shutil
 import stat
 import tarfile
+import time
 import warnings
 import zipfile
 from collections import namedtuple
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -285,10 +287,67 @@ def test_symlink_inside_is_fine_before_strip_but_not_after(tmp_path: Path, dest:
     refused(archive, empty, "leads outside", strip_top=True)
 
 
-def test_refused_member_is_found_before_anything_is_written(tmp_path: Path, dest: Path) -> None:
-    """The bad member is the last: a streaming extractor would have written the rest."""
+def test_a_refused_last_member_leaves_nothing(tmp_path: Path, dest: Path) -> None:
+    """The bad member is the last: a tar is written as it streams, then cleared whole."""
     entries = [*nvidia_entries(), file(f"{TOP}/../../evil")]
     refused(make_tar(tmp_path / "a.tar.xz", entries), dest, "in path", strip_top=True)
+
+
+def test_a_tar_is_decompressed_once(
+    tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    payload = os.urandom(2**20)
+    entries = [directory(f"{TOP}/"), file(f"{TOP}/lib/big.a", payload), *nvidia_entries()]
+    archive = make_tar(tmp_path / "a.tar.xz", entries)
+    inflated = 0
+    real = lzma.LZMADecompressor
+
+    class Counting:
+        """LZMAFile's decompressor, counting what it produces (a rewind makes a new one)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._inner = real(*args, **kwargs)
+
+        def decompress(self, data: bytes, max_length: int = -1) -> bytes:
+            nonlocal inflated
+            out = self._inner.decompress(data, max_length)
+            inflated += len(out)
+            return out
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(lzma, "LZMADecompressor", Counting)
+    extract_archive(archive, dest, strip_top=True)
+    assert (dest / "lib/big.a").read_bytes() == payload
+    assert len(payload) < inflated < 1.5 * len(payload)
+
+
+def test_a_tar_creates_its_symlinks_last(
+    tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link could redirect a later member; none exists until every member is checked."""
+    entries = [
+        link("lib64", "lib"),
+        directory("lib"),
+        link("lib/libx.so", "libx.so.1"),
+        file("lib/libx.so.1"),
+        file("bin/tool"),
+    ]
+    archive = make_tar(tmp_path / "a.tar.xz", entries)
+    order: list[str] = []
+    original = extract._write_member
+
+    def spy(
+        reader: object, member: extract._Member, destination: Path, made: set[tuple[str, ...]]
+    ) -> None:
+        order.append(member.kind)
+        original(reader, member, destination, made)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(extract, "_write_member", spy)
+    extract_archive(archive, dest)
+    assert order == ["dir", "file", "file", "symlink", "symlink"]
+    assert (dest / "lib64/libx.so").read_bytes() == b"data\n"
 
 
 # ---------------------------------------------------------------------------
@@ -402,6 +461,41 @@ def test_truncated_tar_xz(tmp_path: Path, dest: Path, keep: float) -> None:
     archive = tmp_path / "bad.tar.xz"
     archive.write_bytes(good[:cut])
     refused(archive, dest, "corrupt or truncated")
+
+
+def test_tar_xz_in_several_streams_with_padding(tmp_path: Path, dest: Path) -> None:
+    """xz allows concatenated streams and null padding between and after them."""
+    tar = make_tar(tmp_path / "plain.tar", [file("a", os.urandom(300_000)), file("b")], "w")
+    raw = tar.read_bytes()
+    archive = tmp_path / "multi.tar.xz"
+    archive.write_bytes(lzma.compress(raw[:100_000]) + lzma.compress(raw[100_000:]) + bytes(8))
+    extract_archive(archive, dest)
+    assert (dest / "a").read_bytes() == raw[1024 : 1024 + 300_000] or (
+        dest / "a"
+    ).stat().st_size == 300_000
+    assert (dest / "b").read_bytes() == b"data\n"
+
+
+def test_tar_xz_with_a_flipped_byte(tmp_path: Path, dest: Path) -> None:
+    payload = os.urandom(2**20)
+    good = make_tar(tmp_path / "good.tar.xz", [file("a", b"first"), file("big", payload)])
+    raw = bytearray(good.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    archive = tmp_path / "bad.tar.xz"
+    archive.write_bytes(bytes(raw))
+    refused(archive, dest, "corrupt or truncated")
+
+
+def test_unpacking_thread_stops_when_the_reader_closes(tmp_path: Path) -> None:
+    archive = tmp_path / "zeros.xz"
+    archive.write_bytes(lzma.compress(bytes(40 * 2**20), preset=0))
+    stream = extract._ReadAhead(extract._xz_chunks(archive))
+    assert stream.read(1000) == bytes(1000)
+    time.sleep(0.2)  # the thread fills its queue and waits to put more
+    with pytest.raises(io.UnsupportedOperation):
+        stream.seek(10)
+    stream.close()
+    assert not stream._thread.is_alive()
 
 
 def test_truncated_tar_gz_trailer(tmp_path: Path, dest: Path) -> None:
