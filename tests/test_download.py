@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable
@@ -18,7 +20,15 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, ProgressEvent, fetch, fetch_many
+from cudaup.download import (
+    Arrival,
+    ArrivalLostError,
+    DownloadRequest,
+    DownloadResult,
+    ProgressEvent,
+    fetch,
+    fetch_many,
+)
 from cudaup.errors import (
     InsufficientSpaceError,
     IntegrityError,
@@ -507,3 +517,107 @@ def test_reads_grow_on_a_fast_link_and_shrink_on_a_slow_one() -> None:
     assert sum(map(len, chunks)) == 4 * 2**20
     assert max(slow.sizes) <= 256 * 1024
     assert slow.sizes[-1] <= 256 * 1024
+
+
+# ---------------------------------------------------------------------------
+# Reading a file while it downloads (Arrival)
+# ---------------------------------------------------------------------------
+def _fetch_in_background(
+    server: FaultServer, tmp_path: Path, arrival: Arrival, **kwargs: object
+) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            result = fetch(
+                request(server), tmp_path / "out", http=client(tmp_path),
+                arrival=arrival, **kwargs,  # type: ignore[arg-type]
+            )  # fmt: skip
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(result)
+        outcome.append(time.monotonic())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_an_early_reader_gets_the_tail_first_and_every_byte(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY, Fault(rate=8 * 1024 * 1024))  # ~1 s per connection
+    arrival = Arrival(tail_first=256 * 1024)
+    thread, outcome = _fetch_in_background(fault_server, tmp_path, arrival, connections=2)
+    with arrival.open() as reader:
+        reader.seek(-1000, io.SEEK_END)
+        assert reader.read() == BODY[-1000:]
+        tail_at = time.monotonic()
+        reader.seek(0)
+        assert reader.read() == BODY
+    thread.join()
+    result, done_at = outcome
+    assert isinstance(result, DownloadResult) and isinstance(done_at, float)
+    fetched_ok(result.path)
+    assert tail_at < done_at - 0.2  # the tail was readable long before the download ended
+    ranges = [
+        r.range for r in fault_server.requests("/f.run") if r.range not in {None, "bytes=0-0"}
+    ]
+    first_start, first_end = str(ranges[0])[len("bytes=") :].split("-")  # the tail, first
+    assert int(first_end) == SIZE - 1 and 256 * 1024 <= SIZE - int(first_start) < SIZE // 2
+    assert not arrival.lost
+
+
+def test_an_early_reader_of_a_failed_download_is_told(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # connections drop every 300 kB, so ranges keep being asked for again
+    fault_server.add("/f.run", BODY, Fault(rate=2 * 1024 * 1024, drop_after=300_000))
+    arrival = Arrival()
+    thread, outcome = _fetch_in_background(fault_server, tmp_path, arrival, connections=2)
+    with arrival.open() as reader:
+        assert reader.read(1000) == BODY[:1000]
+        fault_server.add("/f.run", BODY, Fault(status=404))  # the next requests fail
+        with pytest.raises(ArrivalLostError):
+            reader.read()
+    thread.join()
+    assert isinstance(outcome[0], RemoteFileMissingError)
+    assert arrival.lost
+
+
+def test_an_early_reader_learns_that_the_download_restarted(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    resource = fault_server.add("/f.run", BODY, Fault(drop_after=200_000, times=5))
+    new_body = payload(SIZE, seed=5)
+    arrival = Arrival()
+
+    def progress(event: ProgressEvent) -> None:
+        if fault_server.resources["/f.run"] is resource:
+            fault_server.add("/f.run", new_body, etag='"v2"')
+
+    result = fetch(
+        request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
+        tmp_path / "out", http=client(tmp_path), connections=4, progress=progress,
+        arrival=arrival,
+    )  # fmt: skip
+    fetched_ok(result.path, new_body)
+    assert arrival.lost  # what an early reader read may have been v1's bytes
+    with pytest.raises(ArrivalLostError):
+        arrival.open()
+
+
+def test_a_reader_of_a_finished_download_reads_the_final_file(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    fault_server.add("/f.run", BODY)
+    arrival = Arrival()
+    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=arrival)
+    with arrival.open() as reader:
+        assert reader.read() == BODY
+    again = Arrival()
+    fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=again)
+    with again.open() as reader:  # already here and verified: nothing downloads
+        assert reader.read(10) == BODY[:10]
+    assert result.path.name == "f.run"

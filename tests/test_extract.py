@@ -489,7 +489,7 @@ def test_tar_xz_with_a_flipped_byte(tmp_path: Path, dest: Path) -> None:
 def test_unpacking_thread_stops_when_the_reader_closes(tmp_path: Path) -> None:
     archive = tmp_path / "zeros.xz"
     archive.write_bytes(lzma.compress(bytes(40 * 2**20), preset=0))
-    stream = extract._ReadAhead(extract._xz_chunks(archive))
+    stream = extract._ReadAhead(extract._xz_chunks(lambda: archive.open("rb")))
     assert stream.read(1000) == bytes(1000)
     time.sleep(0.2)  # the thread fills its queue and waits to put more
     with pytest.raises(io.UnsupportedOperation):

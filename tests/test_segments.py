@@ -83,3 +83,48 @@ def test_cancel_stops_taking_and_wakes_waiters() -> None:
     plan.cancel()
     assert plan.take() is None
     assert plan.wait_for_prefix(0, timeout=5) == 0  # returns at once
+
+
+def test_tail_first_is_its_own_segment_and_handed_out_first() -> None:
+    size = 10 * MIN_SPLIT + 12345
+    plan = SegmentPlan.split(size, 2, tail_first=256 * 1024)
+    *head, tail = plan.segments
+    assert tail.first and tail.end == size and size - tail.start >= 256 * 1024
+    assert tail.start % ALIGN == 0
+    assert [s.start for s in head] == [0, head[1].start] and head[-1].end == tail.start
+    assert plan.take() is tail
+    assert plan.take() is head[0]
+    # a small file stays whole: its tail comes with it
+    assert len(SegmentPlan.split(MIN_SPLIT, 4, tail_first=256 * 1024).segments) == 1
+
+
+def test_wait_for_range_across_segments() -> None:
+    plan = SegmentPlan.split(4 * MIN_SPLIT, 2)
+    first, second = plan.segments
+    assert plan.wait_for_range(0, 0, timeout=0)  # nothing asked, nothing to wait for
+    assert not plan.wait_for_range(0, 10, timeout=0.01)
+    plan.advance(first, 100)
+    assert plan.wait_for_range(0, 100, timeout=0)
+    assert not plan.wait_for_range(50, 150, timeout=0.01)
+    straddling = (first.end - 10, first.end + 10)
+    plan.advance(second, 10)
+    assert not plan.wait_for_range(*straddling, timeout=0.01)  # the first half's end is missing
+    plan.advance(first, first.end - first.pos)
+    assert plan.wait_for_range(*straddling, timeout=0)
+    plan.cancel()
+    assert not plan.wait_for_range(*straddling, timeout=1.0)  # cancelled: never "ready"
+
+
+def test_a_range_waiter_is_woken_by_bytes_away_from_the_watermark() -> None:
+    import threading
+
+    plan = SegmentPlan.split(4 * MIN_SPLIT, 2)
+    first, second = plan.segments
+    woke: list[bool] = []
+    waiter = threading.Thread(
+        target=lambda: woke.append(plan.wait_for_range(second.start, second.start + 10, 5.0))
+    )
+    waiter.start()
+    plan.advance(second, 10)  # the watermark stays at 0: only a range waiter cares
+    waiter.join(2.0)
+    assert woke == [True]

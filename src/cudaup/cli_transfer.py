@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from cudaup.cli_common import emit_json, human_size, platform_of, settings_of
-
-if TYPE_CHECKING:
-    pass
+from cudaup.tls import warm_up
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    warm_up()  # the CA certificates load while the modules below import
     from pathlib import Path  # noqa: PLC0415
 
     from cudaup.components import split_components  # noqa: PLC0415
@@ -69,6 +67,7 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    warm_up()  # the CA certificates load while the modules below import
     from pathlib import Path  # noqa: PLC0415
 
     from cudaup.components import split_components  # noqa: PLC0415

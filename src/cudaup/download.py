@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import random
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol
 
 import urllib3
 
@@ -56,6 +57,7 @@ from cudaup.errors import (
 )
 from cudaup.http import HttpClient
 from cudaup.model import Artifact
+from cudaup.parallel import check as check_cancelled
 from cudaup.parallel import map_concurrently
 from cudaup.segments import Segment, SegmentPlan
 
@@ -437,6 +439,137 @@ class _Target:
                 path.unlink()
 
 
+class ArrivalLostError(CudaupError):
+    """The download under an early reader failed or started over; read the verified file."""
+
+
+class Arrival:
+    """Lets a reader use a file's bytes while it is still downloading.
+
+    Pass one to :func:`fetch` and call :meth:`open` from another thread: reads
+    block until the bytes they ask for are on disk, in whatever order the
+    connections bring them.  ``tail_first`` asks for the file's last bytes
+    before the rest (a zip's member list).  The bytes are not verified yet: a
+    reader must treat what it made from them as provisional until ``fetch``
+    returns, and if the download fails or starts over, reads raise
+    :class:`ArrivalLostError`.
+    """
+
+    def __init__(self, tail_first: int = 0) -> None:
+        self.tail_first = tail_first
+        self._changed = threading.Condition()
+        self._path: Path | None = None
+        self._plan: SegmentPlan | None = None
+        self._complete = False
+        self._lost = False
+
+    # -- the downloader's side --------------------------------------------------
+    def _attach(self, path: Path, plan: SegmentPlan | None) -> None:
+        """The part file exists; ``plan`` says what is on disk (None: nothing until done)."""
+        with self._changed:
+            if not self._lost:
+                self._path, self._plan = path, plan
+                self._changed.notify_all()
+
+    def _finish(self, path: Path) -> None:
+        with self._changed:
+            self._path = path  # readers opened from now on open the final name
+            self._complete = True
+            self._changed.notify_all()
+
+    def _lose(self) -> None:
+        with self._changed:
+            if not self._complete:
+                self._lost = True
+                if self._plan is not None:
+                    self._plan.cancel()
+                self._changed.notify_all()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the download failed or started over after readers could begin."""
+        with self._changed:
+            return self._lost
+
+    # -- the reader's side ------------------------------------------------------
+    def open(self) -> BinaryIO:
+        """A new buffered reader over the file (waits for the download to start)."""
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._path is not None or self._lost)
+                if self._lost or self._path is None:
+                    raise ArrivalLostError("the download stopped before it began")
+                path, complete = self._path, self._complete
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                if complete:
+                    raise
+                # Renamed to its final name a moment ago: wait to be told that name.
+                with self._changed:
+                    self._changed.wait_for(lambda: self._complete or self._lost, 1.0)
+                continue
+            return io.BufferedReader(ArrivingFile(self, fd), buffer_size=64 * 1024)
+
+    def _wait(self, start: int, stop: int) -> None:
+        while True:
+            with self._changed:
+                if self._lost:
+                    raise ArrivalLostError("the download failed or started over")
+                if self._complete:
+                    return
+                plan = self._plan
+                if plan is None:
+                    self._changed.wait(0.5)
+                    continue
+            if plan.wait_for_range(start, stop):
+                return
+            if plan.cancelled:  # a failure the downloader is about to report
+                with self._changed:
+                    self._changed.wait_for(lambda: self._lost or self._complete, 0.5)
+
+
+class ArrivingFile(io.RawIOBase):
+    """A seekable, read-only view of a file being downloaded; reads wait for their bytes."""
+
+    def __init__(self, arrival: Arrival, fd: int) -> None:
+        self._arrival = arrival
+        self._fd = fd
+        self._size = os.fstat(fd).st_size  # the part file is allocated at its full size
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._position = base + offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        stop = min(self._size, self._position + len(view))
+        if stop <= self._position:
+            return 0
+        self._arrival._wait(self._position, stop)
+        count = os.preadv(self._fd, [view[: stop - self._position]], self._position)
+        self._position += count
+        return count
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
 def _check_connections(connections: int) -> None:
     if not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
         raise UsageError(f"--connections must be between 1 and {MAX_CONNECTIONS_PER_HOST}")
@@ -456,8 +589,15 @@ def fetch(
     progress: Progress | None = None,
     allow_unverified: bool = False,
     slots: threading.Semaphore | None = None,
+    arrival: Arrival | None = None,
+    cancel: threading.Event | None = None,
 ) -> DownloadResult:
-    """Download one file into ``directory``; see the module docstring for how."""
+    """Download one file into ``directory``; see the module docstring for how.
+
+    With ``arrival``, another thread may read the bytes as they land (see :class:`Arrival`).
+    Setting ``cancel`` stops the download within about a tenth of a second, its resumable
+    state saved, with :class:`cudaup.parallel.CancelledError`.
+    """
     if isinstance(request, Artifact):
         request = DownloadRequest.from_artifact(request)
     if request.checksum is None and not allow_unverified:
@@ -493,9 +633,16 @@ def fetch(
                 f"another process has held the lock on {target.final} for a day"
             ) from None
     try:
-        return _fetch_locked(request, target, http, connections, progress, slots)
+        result = _fetch_locked(request, target, http, connections, progress, slots, arrival, cancel)
+    except BaseException:
+        if arrival is not None:
+            arrival._lose()
+        raise
     finally:
         lock.release()
+    if arrival is not None:
+        arrival._finish(result.path)
+    return result
 
 
 def is_verified(path: Path, request: DownloadRequest) -> bool:
@@ -523,6 +670,8 @@ def _fetch_locked(
     connections: int,
     progress: Progress | None,
     slots: threading.Semaphore | None,
+    arrival: Arrival | None = None,
+    cancel: threading.Event | None = None,
 ) -> DownloadResult:
     started = time.monotonic()
     if (done := _existing(target, request)) is not None:
@@ -534,6 +683,7 @@ def _fetch_locked(
         )
         return done
     for attempt in range(3):
+        check_cancelled(cancel)
         remote = _probe(http, request.url)
         if request.size is not None and remote.size is not None and remote.size != request.size:
             raise IntegrityError(
@@ -542,9 +692,14 @@ def _fetch_locked(
             )
         try:
             if remote.size is None or not remote.ranges:
-                return _single_stream(request, target, http, remote, progress, started)
-            return _segmented(request, target, http, remote, connections, progress, slots, started)
+                return _single_stream(request, target, http, remote, progress, started, cancel)
+            return _segmented(
+                request, target, http, remote, connections, progress, slots, started, arrival,
+                cancel,
+            )  # fmt: skip
         except _RemoteChangedError as exc:
+            if arrival is not None:
+                arrival._lose()  # an early reader saw bytes of the old file
             if attempt == 2:
                 raise NetworkError(
                     f"{request.url} keeps changing while it downloads ({exc})"
@@ -562,7 +717,7 @@ def _fetch_locked(
             target.discard()
         except _NoRangesError:
             remote = _Remote(remote.url, remote.size, remote.etag, remote.last_modified, False)
-            return _single_stream(request, target, http, remote, progress, started)
+            return _single_stream(request, target, http, remote, progress, started, cancel)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -611,6 +766,8 @@ def _segmented(
     progress: Progress | None,
     slots: threading.Semaphore | None,
     started: float,
+    arrival: Arrival | None = None,
+    cancel: threading.Event | None = None,
 ) -> DownloadResult:
     assert remote.size is not None
     size = remote.size
@@ -620,7 +777,7 @@ def _segmented(
         _check_space(target.directory, size, request.filename)
         with target.part.open("wb") as handle:
             handle.truncate(size)
-        plan = SegmentPlan.split(size, connections)
+        plan = SegmentPlan.split(size, connections, arrival.tail_first if arrival else 0)
     else:
         _check_space(target.directory, size - plan.completed, request.filename)
     resumed_from = plan.completed
@@ -644,6 +801,8 @@ def _segmented(
 
     save_state()
     fd = os.open(target.part, os.O_RDWR)
+    if arrival is not None:
+        arrival._attach(target.part, plan)
     transfer = _Transfer(http, request, remote, fd, plan, slots)
     checksum = request.checksum
     digests: list[str] = []
@@ -667,6 +826,7 @@ def _segmented(
         last_state = last_progress = time.monotonic()
         while alive := [t for t in threads if t.is_alive()]:
             alive[0].join(PROGRESS_INTERVAL)
+            check_cancelled(cancel)  # saves the state on the way out, below
             now = time.monotonic()
             if now - last_progress >= PROGRESS_INTERVAL:
                 last_progress = now
@@ -750,6 +910,7 @@ def _single_stream(
     remote: _Remote,
     progress: Progress | None,
     started: float,
+    cancel: threading.Event | None = None,
 ) -> DownloadResult:
     """One plain GET from byte 0 into a fresh part file, hashing inline."""
     if target.load_state() is not None or target.part.exists():
@@ -784,6 +945,7 @@ def _single_stream(
             with target.part.open("wb") as handle:
                 try:
                     for chunk in _body(raw):
+                        check_cancelled(cancel)
                         written += len(chunk)
                         if limit is not None and written > limit:
                             raise IntegrityError(
@@ -886,16 +1048,21 @@ def fetch_many(
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
     per_file = max(1, min(connections, total_connections))
 
+    cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
+
     def one(request: DownloadRequest) -> DownloadResult:
         return fetch(
             request, directory, http=http, connections=per_file, progress=progress,
-            allow_unverified=allow_unverified, slots=slots,
+            allow_unverified=allow_unverified, slots=slots, cancel=cancel,
         )  # fmt: skip
 
-    return map_concurrently(one, normalized, workers=4)
+    return map_concurrently(one, normalized, workers=4, cancel=cancel)
 
 
 __all__ = [
+    "Arrival",
+    "ArrivalLostError",
+    "ArrivingFile",
     "CudaupError",
     "DownloadRequest",
     "DownloadResult",

@@ -16,7 +16,6 @@ import netrc
 import os
 import random
 import re
-import ssl
 import threading
 import time
 import urllib.request
@@ -32,6 +31,7 @@ from cudaup import __version__
 from cudaup.cache import CachedResponse, HttpCache
 from cudaup.config import Settings
 from cudaup.errors import NetworkError, SourceFormatError
+from cudaup.tls import default_context
 
 CacheKind = Literal["listing", "manifest", "checksums", "page", "index", "metadata"]
 
@@ -70,15 +70,6 @@ class Response:
         return self.body.decode("utf-8", errors="replace")
 
 
-def _ssl_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    cafile = os.environ.get("SSL_CERT_FILE")
-    capath = os.environ.get("SSL_CERT_DIR")
-    if cafile or capath:
-        context.load_verify_locations(cafile=cafile or None, capath=capath or None)
-    return context
-
-
 class HttpClient:
     """Thread-safe HTTP access for every part of cudaup."""
 
@@ -96,7 +87,7 @@ class HttpClient:
         self._retries = retries
         self._lock = threading.Lock()
         self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._ssl = _ssl_context()
+        self._ssl = default_context()
         self._netrc: netrc.netrc | Literal[False] | None = False
         self.requests_sent = 0
 

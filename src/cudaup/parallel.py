@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -10,10 +11,30 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def map_concurrently(function: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+class CancelledError(Exception):
+    """Work stopped because other work failed or the user pressed Ctrl-C."""
+
+
+def check(cancel: threading.Event | None) -> None:
+    """Raise :class:`CancelledError` once ``cancel`` is set (call it between steps)."""
+    if cancel is not None and cancel.is_set():
+        raise CancelledError("cancelled")
+
+
+def map_concurrently(
+    function: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    *,
+    cancel: threading.Event | None = None,
+) -> list[R]:
     """``[function(x) for x in items]`` in up to ``workers`` threads (inline for one item).
 
-    The first exception (Ctrl-C included) cancels what has not started and propagates.
+    The first exception (Ctrl-C included) cancels what has not started, sets
+    ``cancel`` so that running work can stop at its next check (a download saves
+    its resumable state and returns within a fraction of a second), and propagates.
+    Ctrl-C reaches only the main thread; without ``cancel``, running work would
+    finish before the exception could leave this function.
     """
     if len(items) <= 1 or workers <= 1:
         return [function(item) for item in items]
@@ -22,6 +43,8 @@ def map_concurrently(function: Callable[[T], R], items: Sequence[T], workers: in
         try:
             return [future.result() for future in futures]
         except BaseException:
+            if cancel is not None:
+                cancel.set()
             for future in futures:
                 future.cancel()
             raise

@@ -28,6 +28,8 @@ class Segment:
     active: bool = False
     #: bytes handed to a writer but not yet reported: a steal must not split below this
     reserved: int = 0
+    #: handed out before the others (a zip's tail, where its member list is)
+    first: bool = False
 
     @property
     def done(self) -> bool:
@@ -40,16 +42,27 @@ class SegmentPlan:
         self.segments = segments
         self._lock = threading.Condition()
         self.cancelled = False
+        self._range_waiters = 0
 
     @classmethod
-    def split(cls, size: int, parts: int) -> SegmentPlan:
-        """``parts`` equal segments (aligned), fewer for small files."""
+    def split(cls, size: int, parts: int, tail_first: int = 0) -> SegmentPlan:
+        """``parts`` equal segments (aligned), fewer for small files.
+
+        With ``tail_first``, the file's last bytes (at least that many, aligned) form
+        a segment of their own that is handed out first: a zip lists its members at
+        its end, so an unpacker can plan while the rest arrives.
+        """
         parts = max(1, min(parts, size // MIN_SPLIT or 1))
+        head = size
+        if tail_first and size >= 2 * MIN_SPLIT:
+            head = (size - tail_first) // ALIGN * ALIGN
         bounds = [0]
         for index in range(1, parts):
-            bounds.append((size * index // parts) // ALIGN * ALIGN)
-        bounds.append(size)
+            bounds.append((head * index // parts) // ALIGN * ALIGN)
+        bounds.append(head)
         segments = [Segment(a, a, b) for a, b in itertools.pairwise(bounds) if b > a]
+        if head < size:
+            segments.append(Segment(head, head, size, first=True))
         return cls(size, segments or [Segment(0, 0, 0)])
 
     @classmethod
@@ -78,10 +91,11 @@ class SegmentPlan:
         with self._lock:
             if self.cancelled:
                 return None
-            for segment in self.segments:
-                if not segment.active and not segment.done:
-                    segment.active = True
-                    return segment
+            idle = [s for s in self.segments if not s.active and not s.done]
+            if idle:
+                segment = min(idle, key=lambda s: (not s.first, s.start))
+                segment.active = True
+                return segment
             victim = max(
                 (s for s in self.segments if s.active and not s.done),
                 key=lambda s: s.end - max(s.pos, s.reserved),
@@ -113,8 +127,9 @@ class SegmentPlan:
             at_watermark = segment.pos == self._watermark()
             segment.pos = min(segment.end, segment.pos + length)
             # Only the segment at the watermark can move it; waking the hasher for
-            # every other chunk costs a context switch for nothing.
-            if at_watermark:
+            # every other chunk costs a context switch for nothing (unless a reader
+            # waits for a range elsewhere).
+            if at_watermark or self._range_waiters:
                 self._lock.notify_all()
 
     def release(self, segment: Segment) -> None:
@@ -146,6 +161,25 @@ class SegmentPlan:
                     break
                 deadline_hit = not self._lock.wait(timeout)
             return self._watermark()
+
+    def wait_for_range(self, start: int, stop: int, timeout: float = 0.5) -> bool:
+        """Whether ``[start, stop)`` is all on disk, waiting up to ``timeout`` for it."""
+        with self._lock:
+            self._range_waiters += 1
+            try:
+                return (
+                    self._lock.wait_for(
+                        lambda: self.cancelled or self._covered(start, stop), timeout
+                    )
+                    and not self.cancelled
+                )
+            finally:
+                self._range_waiters -= 1
+
+    def _covered(self, start: int, stop: int) -> bool:
+        return all(
+            s.pos >= min(stop, s.end) for s in self.segments if s.start < stop and s.end > start
+        )
 
     def cancel(self) -> None:
         with self._lock:

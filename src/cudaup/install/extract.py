@@ -42,12 +42,13 @@ import tarfile
 import threading
 import zipfile
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, BinaryIO, Literal, Protocol
 
 from cudaup.errors import CudaupError, InsufficientSpaceError, IntegrityError, UsageError
+from cudaup.parallel import check as check_cancelled
 from cudaup.parallel import map_concurrently
 
 _isal: Any
@@ -82,6 +83,8 @@ _CORRUPT = (
     gzip.BadGzipFile,
 )
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+#: Opens the archive's bytes for reading: its file, or a download still arriving.
+Opener = Callable[[], BinaryIO]
 _TAR_SUFFIXES = {".tar.xz": "xz", ".txz": "xz", ".tar.gz": "gz", ".tgz": "gz", ".tar": ""}
 _ZIP_SUFFIXES = (".zip", ".whl")
 _TAR_KINDS: dict[bytes, Kind] = {
@@ -135,6 +138,8 @@ def extract_archive(
     *,
     limits: Limits = DEFAULT_LIMITS,
     strip_top: bool = False,
+    opener: Opener | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[Path]:
     """Extract a .tar.xz/.tar.gz/.tar/.zip/.whl into ``destination``, safely.
 
@@ -143,16 +148,23 @@ def extract_archive(
     directory, whose contents land directly in ``destination`` (NVIDIA redist
     archives: ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile
     or damaged archive raises :class:`IntegrityError` and leaves it empty.
+
+    ``opener`` reads the archive from elsewhere than the file ``archive`` (whose
+    name still tells the format): a file still downloading, whose reads wait for
+    their bytes (:class:`cudaup.download.Arrival`).  Setting ``cancel`` stops it between
+    members (:class:`cudaup.parallel.CancelledError`), the destination cleared.
     """
     _require_empty(archive, destination)
-    with _reading(archive) as reader:
+    with _reading(archive, opener) as reader:
         try:
             if isinstance(reader, _TarReader):
-                planned = _extract_in_one_pass(reader, archive, destination, limits, strip_top)
+                planned = _extract_in_one_pass(
+                    reader, archive, destination, limits, strip_top, cancel
+                )
             else:
                 planned = _plan(reader, archive, limits, strip_top)
                 _check_space(archive, destination, sum(member.size for member in planned))
-                _write(reader, planned, archive, destination)
+                _write(reader, planned, archive, destination, cancel)
         except BaseException:
             _clear(destination)
             raise
@@ -195,6 +207,8 @@ def _refusal(archive: Path, member: str, reason: str) -> IntegrityError:
 
 
 class _Reader(Protocol):
+    size: int  # of the archive file, for the compression-ratio limit
+
     def members(self) -> Iterator[_Member]: ...
     def open(self, member: _Member) -> IO[bytes]: ...
     def close(self) -> None: ...
@@ -235,7 +249,7 @@ class _Tap:
         self.raw.close()
 
 
-def _xz_chunks(archive: Path) -> Generator[bytes, None, None]:
+def _xz_chunks(opener: Opener) -> Generator[bytes, None, None]:
     """The decompressed bytes of a .xz file (all its streams), in blocks of up to 4 MiB.
 
     LZMAFile feeds the decompressor 8 KiB at a time and returns each small result:
@@ -244,7 +258,7 @@ def _xz_chunks(archive: Path) -> Generator[bytes, None, None]:
     concatenated and padded with null bytes; other trailing bytes end the data (as
     LZMAFile does), and the tar's own end marker is checked later.
     """
-    with archive.open("rb") as source:
+    with opener() as source:
         decompressor = lzma.LZMADecompressor()
         while True:
             if decompressor.eof:
@@ -272,8 +286,8 @@ def _xz_chunks(archive: Path) -> Generator[bytes, None, None]:
                 yield data
 
 
-def _stream_chunks(stream: _Stream) -> Generator[bytes, None, None]:
-    with contextlib.closing(stream):
+def _gzip_chunks(opener: Opener) -> Generator[bytes, None, None]:
+    with opener() as source, gzip.GzipFile(fileobj=source) as stream:
         while chunk := stream.read(CHUNK):
             yield chunk
 
@@ -366,15 +380,16 @@ class _ReadAhead:
 
 
 class _TarReader:
-    def __init__(self, archive: Path, compression: str) -> None:
+    def __init__(self, archive: Path, compression: str, opener: Opener) -> None:
         self.archive = archive
+        self.size = _size_of(opener)
         raw: _Stream
         if compression == "xz":
-            raw = _ReadAhead(_xz_chunks(archive))
+            raw = _ReadAhead(_xz_chunks(opener))
         elif compression == "gz":
-            raw = _ReadAhead(_stream_chunks(gzip.GzipFile(archive)))
+            raw = _ReadAhead(_gzip_chunks(opener))
         else:
-            raw = archive.open("rb")
+            raw = opener()
         self.stream = _Tap(raw)
         try:
             self.tar = tarfile.open(fileobj=self.stream, mode="r:")  # noqa: SIM115
@@ -421,9 +436,16 @@ class _TarReader:
 
 
 class _ZipReader:
-    def __init__(self, archive: Path) -> None:
+    def __init__(self, archive: Path, opener: Opener) -> None:
         self.archive = archive
-        self.zip = zipfile.ZipFile(archive)
+        self.opener = opener
+        self.source = opener()
+        try:
+            self.size = self.source.seek(0, io.SEEK_END)
+            self.zip = zipfile.ZipFile(self.source)
+        except BaseException:
+            self.source.close()
+            raise
 
     def members(self) -> Iterator[_Member]:
         for info in self.zip.infolist():
@@ -464,11 +486,12 @@ class _ZipReader:
             and isinstance(info, zipfile.ZipInfo)
             and info.compress_type == zipfile.ZIP_DEFLATED
         ):
-            return _Inflater(self.archive, info)  # type: ignore[return-value]
+            return _Inflater(self.opener, info)  # type: ignore[return-value]
         return self.zip.open(info)
 
     def close(self) -> None:
         self.zip.close()
+        self.source.close()
 
 
 class _Inflater(io.RawIOBase):
@@ -478,9 +501,9 @@ class _Inflater(io.RawIOBase):
     zipfile's shared-file lock.  Corruption raises ``zipfile.BadZipFile``, as zipfile would.
     """
 
-    def __init__(self, archive: Path, info: zipfile.ZipInfo) -> None:
+    def __init__(self, opener: Opener, info: zipfile.ZipInfo) -> None:
         assert _isal is not None
-        self._file = archive.open("rb")
+        self._file = opener()
         self._file.seek(info.header_offset)
         header = self._file.read(30)
         if len(header) != 30 or header[:4] != b"PK\x03\x04":
@@ -526,23 +549,32 @@ class _Inflater(io.RawIOBase):
         super().close()
 
 
-def _open(archive: Path) -> _Reader:
+def _open(archive: Path, opener: Opener) -> _Reader:
     name = archive.name.lower()
     if name.endswith(_ZIP_SUFFIXES):
-        return _ZipReader(archive)
+        return _ZipReader(archive, opener)
     for suffix, compression in _TAR_SUFFIXES.items():
         if name.endswith(suffix):
-            return _TarReader(archive, compression)
+            return _TarReader(archive, compression, opener)
     raise UsageError(
         f"{archive.name}: unsupported archive type; expected .tar.xz, .tar.gz, .tar, .zip or .whl"
     )
 
 
+def _file_opener(archive: Path) -> Opener:
+    return lambda: archive.open("rb")
+
+
+def _size_of(opener: Opener) -> int:
+    with opener() as source:
+        return source.seek(0, io.SEEK_END)
+
+
 @contextlib.contextmanager
-def _reading(archive: Path) -> Iterator[_Reader]:
+def _reading(archive: Path, opener: Opener | None = None) -> Iterator[_Reader]:
     """Open the archive; whatever a damaged one raises becomes an IntegrityError."""
     try:
-        with contextlib.closing(_open(archive)) as reader:
+        with contextlib.closing(_open(archive, opener or _file_opener(archive))) as reader:
             yield reader
     except _CORRUPT as exc:
         raise IntegrityError(f"{archive.name}: corrupt or truncated archive ({exc})") from exc
@@ -554,9 +586,9 @@ def _reading(archive: Path) -> Iterator[_Reader]:
 class _Checker:
     """The checks of every member, fed one member at a time in archive order."""
 
-    def __init__(self, archive: Path, limits: Limits, strip_top: bool) -> None:
+    def __init__(self, archive: Path, size: int, limits: Limits, strip_top: bool) -> None:
         self.archive = archive
-        self.archive_size = max(archive.stat().st_size, 1)
+        self.archive_size = max(size, 1)
         self.limits = limits
         self.strip_top = strip_top
         self.kinds: dict[tuple[str, ...], Kind] = {}
@@ -605,7 +637,7 @@ class _Checker:
 
 def _plan(reader: _Reader, archive: Path, limits: Limits, strip_top: bool) -> list[_Member]:
     """Check every member and return those to write, with their paths set."""
-    checker = _Checker(archive, limits, strip_top)
+    checker = _Checker(archive, reader.size, limits, strip_top)
     planned = [
         checked for member in reader.members() if (checked := checker.add(member)) is not None
     ]
@@ -759,7 +791,12 @@ PARALLEL_WORKERS = 4
 
 
 def _extract_in_one_pass(
-    reader: _TarReader, archive: Path, destination: Path, limits: Limits, strip_top: bool
+    reader: _TarReader,
+    archive: Path,
+    destination: Path,
+    limits: Limits,
+    strip_top: bool,
+    cancel: threading.Event | None = None,
 ) -> list[_Member]:
     """A tar's members, each checked and then written as the stream reaches it.
 
@@ -770,12 +807,13 @@ def _extract_in_one_pass(
     checked and each link's target resolved.  A refusal partway leaves what was
     written in the destination for :func:`extract_archive` to clear.
     """
-    checker = _Checker(archive, limits, strip_top)
+    checker = _Checker(archive, reader.size, limits, strip_top)
     made: set[tuple[str, ...]] = set()
     planned: list[_Member] = []
     links: list[_Member] = []
     budget = -1  # bytes known to be free; measured again only when a member needs more
     for member in reader.members():
+        check_cancelled(cancel)
         checked = checker.add(member)
         if checked is None:
             continue
@@ -800,11 +838,18 @@ def _extract_in_one_pass(
     return planned
 
 
-def _write(reader: _Reader, planned: list[_Member], archive: Path, destination: Path) -> None:
+def _write(
+    reader: _Reader,
+    planned: list[_Member],
+    archive: Path,
+    destination: Path,
+    cancel: threading.Event | None = None,
+) -> None:
     made: set[tuple[str, ...]] = set()
     deferred: list[_Member] = []
     parallel = isinstance(reader, _ZipReader)
     for member in planned:
+        check_cancelled(cancel)
         if parallel and member.kind == "file" and member.size >= PARALLEL_MEMBER:
             with _explained(archive, destination, member):
                 _make_dirs(destination, member.parts[:-1], made)
@@ -815,6 +860,7 @@ def _write(reader: _Reader, planned: list[_Member], archive: Path, destination: 
     if deferred:
 
         def one(member: _Member) -> None:
+            check_cancelled(cancel)
             with _explained(archive, destination, member):
                 _write_member(reader, member, destination, made)
 

@@ -1,8 +1,10 @@
 """A cache of verified, safely unpacked archives, filled by a download→extract pipeline.
 
 Installing is download-bound for the first archives and CPU-bound (zlib, xz) for
-the rest, so each archive is extracted as soon as it has arrived, while the
-others are still downloading.  The unpacked tree is kept under
+the rest, so each archive is extracted while it downloads: a .tar.xz from the
+front as its bytes land, a wheel member by member once its member list (at its
+end, fetched first) is in.  Nothing extracted counts until the download has been
+verified.  The unpacked tree is kept under
 ``<cache>/unpacked/<sha256>/`` (the archive itself is then dropped), and an
 install links it into its staging directory: hard links where the cache and
 the destination share a filesystem (as uv does), else copies.  A reinstall, or
@@ -21,11 +23,21 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from cudaup.download import MAX_CONNECTIONS_PER_HOST, Progress, fetch
+from cudaup.download import (
+    MAX_CONNECTIONS_PER_HOST,
+    Arrival,
+    DownloadResult,
+    Progress,
+    fetch,
+)
 from cudaup.http import HttpClient
 from cudaup.install.extract import extract_archive
 from cudaup.model import Artifact
 from cudaup.parallel import map_concurrently
+
+#: A zip lists its members in its last bytes; fetched first so unpacking can begin early.
+ZIP_TAIL = 256 * 1024
+_ZIPS = (".whl", ".zip")
 
 
 def _key(artifact: Artifact) -> str:
@@ -51,18 +63,19 @@ def unpack_all(
     # Files already download side by side (up to 4): share the connections among them
     # rather than opening (and TLS-handshaking) 8 per file.
     per_file = max(2, connections // min(4, max(1, len(artifacts))))
+    cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
 
     def one(artifact: Artifact) -> Path:
         final = root / _key(artifact)
         if final.is_dir():
             return final
-        archive = fetch(
-            artifact, downloads, http=http, connections=per_file, progress=progress, slots=slots
-        ).path
         staging = root / f".tmp-{_key(artifact)[:16]}-{secrets.token_hex(4)}"
         staging.mkdir()
         try:
-            extract_archive(archive, staging, strip_top=strip_top)
+            archive = _fetch_extracting(
+                artifact, downloads, staging, http=http, strip_top=strip_top,
+                connections=per_file, progress=progress, slots=slots, cancel=cancel,
+            )  # fmt: skip
             try:
                 staging.rename(final)
             except OSError as exc:
@@ -76,7 +89,64 @@ def unpack_all(
             archive.unlink()  # the unpacked tree is what later installs use
         return final
 
-    return map_concurrently(one, artifacts, workers=4)
+    return map_concurrently(one, artifacts, workers=4, cancel=cancel)
+
+
+def _fetch_extracting(
+    artifact: Artifact,
+    downloads: Path,
+    staging: Path,
+    *,
+    http: HttpClient,
+    strip_top: bool,
+    connections: int,
+    progress: Progress | None,
+    slots: threading.Semaphore,
+    cancel: threading.Event,
+) -> Path:
+    """Download ``artifact`` and extract it into ``staging`` while its bytes arrive.
+
+    The download runs in a thread of its own; extraction reads the part file as it
+    fills (a zip's member list is fetched first, from its end).  What is extracted
+    stands only once the download has been verified; if extracting early failed for
+    any reason (the download failed, restarted, or sent bytes the checksum then
+    rejected), the verified archive is extracted again from the start, so the result
+    is exactly what extracting the verified file gives.
+    """
+    arrival = Arrival(tail_first=ZIP_TAIL if artifact.filename.endswith(_ZIPS) else 0)
+    results: list[DownloadResult] = []
+    failures: list[BaseException] = []
+
+    def download() -> None:
+        try:
+            result = fetch(
+                artifact, downloads, http=http, connections=connections,
+                progress=progress, slots=slots, arrival=arrival, cancel=cancel,
+            )  # fmt: skip
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            failures.append(exc)
+        else:
+            results.append(result)
+
+    thread = threading.Thread(target=download, daemon=True, name="cudaup-fetch")
+    thread.start()
+    early: Exception | None = None
+    try:
+        extract_archive(
+            downloads / artifact.filename, staging, strip_top=strip_top, opener=arrival.open,
+            cancel=cancel,
+        )  # fmt: skip
+    except Exception as exc:  # judged once the download has been verified
+        early = exc
+    thread.join()
+    if failures:
+        raise failures[0]
+    if early is not None or arrival.lost:
+        # The early reader's bytes were not all the verified file's (a restart).
+        shutil.rmtree(staging)
+        staging.mkdir()
+        extract_archive(results[0].path, staging, strip_top=strip_top, cancel=cancel)
+    return results[0].path
 
 
 def link_tree(source: Path, destination: Path) -> bool:
