@@ -119,7 +119,7 @@ def test_a_range_waiter_is_woken_by_bytes_away_from_the_watermark() -> None:
     import threading
 
     plan = SegmentPlan.split(4 * MIN_SPLIT, 2)
-    first, second = plan.segments
+    _first, second = plan.segments
     woke: list[bool] = []
     waiter = threading.Thread(
         target=lambda: woke.append(plan.wait_for_range(second.start, second.start + 10, 5.0))
