@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tarfile
+import threading
 import time
 import warnings
 import zipfile
@@ -576,3 +577,23 @@ def test_writing_never_goes_through_an_existing_symlink(tmp_path: Path, dest: Pa
     with pytest.raises(FileExistsError):
         extract._write_file(io.BytesIO(b""), dest / "f", member)
     assert list(outside.iterdir()) == []
+
+
+def test_big_zip_members_inflate_side_by_side(
+    tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    members = {f"lib/big{i}.so": os.urandom(2 * 2**20) for i in range(4)}
+    archive = make_zip(tmp_path / "a.whl", [(name, data, REG) for name, data in members.items()])
+    monkeypatch.setattr(extract, "PARALLEL_WORKERS", 4)
+    threads: set[int] = set()
+    real = extract._write_file
+
+    def spy(source: io.BufferedIOBase, path: Path, member: extract._Member) -> None:
+        threads.add(threading.get_ident())
+        time.sleep(0.05)  # long enough that the pool hands the others to other threads
+        real(source, path, member)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(extract, "_write_file", spy)
+    extract_archive(archive, dest)
+    assert {name: (dest / name).read_bytes() for name in members} == members
+    assert len(threads) > 1
