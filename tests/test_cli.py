@@ -225,3 +225,6 @@ def test_version_is_fast_path() -> None:
         check=True,
     ).stdout
     assert "urllib3" not in modules and "packaging" not in modules
+    assert (
+        "'ssl'" not in modules and "'concurrent.futures'" not in modules
+    )  # loaded when going online

@@ -11,7 +11,7 @@ from cudaup import tls
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tls, "_contexts", {})
+    monkeypatch.setattr(tls, "_builds", {})
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
 
@@ -25,9 +25,9 @@ def test_one_context_per_process() -> None:
 
 def test_warm_up_builds_in_the_background_and_is_then_reused() -> None:
     tls.warm_up()
-    [future] = tls._contexts.values()
+    [build] = tls._builds.values()
     context = tls.default_context()
-    assert future.done() and future.result() is context
+    assert build.result() is context
 
 
 def test_a_changed_ssl_cert_file_gets_its_own_context(monkeypatch: pytest.MonkeyPatch) -> None:

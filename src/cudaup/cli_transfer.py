@@ -6,10 +6,11 @@ import argparse
 import sys
 
 from cudaup.cli_common import emit_json, human_size, platform_of, settings_of
-from cudaup.tls import warm_up
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    from cudaup.tls import warm_up  # noqa: PLC0415
+
     warm_up()  # the CA certificates load while the modules below import
     from pathlib import Path  # noqa: PLC0415
 
@@ -67,6 +68,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from cudaup.tls import warm_up  # noqa: PLC0415
+
     warm_up()  # the CA certificates load while the modules below import
     from pathlib import Path  # noqa: PLC0415
 

@@ -10,50 +10,60 @@ from __future__ import annotations
 import os
 import ssl
 import threading
-from concurrent.futures import Future
 
 _lock = threading.Lock()
-_contexts: dict[tuple[str, str], Future[ssl.SSLContext]] = {}
+_builds: dict[tuple[str, str], _Build] = {}
 
 
-def _key() -> tuple[str, str]:
-    # SSL_CERT_FILE/SSL_CERT_DIR (as curl, pip and uv honour them) add trust anchors.
-    return os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
+class _Build:
+    """One context being built (in this thread or another); :meth:`result` waits for it."""
 
+    def __init__(self, cafile: str, capath: str) -> None:
+        self._done = threading.Event()
+        self._context: ssl.SSLContext | None = None
+        self._error: BaseException | None = None
+        self._where = (cafile, capath)
 
-def _build(cafile: str, capath: str) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    if cafile or capath:
-        context.load_verify_locations(cafile=cafile or None, capath=capath or None)
-    return context
-
-
-def _future(background: bool) -> Future[ssl.SSLContext]:
-    key = _key()
-    with _lock:
-        future = _contexts.get(key)
-        if future is not None:
-            return future
-        future = _contexts[key] = Future()
-
-    def build() -> None:
+    def run(self) -> None:
+        cafile, capath = self._where
         try:
-            future.set_result(_build(*key))
+            context = ssl.create_default_context()
+            if cafile or capath:
+                context.load_verify_locations(cafile=cafile or None, capath=capath or None)
+            self._context = context
         except BaseException as exc:  # handed to whoever asks for the context
-            future.set_exception(exc)
+            self._error = exc
+        finally:
+            self._done.set()
 
+    def result(self) -> ssl.SSLContext:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._context is not None
+        return self._context
+
+
+def _build(background: bool) -> _Build:
+    # SSL_CERT_FILE/SSL_CERT_DIR (as curl, pip and uv honour them) add trust anchors.
+    key = os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
+    with _lock:
+        build = _builds.get(key)
+        if build is not None:
+            return build
+        build = _builds[key] = _Build(*key)
     if background:
-        threading.Thread(target=build, daemon=True, name="cudaup-tls").start()
+        threading.Thread(target=build.run, daemon=True, name="cudaup-tls").start()
     else:
-        build()
-    return future
+        build.run()
+    return build
 
 
 def warm_up() -> None:
     """Start loading the certificates in the background."""
-    _future(background=True)
+    _build(background=True)
 
 
 def default_context() -> ssl.SSLContext:
     """The shared context (contexts are safe to share between threads and connections)."""
-    return _future(background=False).result()
+    return _build(background=False).result()
