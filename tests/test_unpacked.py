@@ -194,3 +194,23 @@ def test_ctrl_c_stops_every_download_at_once_and_they_resume(
     assert [tree(root) for root in roots] == [FILES] * 3
     resumed = fault_server.sent() - fetched_before
     assert resumed < len(names) * len(body)  # only what was missing, plus probes
+
+
+def test_staging_left_by_a_killed_process_is_swept(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    body = wheel(FILES)
+    fault_server.add("/w.whl", body)
+    unpacked_root = tmp_path / "cache/unpacked"
+    stale = unpacked_root / ".tmp-0123456789abcdef-dead"
+    (stale / "nvidia").mkdir(parents=True)
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(stale, (two_days_ago, two_days_ago))
+    live = unpacked_root / ".tmp-fedcba9876543210-beef"  # another process, unpacking now
+    live.mkdir()
+    unpack_all(
+        [artifact(fault_server, "w.whl", body)], tmp_path / "cache", http=client(tmp_path),
+        strip_top=False,
+    )  # fmt: skip
+    assert not stale.exists()
+    assert live.is_dir()

@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def unpack_all(
     root = cache_root / "unpacked"
     downloads = cache_root / "downloads"
     root.mkdir(parents=True, exist_ok=True)
+    _sweep(root)
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)
     # Files already download side by side (up to 4): share the connections among them
     # rather than opening (and TLS-handshaking) 8 per file.
@@ -90,6 +92,20 @@ def unpack_all(
         return final
 
     return map_concurrently(one, artifacts, workers=4, cancel=cancel)
+
+
+#: No unpack takes a day: a staging directory created that long ago was left by a process
+#: killed mid-unpack (SIGKILL, power loss), never one still at work.
+STALE_STAGING = 24 * 3600.0
+
+
+def _sweep(root: Path) -> None:
+    """Remove the staging directories killed processes left (SIGKILL, power loss)."""
+    now = time.time()
+    for entry in root.glob(".tmp-*"):
+        with contextlib.suppress(OSError):
+            if now - entry.lstat().st_mtime > STALE_STAGING:
+                shutil.rmtree(entry)
 
 
 def _fetch_extracting(
