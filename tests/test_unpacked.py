@@ -95,11 +95,14 @@ def tree(root: Path) -> dict[str, bytes]:
 def test_a_wheel_unpacks_while_it_downloads(fault_server: FaultServer, tmp_path: Path) -> None:
     body = wheel(FILES)
     fault_server.add("/w.whl", body, Fault(rate=6 * 2**20))
+    events: list[ProgressEvent] = []
     [root] = unpack_all(
         [artifact(fault_server, "w.whl", body)], tmp_path / "cache", http=client(tmp_path),
-        strip_top=False, connections=2,
+        strip_top=False, connections=2, progress=events.append,
     )  # fmt: skip
     assert tree(root) == FILES
+    kinds = [event.kind for event in events]
+    assert kinds[0] == "start" and kinds[-2:] == ["done", "unpacked"]
     assert (root / "nvidia/cu13/bin/ptxas").stat().st_mode & 0o111
     ranges = [r.range or "" for r in fault_server.requests("/w.whl")]
     assert ranges[1].endswith(f"-{len(body) - 1}")  # after the probe: the member list, first

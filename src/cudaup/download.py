@@ -114,7 +114,8 @@ class DownloadRequest:
 @dataclass(frozen=True, slots=True)
 class ProgressEvent:
     filename: str
-    kind: Literal["start", "advance", "notice", "done"]
+    #: "unpacked" comes from installs: the file's archive is extracted too.
+    kind: Literal["start", "advance", "notice", "done", "unpacked"]
     done: int
     total: int | None
     message: str | None = None

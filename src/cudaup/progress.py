@@ -66,6 +66,8 @@ class PlainProgress:
                     self._state[name] = ((percent // self.step + 1) * self.step, now, base)
             elif event.kind == "done":
                 self._line(f"{name}: done{', ' + event.message if event.message else ''}")
+            elif event.kind == "unpacked":
+                self._line(f"{name}: unpacked{', ' + event.message if event.message else ''}")
 
 
 class RichProgress:
@@ -115,6 +117,10 @@ class RichProgress:
                 self._tasks[event.filename] = task
             if event.kind == "notice" and event.message:
                 self._progress.console.print(f"{event.filename}: {event.message}")
+            if event.kind == "unpacked":
+                # The bar is full once the bytes are in; the name says when it is unpacked too.
+                self._progress.update(task, description=f"{event.filename} [green]unpacked")
+                return
             self._progress.update(task, completed=event.done, total=event.total)
 
 

@@ -29,6 +29,7 @@ from cudaup.download import (
     Arrival,
     DownloadResult,
     Progress,
+    ProgressEvent,
     fetch,
 )
 from cudaup.http import HttpClient
@@ -89,6 +90,9 @@ def unpack_all(
             raise
         with contextlib.suppress(OSError):
             archive.unlink()  # the unpacked tree is what later installs use
+        if progress is not None:
+            size = artifact.size
+            progress(ProgressEvent(artifact.filename, "unpacked", size or 0, size))
         return final
 
     return map_concurrently(one, artifacts, workers=4, cancel=cancel)
