@@ -581,7 +581,7 @@ def _reading(archive: Path, opener: Opener | None = None) -> Iterator[_Reader]:
 
 
 # ---------------------------------------------------------------------------
-# Checking: every member, before anything is written
+# Checking: every member, before it is written
 # ---------------------------------------------------------------------------
 class _Checker:
     """The checks of every member, fed one member at a time in archive order."""
