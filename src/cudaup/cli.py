@@ -18,6 +18,7 @@ from cudaup.cli_common import emit_json
 from cudaup.cli_machine import cmd_compat, cmd_doctor, cmd_plan
 from cudaup.cli_resolve import cmd_probe, cmd_resolve, cmd_versions
 from cudaup.cli_transfer import (
+    cmd_cache,
     cmd_download,
     cmd_install,
     cmd_list,
@@ -165,6 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
         "list", parents=[common], help="toolkits cudaup installed, and every other one found"
     )
     listing.set_defaults(handler=cmd_list)
+
+    cache = commands.add_parser(
+        "cache",
+        parents=[common],
+        help="cudaup's cache: where it is, what it holds, making room",
+        description="dir: print its path. info: sizes by area. prune: remove what no "
+        "installed toolkit uses (unpacked archives, finished downloads; partial downloads "
+        "stay, to resume). clean: remove everything.",
+    )
+    cache.add_argument("action", choices=("dir", "info", "prune", "clean"))
+    cache.set_defaults(handler=cmd_cache)
 
     plan = commands.add_parser(
         "plan",

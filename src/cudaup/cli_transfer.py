@@ -162,10 +162,22 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     from cudaup.switch import refresh_shims  # noqa: PLC0415
 
     refresh_shims(store)
+    from cudaup.cachedir import inspect  # noqa: PLC0415
+
+    # Its unpacked archives stay in the cache (hard links kept them shared until now).
+    reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
-        emit_json({"schema": 1, "removed": toolkit.version, "path": str(toolkit.path)})
+        emit_json({
+            "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
+            "cache_reclaimable_bytes": reclaimable,
+        })  # fmt: skip
     else:
         print(f"removed CUDA {toolkit.version} from {toolkit.path}")
+        if reclaimable:
+            print(
+                f"cudaup's cache keeps {human_size(reclaimable)} that no installed toolkit "
+                "uses, for a quick reinstall; `cudaup cache prune` frees it"
+            )
     return 0
 
 
@@ -320,5 +332,42 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     else:
         print(
             f"{args.directory}: {len(report.fetched)} fetched, {len(report.kept)} kept (verified), {len(report.documents)} documents"
+        )
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from cudaup import cachedir  # noqa: PLC0415
+
+    root = settings_of(args).cache_root
+    if args.action == "dir":
+        if args.json:
+            emit_json({"schema": 1, "root": str(root)})
+        else:
+            print(root)
+        return 0
+    if args.action == "info":
+        info = cachedir.inspect(root)
+        if args.json:
+            emit_json(info.to_json())
+            return 0
+        print(f"{root}: {human_size(info.bytes)}")
+        for area in info.areas:
+            line = f"  {area.name + '/':<11} {human_size(area.bytes):>10}  {area.files} files"
+            if area.name == "unpacked" and area.files:
+                line += (
+                    f"; {human_size(area.shared_bytes)} shared with installed toolkits, "
+                    f"{area.unused_entries} archives no toolkit uses"
+                )
+            print(line)
+        if info.reclaimable:
+            print(f"`cudaup cache prune` frees {human_size(info.reclaimable)}")
+        return 0
+    report = cachedir.prune(root) if args.action == "prune" else cachedir.clean(root)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print(
+            f"removed {len(report.removed)} entries from {root}, {human_size(report.freed)} freed"
         )
     return 0

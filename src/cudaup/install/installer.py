@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudaup import __version__
+from cudaup.cachedir import using as using_cache
 from cudaup.compat import CompatTable
 from cudaup.config import Settings
 from cudaup.download import Progress, fetch_many
@@ -326,7 +327,9 @@ def _materialize(
         )
     wanted = {a.component for a in resolution.artifacts}
     final = options.prefix if options.prefix is not None else store.toolkits_dir / release
-    with store.lock(release):
+    # The cache lock (shared) keeps `cudaup cache prune` from removing unpacked trees
+    # (or a runfile) between their download and their use here.
+    with store.lock(release), using_cache(settings.cache_root):
         store.sweep(final.parent, final.name)
         existing = _existing(store, release, final)
         if (

@@ -1,0 +1,279 @@
+"""cudaup's cache directory: what it holds, how much, and making room.
+
+    <cache>/
+      http/       small documents (listings, manifests, index pages), revalidated by age
+      downloads/  archives and runfiles; ``NAME.part`` + ``NAME.part.json`` resume
+      unpacked/   one verified, unpacked tree per archive (by sha256); installs hard-link it
+      locks/      per-file download locks, and ``unpacked.lock``
+
+An unpacked tree is hard-linked into every toolkit installed from it, so while a
+toolkit is installed the tree costs no extra disk; once none is (after
+``uninstall``), the tree alone keeps those bytes, for an instant reinstall.
+:func:`prune` removes such trees, finished downloads and what killed processes
+left; :func:`clean` removes everything.  Installs hold ``unpacked.lock`` shared
+and pruning holds it exclusively (``flock``), so a prune never removes a tree an
+install is about to link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudaup.errors import LockedError
+
+AREAS = ("http", "downloads", "unpacked", "locks")
+LOCK_NAME = "unpacked.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class Area:
+    name: str
+    path: Path
+    files: int
+    bytes: int
+    #: bytes whose files are also linked from an installed toolkit (unpacked/ only)
+    shared_bytes: int = 0
+    #: unpacked trees no installed toolkit links to (unpacked/ only)
+    unused_entries: int = 0
+    unused_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "files": self.files,
+            "bytes": self.bytes,
+            "shared_bytes": self.shared_bytes,
+            "unused_entries": self.unused_entries,
+            "unused_bytes": self.unused_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    root: Path
+    areas: tuple[Area, ...]
+    #: what :func:`prune` would free: unused trees and finished downloads
+    reclaimable: int
+
+    @property
+    def bytes(self) -> int:
+        return sum(area.bytes for area in self.areas)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "root": str(self.root),
+            "bytes": self.bytes,
+            "reclaimable_bytes": self.reclaimable,
+            "areas": [area.to_json() for area in self.areas],
+        }
+
+
+@dataclass
+class Cleanup:
+    root: Path
+    removed: list[str] = field(default_factory=list)
+    freed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "root": str(self.root),
+            "removed": self.removed,
+            "freed_bytes": self.freed,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------
+def _walk(path: Path) -> Iterator[os.stat_result]:
+    """lstat of every entry below ``path`` (itself included), never following links."""
+    try:
+        top = path.lstat()
+    except FileNotFoundError:
+        return
+    yield top
+    if not stat.S_ISDIR(top.st_mode):
+        return
+    pending = [str(path)]
+    while pending:
+        with contextlib.suppress(FileNotFoundError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    info = entry.stat(follow_symlinks=False)
+                    yield info
+                    if stat.S_ISDIR(info.st_mode):
+                        pending.append(entry.path)
+
+
+def _disk_bytes(info: os.stat_result) -> int:
+    blocks = getattr(info, "st_blocks", None)
+    return blocks * 512 if blocks is not None else info.st_size
+
+
+def _measure(path: Path, seen: set[tuple[int, int]]) -> tuple[int, int, int]:
+    """Files, bytes on disk and bytes also linked elsewhere, each inode counted once."""
+    files = total = shared = 0
+    for info in _walk(path):
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            continue
+        seen.add(key)
+        size = _disk_bytes(info)
+        total += size
+        if stat.S_ISREG(info.st_mode):
+            files += 1
+            if info.st_nlink > 1:
+                shared += size
+    return files, total, shared
+
+
+def _in_use(tree: Path) -> bool:
+    """Whether an installed toolkit links any of this unpacked tree's files."""
+    return any(stat.S_ISREG(info.st_mode) and info.st_nlink > 1 for info in _walk(tree))
+
+
+def _entries(unpacked: Path) -> list[Path]:
+    try:
+        return sorted(p for p in unpacked.iterdir() if not p.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def _finished(downloads: Path) -> list[Path]:
+    """Downloads that completed (verified, under their final name): kept by nothing."""
+    try:
+        return sorted(
+            p
+            for p in downloads.iterdir()
+            if p.is_file() and not p.name.endswith((".part", ".part.json"))
+        )
+    except FileNotFoundError:
+        return []
+
+
+def inspect(root: Path) -> CacheInfo:
+    """What the cache holds, area by area (hard-linked files counted once)."""
+    seen: set[tuple[int, int]] = set()
+    areas = []
+    for name in AREAS:
+        path = root / name
+        files, total, shared = _measure(path, seen)
+        unused_entries = unused_bytes = 0
+        if name == "unpacked":
+            for entry in _entries(path):
+                if not _in_use(entry):
+                    unused_entries += 1
+                    unused_bytes += _measure(entry, set())[1]
+        areas.append(Area(name, path, files, total, shared, unused_entries, unused_bytes))
+    unused = sum(area.unused_bytes for area in areas)
+    finished = sum(_disk_bytes(path.lstat()) for path in _finished(root / "downloads"))
+    return CacheInfo(root, tuple(areas), unused + finished)
+
+
+# ---------------------------------------------------------------------------
+# Locking: installs share, pruning excludes
+# ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def _flock(root: Path, exclusive: bool, wait: float) -> Iterator[None]:
+    import fcntl  # noqa: PLC0415 - POSIX only, like installing
+
+    locks = root / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(locks / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in {errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK}:
+                    raise
+                if time.monotonic() >= deadline:
+                    what = "an install is using" if exclusive else "a cache prune is emptying"
+                    raise LockedError(
+                        f"{what} cudaup's cache ({root}); try again when it has finished"
+                    ) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def using(root: Path) -> Iterator[None]:
+    """Held (shared) by an install while it unpacks archives and links their trees."""
+    if not hasattr(os, "fork"):  # pragma: no cover - no flock on Windows; installs are Linux-only
+        yield
+        return
+    with _flock(root, exclusive=False, wait=600.0):
+        yield
+
+
+# ---------------------------------------------------------------------------
+# Making room
+# ---------------------------------------------------------------------------
+def _remove(path: Path, report: Cleanup, root: Path) -> None:
+    freed = _measure(path, set())[1]
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return
+    report.removed.append(path.relative_to(root).as_posix())
+    report.freed += freed
+
+
+def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
+    """Remove what no installed toolkit needs; keep what is in use and what resumes.
+
+    Removed: unpacked trees no toolkit links to, finished downloads (installs unpack
+    them and keep the tree), staging and orphaned resume files that killed
+    processes left.  Kept: trees in use, ``.part`` downloads with their state (a
+    re-run resumes them), the HTTP cache (small, and it saves round trips).
+    """
+    report = Cleanup(root)
+    with _flock(root, exclusive=True, wait=wait):
+        unpacked = root / "unpacked"
+        with contextlib.suppress(FileNotFoundError):
+            for entry in sorted(unpacked.iterdir()):
+                # Under the exclusive lock no install is at work: any staging is dead.
+                if entry.name.startswith(".tmp-") or not _in_use(entry):
+                    _remove(entry, report, root)
+        downloads = root / "downloads"
+        for path in _finished(downloads):
+            _remove(path, report, root)
+        with contextlib.suppress(FileNotFoundError):
+            for state in sorted(downloads.glob("*.part.json")):
+                if not state.with_name(state.name[: -len(".json")]).exists():
+                    _remove(state, report, root)
+    return report
+
+
+def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
+    """Remove everything in the cache (installed toolkits keep their own links)."""
+    report = Cleanup(root)
+    with _flock(root, exclusive=True, wait=wait):
+        for name in AREAS:
+            area = root / name
+            with contextlib.suppress(FileNotFoundError):
+                for entry in sorted(area.iterdir()):
+                    if name == "locks" and entry.name == LOCK_NAME:
+                        continue  # the lock held right now
+                    _remove(entry, report, root)
+    return report

@@ -1,0 +1,120 @@
+"""cudaup's cache directory: sizes, prune, clean, and the lock installs share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cudaup import cachedir
+from cudaup.errors import EXIT_CODES, LockedError
+from cudaup.install.store import Store
+from cudaup.install.unpacked import link_tree
+from tests.fakenvidia.server import FakeNvidiaServer
+from tests.helpers import point_env_at, run_cli
+
+USED = "a" * 64
+UNUSED = "b" * 64
+
+
+def populate(root: Path, toolkit: Path) -> None:
+    """A cache as installs leave it: one tree linked into a toolkit, one no longer used."""
+    for key in (USED, UNUSED):
+        lib = root / "unpacked" / key / "lib"
+        lib.mkdir(parents=True)
+        (lib / f"lib{key[0]}.so").write_bytes(os.urandom(300_000))
+    link_tree(root / "unpacked" / USED, toolkit)
+    (root / "unpacked" / ".tmp-0123456789abcdef-dead").mkdir()  # a killed install's
+    downloads = root / "downloads"
+    downloads.mkdir()
+    (downloads / "cuda_12.8.1_570.124.06_linux.run").write_bytes(os.urandom(200_000))
+    (downloads / "big.tar.xz.part").write_bytes(bytes(100_000))  # resumes next time
+    (downloads / "big.tar.xz.part.json").write_text("{}")
+    (downloads / "gone.whl.part.json").write_text("{}")  # its part file was deleted
+    (root / "http").mkdir()
+    (root / "http" / "entry").write_bytes(b"x" * 1000)
+
+
+def test_info_counts_shared_and_unused(tmp_path: Path) -> None:
+    root, toolkit = tmp_path / "cache", tmp_path / "toolkits/12.8.1"
+    populate(root, toolkit)
+    info = cachedir.inspect(root)
+    unpacked = next(area for area in info.areas if area.name == "unpacked")
+    assert unpacked.files == 2
+    assert 300_000 <= unpacked.shared_bytes < 400_000  # the tree the toolkit links
+    assert unpacked.unused_entries == 1 and 300_000 <= unpacked.unused_bytes < 400_000
+    assert 500_000 <= info.reclaimable < 700_000  # the unused tree and the runfile
+    assert info.to_json()["reclaimable_bytes"] == info.reclaimable
+
+
+def test_prune_keeps_what_is_in_use_and_what_resumes(tmp_path: Path) -> None:
+    root, toolkit = tmp_path / "cache", tmp_path / "toolkits/12.8.1"
+    populate(root, toolkit)
+    report = cachedir.prune(root)
+    assert sorted(report.removed) == [
+        "downloads/cuda_12.8.1_570.124.06_linux.run",
+        "downloads/gone.whl.part.json",
+        "unpacked/.tmp-0123456789abcdef-dead",
+        f"unpacked/{UNUSED}",
+    ]
+    assert report.freed >= 500_000
+    assert (root / "unpacked" / USED / "lib/liba.so").is_file()
+    assert (root / "downloads/big.tar.xz.part").is_file()
+    assert (root / "http/entry").is_file()
+    assert (toolkit / "lib/liba.so").stat().st_nlink == 2
+    assert cachedir.prune(root).removed == []  # nothing more to do
+
+
+def test_clean_removes_everything_but_installs_keep_their_files(tmp_path: Path) -> None:
+    root, toolkit = tmp_path / "cache", tmp_path / "toolkits/12.8.1"
+    populate(root, toolkit)
+    report = cachedir.clean(root)
+    assert "http/entry" in report.removed and f"unpacked/{USED}" in report.removed
+    for area in ("http", "downloads", "unpacked"):
+        assert list((root / area).iterdir()) == []
+    assert (toolkit / "lib/liba.so").stat().st_nlink == 1  # the toolkit's own link remains
+    assert cachedir.inspect(root).reclaimable == 0
+
+
+def test_prune_waits_for_installs_and_then_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    populate(root, tmp_path / "toolkit")
+    with cachedir.using(root), pytest.raises(LockedError, match="an install is using"):
+        cachedir.prune(root, wait=0.3)
+    with cachedir.using(root), cachedir.using(root):  # installs share it
+        pass
+    assert cachedir.prune(root).removed  # free again
+
+
+def test_cli_cache_and_uninstall_hint(
+    fake_nvidia: FakeNvidiaServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    point_env_at(monkeypatch, fake_nvidia)
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    root = Path(os.environ["CUDAUP_CACHE_DIR"])
+    assert run_cli(capsys, "cache", "dir").out.strip() == str(root)
+    installed = run_cli(
+        capsys, "install", "13.0.1", "--channel", "redist", "--components", "nvcc",
+        "--platform", "linux-x86_64", "-q",
+    )  # fmt: skip
+    assert installed.code == 0, installed.err
+    info = run_cli(capsys, "cache", "info", "--json").json()
+    assert info["reclaimable_bytes"] == 0  # everything unpacked is linked by the toolkit
+    removed = run_cli(capsys, "uninstall", "13.0.1")
+    assert removed.code == 0 and "`cudaup cache prune` frees it" in removed.out
+    assert (
+        "shared with installed toolkits, 2 archives no toolkit uses"
+        in run_cli(capsys, "cache", "info").out
+    )
+    pruned = run_cli(capsys, "cache", "prune", "--json").json()
+    assert len(pruned["removed"]) == 2 and pruned["freed_bytes"] > 0
+    assert not Store(tmp_path / "home").installed()
+    with cachedir.using(root):
+        busy = run_cli(capsys, "cache", "clean")
+    assert busy.code == EXIT_CODES["locked"] and "try again" in busy.err
