@@ -10,9 +10,9 @@ An unpacked tree is hard-linked into every toolkit installed from it, so while a
 toolkit is installed the tree costs no extra disk; once none is (after
 ``uninstall``), the tree alone keeps those bytes, for an instant reinstall.
 :func:`prune` removes such trees, finished downloads and what killed processes
-left; :func:`clean` removes everything.  Installs hold ``unpacked.lock`` shared
-and pruning holds it exclusively (``flock``), so a prune never removes a tree an
-install is about to link.
+left; :func:`clean` removes everything but lock files.  Installs hold
+``unpacked.lock`` shared and pruning holds it exclusively (``flock``), so a prune
+never removes a tree an install is about to link.
 """
 
 from __future__ import annotations
@@ -266,14 +266,17 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
 
 
 def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
-    """Remove everything in the cache (installed toolkits keep their own links)."""
+    """Remove everything in the cache (installed toolkits keep their own links).
+
+    Lock files stay: they are empty, and a running ``cudaup download`` (which does not
+    take the cache lock) may hold one; removing it would let a second process in.
+    """
     report = Cleanup(root)
     with _flock(root, exclusive=True, wait=wait):
         for name in AREAS:
-            area = root / name
+            if name == "locks":
+                continue
             with contextlib.suppress(FileNotFoundError):
-                for entry in sorted(area.iterdir()):
-                    if name == "locks" and entry.name == LOCK_NAME:
-                        continue  # the lock held right now
+                for entry in sorted((root / name).iterdir()):
                     _remove(entry, report, root)
     return report

@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cudaup's cache: where it is, what it holds, making room",
         description="dir: print its path. info: sizes by area. prune: remove what no "
         "installed toolkit uses (unpacked archives, finished downloads; partial downloads "
-        "stay, to resume). clean: remove everything.",
+        "stay, to resume). clean: remove everything but lock files.",
     )
     cache.add_argument("action", choices=("dir", "info", "prune", "clean"))
     cache.set_defaults(handler=cmd_cache)
