@@ -32,6 +32,8 @@ from cudaup.errors import LockedError
 
 AREAS = ("http", "downloads", "unpacked", "locks")
 LOCK_NAME = "unpacked.lock"
+#: unpacked/<STAGING_PREFIX>...: a tree being unpacked, renamed to its sha256 when done
+STAGING_PREFIX = ".tmp-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +146,6 @@ def _in_use(tree: Path) -> bool:
     return any(stat.S_ISREG(info.st_mode) and info.st_nlink > 1 for info in _walk(tree))
 
 
-def _entries(unpacked: Path) -> list[Path]:
-    try:
-        return sorted(p for p in unpacked.iterdir() if not p.name.startswith("."))
-    except FileNotFoundError:
-        return []
-
-
 def _finished(downloads: Path) -> list[Path]:
     """Downloads that completed (verified, under their final name): kept by nothing."""
     try:
@@ -163,23 +158,41 @@ def _finished(downloads: Path) -> list[Path]:
         return []
 
 
+def _prunable(root: Path) -> list[Path]:
+    """What :func:`prune` removes: unpacked trees no toolkit links to, staging, finished
+    downloads, and resume state whose part file is gone."""
+    found: list[Path] = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted((root / "unpacked").iterdir()):
+            if entry.name.startswith(STAGING_PREFIX) or not _in_use(entry):
+                found.append(entry)
+    downloads = root / "downloads"
+    found += _finished(downloads)
+    with contextlib.suppress(FileNotFoundError):
+        for state in sorted(downloads.glob("*.part.json")):
+            if not state.with_name(state.name[: -len(".json")]).exists():
+                found.append(state)
+    return found
+
+
 def inspect(root: Path) -> CacheInfo:
     """What the cache holds, area by area (hard-linked files counted once)."""
+    prunable = {path: _measure(path, set())[1] for path in _prunable(root)}
+    unused = {
+        path: size
+        for path, size in prunable.items()
+        if path.parent.name == "unpacked" and not path.name.startswith(STAGING_PREFIX)
+    }
     seen: set[tuple[int, int]] = set()
     areas = []
     for name in AREAS:
         path = root / name
         files, total, shared = _measure(path, seen)
-        unused_entries = unused_bytes = 0
         if name == "unpacked":
-            for entry in _entries(path):
-                if not _in_use(entry):
-                    unused_entries += 1
-                    unused_bytes += _measure(entry, set())[1]
-        areas.append(Area(name, path, files, total, shared, unused_entries, unused_bytes))
-    unused = sum(area.unused_bytes for area in areas)
-    finished = sum(_disk_bytes(path.lstat()) for path in _finished(root / "downloads"))
-    return CacheInfo(root, tuple(areas), unused + finished)
+            areas.append(Area(name, path, files, total, shared, len(unused), sum(unused.values())))
+        else:
+            areas.append(Area(name, path, files, total, shared))
+    return CacheInfo(root, tuple(areas), sum(prunable.values()))
 
 
 # ---------------------------------------------------------------------------
@@ -249,19 +262,9 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
     """
     report = Cleanup(root)
     with _flock(root, exclusive=True, wait=wait):
-        unpacked = root / "unpacked"
-        with contextlib.suppress(FileNotFoundError):
-            for entry in sorted(unpacked.iterdir()):
-                # Under the exclusive lock no install is at work: any staging is dead.
-                if entry.name.startswith(".tmp-") or not _in_use(entry):
-                    _remove(entry, report, root)
-        downloads = root / "downloads"
-        for path in _finished(downloads):
+        # Under the exclusive lock no install is at work: any staging is dead.
+        for path in _prunable(root):
             _remove(path, report, root)
-        with contextlib.suppress(FileNotFoundError):
-            for state in sorted(downloads.glob("*.part.json")):
-                if not state.with_name(state.name[: -len(".json")]).exists():
-                    _remove(state, report, root)
     return report
 
 

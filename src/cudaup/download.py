@@ -465,8 +465,8 @@ class Arrival:
         self._lost = False
 
     # -- the downloader's side --------------------------------------------------
-    def _attach(self, path: Path, plan: SegmentPlan | None) -> None:
-        """The part file exists; ``plan`` says what is on disk (None: nothing until done)."""
+    def _attach(self, path: Path, plan: SegmentPlan) -> None:
+        """The part file exists; ``plan`` says what is on disk."""
         with self._changed:
             if not self._lost:
                 self._path, self._plan = path, plan
@@ -519,10 +519,10 @@ class Arrival:
                     raise ArrivalLostError("the download failed or started over")
                 if self._complete:
                     return
+                # A reader exists only once the part file was attached with its plan
+                # (a single-stream download attaches nothing: readers open the final file).
                 plan = self._plan
-                if plan is None:
-                    self._changed.wait(0.5)
-                    continue
+                assert plan is not None
             if plan.wait_for_range(start, stop):
                 return
             if plan.cancelled:  # a failure the downloader is about to report

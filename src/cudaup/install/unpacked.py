@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from cudaup.cachedir import STAGING_PREFIX
 from cudaup.download import (
     MAX_CONNECTIONS_PER_HOST,
     Arrival,
@@ -72,7 +73,7 @@ def unpack_all(
         final = root / _key(artifact)
         if final.is_dir():
             return final
-        staging = root / f".tmp-{_key(artifact)[:16]}-{secrets.token_hex(4)}"
+        staging = root / f"{STAGING_PREFIX}{_key(artifact)[:16]}-{secrets.token_hex(4)}"
         staging.mkdir()
         try:
             archive = _fetch_extracting(
@@ -106,7 +107,7 @@ STALE_STAGING = 24 * 3600.0
 def _sweep(root: Path) -> None:
     """Remove the staging directories killed processes left (SIGKILL, power loss)."""
     now = time.time()
-    for entry in root.glob(".tmp-*"):
+    for entry in root.glob(f"{STAGING_PREFIX}*"):
         with contextlib.suppress(OSError):
             if now - entry.lstat().st_mtime > STALE_STAGING:
                 shutil.rmtree(entry)
