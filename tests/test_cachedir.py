@@ -118,3 +118,16 @@ def test_cli_cache_and_uninstall_hint(
     with cachedir.using(root):
         busy = run_cli(capsys, "cache", "clean")
     assert busy.code == EXIT_CODES["locked"] and "try again" in busy.err
+
+
+def test_cache_commands_on_a_cache_that_does_not_exist_yet_and_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "never-made"))
+    info = run_cli(capsys, "cache", "info", "--json").json()
+    assert info["bytes"] == 0 and info["reclaimable_bytes"] == 0
+    assert run_cli(capsys, "cache", "prune", "--json").json()["removed"] == []
+    with pytest.raises(SystemExit) as usage:
+        run_cli(capsys, "cache", "frob")
+    assert usage.value.code == EXIT_CODES["usage"]
+    assert "invalid choice: 'frob'" in capsys.readouterr().err
