@@ -32,10 +32,10 @@ from report import replace_section  # noqa: E402
 from tests.fakenvidia import FakeNvidiaServer, build_site  # noqa: E402
 
 from cudaup.config import Settings  # noqa: E402
-from cudaup.http import HttpClient  # noqa: E402
-from cudaup.model import Channel  # noqa: E402
-from cudaup.platforms import Platform  # noqa: E402
-from cudaup.resolve import Resolver  # noqa: E402
+from cudaup.core.model import Channel  # noqa: E402
+from cudaup.core.platforms import Platform  # noqa: E402
+from cudaup.net.http import HttpClient  # noqa: E402
+from cudaup.resolve.resolver import Resolver  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN resolve benchmark -->", "<!-- END resolve benchmark -->"
 

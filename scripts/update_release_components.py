@@ -16,7 +16,7 @@ the release ``13.0.3``; pre-, dev- and yanked files are skipped.  Metadata is
 read from ``<wheel-url>.metadata`` (PEP 658) when the index advertises it, and
 otherwise from the wheel itself.  The requirements of the ``all`` extra are
 kept (a release without an ``all`` extra gets the union of its extras) and
-mapped to NVIDIA's redist keys with :func:`cudaup.components.component_of_project`.
+mapped to NVIDIA's redist keys with :func:`cudaup.core.components.component_of_project`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from cudaup.components import component_of_project
+from cudaup.core.components import component_of_project
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "cudaup" / "data" / "release_components.json"
 INDEX_URL = "https://pypi.org/simple/cuda-toolkit/"

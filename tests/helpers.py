@@ -10,7 +10,7 @@ import pytest
 
 from cudaup.cli import main
 from cudaup.config import Settings
-from cudaup.platforms import Platform
+from cudaup.core.platforms import Platform
 from tests.fakenvidia.server import FakeNvidiaServer
 
 CATALOG_PLATFORMS: dict[str, Platform] = {

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from cudaup.components import ALIASES
+from cudaup.core.components import ALIASES
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
 

@@ -218,7 +218,7 @@ def test_version_is_fast_path() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from cudaup.cli import build_parser; build_parser(); print(sorted(sys.modules))",
+            "import sys; from cudaup.cli.main import build_parser; build_parser(); print(sorted(sys.modules))",
         ],
         capture_output=True,
         text=True,

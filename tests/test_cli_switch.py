@@ -7,50 +7,25 @@ code; ``--json`` → an error object); subprocess tests run it with
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cudaup import cli_switch, switch
-from cudaup.errors import CudaupError
+from cudaup.cli import main
+from cudaup.cli.main import build_parser
 from cudaup.install.store import Store
-from cudaup.sysroot import SystemRoot
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.switch import pins
 from tests.test_switch import make_toolkit, make_tree, readlink
 
 REPO = Path(__file__).resolve().parent.parent
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true")
-    common.add_argument("--debug", action="store_true")
-    parser = argparse.ArgumentParser(prog="cudaup", parents=[common])
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    cli_switch.register(commands, common)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        result: int = args.handler(args)
-    except CudaupError as exc:
-        if args.debug:
-            raise
-        if args.json:
-            error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
-            sys.stdout.write(json.dumps({"schema": 1, "error": error}) + "\n")
-        sys.stderr.write(f"cudaup: error: {exc}\n")
-        return exc.exit_code
-    return result
 
 
 def cudaup(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -70,7 +45,7 @@ def cudaup_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any
 def cudaup_process(
     *argv: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from tests.test_cli_switch import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from cudaup.cli import main; sys.exit(main(sys.argv[1:]))"
     environ = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", code, *argv],
@@ -111,8 +86,7 @@ def real_link_untouched() -> Iterator[None]:
     assert (readlink(link) if link.is_symlink() else None) == before
 
 
-def test_register_adds_every_command() -> None:
-    parser = build_parser()
+def test_every_switching_command_parses() -> None:
     for argv in (
         ["default"],
         ["default", "13.0"],
@@ -126,8 +100,8 @@ def test_register_adds_every_command() -> None:
         ["show"],
         ["undo"],
     ):
-        assert callable(parser.parse_args(argv).handler)
-    args = parser.parse_args(["run", "12.8", "--", "nvcc", "--version", "--json"])
+        assert callable(build_parser(argv[0]).parse_args(argv).handler)
+    args = build_parser("run").parse_args(["run", "12.8", "--", "nvcc", "--version", "--json"])
     assert (args.version, args.cmd, args.json) == ("12.8", ["nvcc", "--version", "--json"], False)
 
 
@@ -222,7 +196,7 @@ def test_unpin_says_when_a_parent_pin_still_applies(
     child = parent / "child"
     child.mkdir()
     os.chdir(child)
-    switch.write_pin(child, "12.8")
+    pins.write_pin(child, "12.8")
     document = cudaup_json(capsys, "pin", "--unset")
     assert document == {
         "schema": 1,
@@ -425,9 +399,8 @@ def test_default_system_and_undo_with_alternatives(
 
 
 def test_shell_choices_match_the_library() -> None:
-    from cudaup import switch
-    from cudaup.cli import build_parser
+    from cudaup.switch import environment
 
-    parser = build_parser()
-    for shell in switch.SHELLS:
+    parser = build_parser("env")
+    for shell in environment.SHELLS:
         assert parser.parse_args(["env", "--shell", shell]).shell == shell

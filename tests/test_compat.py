@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from cudaup.compat import CompatTable
-from cudaup.driver import CudaVersion, DriverVersion
+from cudaup.core.compat import CompatTable
+from cudaup.core.driver import CudaVersion, DriverVersion
 from tests.fakenvidia.fixtures import MakeFakeNvidia
 
 TABLE = CompatTable.load()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.compat import CompatTable
-from cudaup.doctor import Problem, Report, examine
-from cudaup.sysroot import SystemRoot
-from cudaup.toolkits import Lookup
+from cudaup.core.compat import CompatTable
+from cudaup.machine.doctor import Problem, Report, examine
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup
 from tests import fakemachine as fm
 from tests.helpers import run_cli
 

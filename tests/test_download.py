@@ -21,22 +21,24 @@ import pytest
 
 from cudaup.config import Settings
 from cudaup.download import (
-    Arrival,
-    ArrivalLostError,
     DownloadRequest,
     DownloadResult,
     ProgressEvent,
     fetch,
     fetch_many,
 )
+from cudaup.download.arrival import Arrival
+from cudaup.download.segments import MIN_SPLIT
 from cudaup.errors import (
+    ArrivalLostError,
     InsufficientSpaceError,
     IntegrityError,
     NetworkError,
     RemoteFileMissingError,
 )
-from cudaup.http import HttpClient
-from cudaup.segments import MIN_SPLIT
+from cudaup.net import backoff
+from cudaup.net.backoff import Backoff
+from cudaup.net.http import HttpClient
 from tests.faultserver import Fault, FaultServer, payload
 
 SIZE = 8 * 1024 * 1024
@@ -45,15 +47,15 @@ SHA = hashlib.sha256(BODY).hexdigest()
 
 
 @pytest.fixture(autouse=True)
-def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cudaup.download
-
-    monkeypatch.setattr(cudaup.download, "_backoff", lambda attempt: 0.01)
+def _quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries in these tests wait 10 ms, not seconds (clients built with the default)."""
+    monkeypatch.setattr(backoff, "DEFAULT", Backoff(base=0.01, cap=0.01))
 
 
 def client(tmp_path: Path, timeout: float = 30.0) -> HttpClient:
     return HttpClient(
-        Settings.from_env(cache_dir=tmp_path / "cache", timeout=timeout), sleep=lambda _s: None
+        Settings.from_env(cache_dir=tmp_path / "cache", timeout=timeout),
+        backoff=Backoff(base=0.01, cap=0.01),
     )
 
 
@@ -115,7 +117,9 @@ def test_transient_faults_are_retried(
 def test_retry_after_is_honoured(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY, Fault(times=1, status=429, retry_after="2"))
     slept: list[float] = []
-    http = HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), sleep=slept.append)
+    http = HttpClient(
+        Settings.from_env(cache_dir=tmp_path / "cache"), backoff=Backoff(sleep=slept.append)
+    )
     fetch(request(fault_server), tmp_path / "out", http=http, connections=2)
     assert 2.0 in slept
 
@@ -503,17 +507,17 @@ class _ScriptedBody:
 
 
 def test_reads_grow_on_a_fast_link_and_shrink_on_a_slow_one() -> None:
-    from cudaup.download import MAX_READ, MIN_READ, _body
+    from cudaup.download.remote import MAX_READ, MIN_READ, read_body
 
     fast = _ScriptedBody(64 * 2**20, lambda size: 0.001)
-    assert sum(len(chunk) for chunk in _body(fast, fast.clock)) == 64 * 2**20
+    assert sum(len(chunk) for chunk in read_body(fast, fast.clock)) == 64 * 2**20
     assert fast.sizes[0] == MIN_READ
     assert max(fast.sizes) == MAX_READ  # a fast link gets few, large reads
     assert len(fast.sizes) < 80
 
     # 1 MB/s: a 1 MiB read would take a second; reads settle where each takes ~0.1-0.2 s.
     slow = _ScriptedBody(4 * 2**20, lambda size: size / 1e6)
-    chunks = list(_body(slow, slow.clock))
+    chunks = list(read_body(slow, slow.clock))
     assert sum(map(len, chunks)) == 4 * 2**20
     assert max(slow.sizes) <= 256 * 1024
     assert slow.sizes[-1] <= 256 * 1024

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.driver import (
+from cudaup.core.driver import (
     CudaVersion,
     DriverInfo,
     DriverVersion,

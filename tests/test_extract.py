@@ -24,8 +24,7 @@ from typing import Any, Literal
 import pytest
 
 from cudaup.errors import CudaupError, InsufficientSpaceError, IntegrityError, UsageError
-from cudaup.install import extract
-from cudaup.install.extract import Limits, archive_members, extract_archive
+from cudaup.install.extract import Limits, archive_members, extract_archive, policy, tar, write
 
 TOP = "cuda_nvcc-linux-x86_64-13.0.48-archive"
 Entry = tuple[tarfile.TarInfo, bytes | None]
@@ -337,15 +336,15 @@ def test_a_tar_creates_its_symlinks_last(
     ]
     archive = make_tar(tmp_path / "a.tar.xz", entries)
     order: list[str] = []
-    original = extract._write_member
+    original = write.write_member
 
     def spy(
-        reader: object, member: extract._Member, destination: Path, made: set[tuple[str, ...]]
+        reader: object, member: policy.Member, destination: Path, made: set[tuple[str, ...]]
     ) -> None:
         order.append(member.kind)
         original(reader, member, destination, made)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(extract, "_write_member", spy)
+    monkeypatch.setattr(write, "write_member", spy)
     extract_archive(archive, dest)
     assert order == ["dir", "file", "file", "symlink", "symlink"]
     assert (dest / "lib64/libx.so").read_bytes() == b"data\n"
@@ -422,17 +421,17 @@ def test_not_enough_disk_space(tmp_path: Path, dest: Path, monkeypatch: pytest.M
 def test_disk_full_while_writing_leaves_nothing(
     tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = extract._write_file
+    real = write.write_file
     calls = []
 
-    def fill_up(source: io.BufferedReader, path: Path, member: extract._Member) -> None:
+    def fill_up(source: io.BufferedReader, path: Path, member: policy.Member) -> None:
         calls.append(path)
         if len(calls) == 2:
             path.write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
         real(source, path, member)
 
-    monkeypatch.setattr(extract, "_write_file", fill_up)
+    monkeypatch.setattr(write, "write_file", fill_up)
     archive = make_tar(tmp_path / "a.tar.xz", nvidia_entries())
     with pytest.raises(InsufficientSpaceError, match="disk filled up"):
         extract_archive(archive, dest, strip_top=True)
@@ -445,7 +444,7 @@ def test_interrupt_while_writing_leaves_nothing(
     def interrupt(*_args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(extract, "_write_file", interrupt)
+    monkeypatch.setattr(write, "write_file", interrupt)
     archive = make_tar(tmp_path / "a.tar.xz", nvidia_entries())
     with pytest.raises(KeyboardInterrupt):
         extract_archive(archive, dest, strip_top=True)
@@ -490,7 +489,7 @@ def test_tar_xz_with_a_flipped_byte(tmp_path: Path, dest: Path) -> None:
 def test_unpacking_thread_stops_when_the_reader_closes(tmp_path: Path) -> None:
     archive = tmp_path / "zeros.xz"
     archive.write_bytes(lzma.compress(bytes(40 * 2**20), preset=0))
-    stream = extract._ReadAhead(extract._xz_chunks(lambda: archive.open("rb")))
+    stream = tar._ReadAhead(tar._xz_chunks(lambda: archive.open("rb")))
     assert stream.read(1000) == bytes(1000)
     time.sleep(0.2)  # the thread fills its queue and waits to put more
     with pytest.raises(io.UnsupportedOperation):
@@ -571,11 +570,11 @@ def test_writing_never_goes_through_an_existing_symlink(tmp_path: Path, dest: Pa
     outside.mkdir()
     (dest / "lib").symlink_to(outside)
     with pytest.raises(FileExistsError):
-        extract._make_dirs(dest, ("lib", "x"), set())
-    member = extract._Member("lib", "file", 0o644, 0)
+        write.make_dirs(dest, ("lib", "x"), set())
+    member = policy.Member("lib", "file", 0o644, 0)
     (dest / "f").symlink_to(outside / "f")
     with pytest.raises(FileExistsError):
-        extract._write_file(io.BytesIO(b""), dest / "f", member)
+        write.write_file(io.BytesIO(b""), dest / "f", member)
     assert list(outside.iterdir()) == []
 
 
@@ -584,16 +583,16 @@ def test_big_zip_members_inflate_side_by_side(
 ) -> None:
     members = {f"lib/big{i}.so": os.urandom(2 * 2**20) for i in range(4)}
     archive = make_zip(tmp_path / "a.whl", [(name, data, REG) for name, data in members.items()])
-    monkeypatch.setattr(extract, "PARALLEL_WORKERS", 4)
+    monkeypatch.setattr(write, "PARALLEL_WORKERS", 4)
     threads: set[int] = set()
-    real = extract._write_file
+    real = write.write_file
 
-    def spy(source: io.BufferedIOBase, path: Path, member: extract._Member) -> None:
+    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> None:
         threads.add(threading.get_ident())
         time.sleep(0.05)  # long enough that the pool hands the others to other threads
         real(source, path, member)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(extract, "_write_file", spy)
+    monkeypatch.setattr(write, "write_file", spy)
     extract_archive(archive, dest)
     assert {name: (dest / name).read_bytes() for name in members} == members
     assert len(threads) > 1

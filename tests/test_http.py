@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.cache import HttpCache
 from cudaup.config import Settings
 from cudaup.errors import NetworkError
-from cudaup.http import HttpClient
+from cudaup.net.backoff import NO_WAIT, Backoff
+from cudaup.net.http import HttpClient
+from cudaup.net.response_cache import HttpCache
 
 Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 
@@ -82,7 +83,7 @@ def reply(status: int, body: bytes = b"", **headers: str) -> Handler:
 
 def client(tmp_path: Path, *, refresh: bool = False) -> HttpClient:
     settings = Settings.from_env(cache_dir=tmp_path / "c", refresh=refresh)
-    return HttpClient(settings, sleep=lambda _s: None)
+    return HttpClient(settings, backoff=NO_WAIT)
 
 
 def test_cache_fresh_then_conditional_revalidation(tmp_path: Path) -> None:
@@ -129,7 +130,9 @@ def test_retries_5xx_and_honours_retry_after(tmp_path: Path) -> None:
         next(answers)(request)
 
     with ScriptedServer({"*": scripted}) as server:
-        http = HttpClient(Settings.from_env(cache_dir=tmp_path), sleep=slept.append)
+        http = HttpClient(
+            Settings.from_env(cache_dir=tmp_path), backoff=Backoff(sleep=slept.append)
+        )
         assert http.get(server.url + "/x").body == b"ok"
     assert len(slept) == 2 and slept[0] == 1.0
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cudaup.identify import identify, shipped_table
+from cudaup.core.identify import identify, shipped_table
 
 TABLE = {
     "13.0.1": {"cuda_nvcc": "13.0.88", "cuda_cudart": "13.0.88", "libcublas": "13.0.2.14"},

@@ -62,8 +62,8 @@ def test_redist_install_lays_out_a_cuda_home(fake_nvidia: FakeNvidiaServer, home
     assert all(len(a["sha256"]) == 64 for a in record["artifacts"])
     assert not [p for p in home.toolkits_dir.iterdir() if p.name.startswith(".")]
     # doctor identifies it exactly, from the version.json cudaup wrote
-    from cudaup.sysroot import SystemRoot
-    from cudaup.toolkits import Lookup, find_toolkits
+    from cudaup.machine.sysroot import SystemRoot
+    from cudaup.machine.toolkits import Lookup, find_toolkits
 
     [found] = find_toolkits(
         Lookup(root=SystemRoot(home.home / "none"), env={}, store=home.toolkits_dir, python="/none")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import EXIT_CODES
-from cudaup.lock import read_lock
+from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia import FakeNvidiaServer, build_site
 from tests.helpers import point_env_at, run_cli
 from tests.nginx import Nginx, available

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from cudaup.driver import CudaVersion, DriverInfo, DriverVersion, GpuInfo
+from cudaup.core.driver import CudaVersion, DriverInfo, DriverVersion, GpuInfo
 from cudaup.errors import UsageError
-from cudaup.machine import detect_driver
-from cudaup.sysroot import SystemRoot
+from cudaup.machine.driver_probe import detect_driver
+from cudaup.machine.sysroot import SystemRoot
 
 DATA = Path(__file__).parent / "data" / "driver"
 MIB = 1024 * 1024

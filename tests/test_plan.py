@@ -10,22 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.compat import CompatTable
 from cudaup.config import Settings
-from cudaup.driver import DriverVersion, GpuInfo
-from cudaup.errors import UsageError
-from cudaup.plan import (
-    Index,
-    NoCommonLineError,
-    load_indexes,
+from cudaup.core.compat import CompatTable
+from cudaup.core.driver import DriverVersion, GpuInfo
+from cudaup.core.platforms import Platform, wheel_fits
+from cudaup.errors import NoCommonLineError, UsageError
+from cudaup.plan.choice import (
     parse_requirements,
     requirement_signals,
-    select_indexes,
-    supported_tags,
     tag_line,
-    wheel_ok,
 )
-from cudaup.planner import Planner, Target
+from cudaup.plan.indexes import Index, load_indexes, select_indexes
+from cudaup.plan.offers import Planner, Target
 from tests.faultserver import FaultServer
 from tests.helpers import run_cli
 
@@ -326,13 +322,15 @@ def test_unreachable_index_is_reported_not_empty(
 
 
 def test_tags_and_index_table() -> None:
-    tags = set(supported_tags(PY312, "linux-x86_64"))
-    assert wheel_ok("sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl", tags)
-    assert wheel_ok("x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", tags)
-    assert not wheel_ok("x-1.0-cp313-cp313-manylinux_2_28_x86_64.whl", tags)
-    assert not wheel_ok("x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", tags)
-    assert not wheel_ok("x-1.0-cp312-cp312-manylinux_2_41_x86_64.whl", tags)
-    assert wheel_ok("x-1.0-cp312-cp312-win_amd64.whl", set(supported_tags(PY312, "windows-x86_64")))
+    def fits(name: str, platform: Platform = "linux-x86_64") -> bool:
+        return wheel_fits(name, platform, PY312)
+
+    assert fits("sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl")
+    assert fits("x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+    assert not fits("x-1.0-cp313-cp313-manylinux_2_28_x86_64.whl")
+    assert not fits("x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl")
+    assert not fits("x-1.0-cp312-cp312-manylinux_2_41_x86_64.whl")
+    assert fits("x-1.0-cp312-cp312-win_amd64.whl", "windows-x86_64")
     assert (
         tag_line("cu130") == (13, 0) and tag_line("cu92") == (9, 2) and tag_line("rocm6.2") is None
     )
@@ -359,9 +357,9 @@ def test_user_index_file_extends_the_table(tmp_path: Path) -> None:
 def test_requirement_signals() -> None:
     from packaging.requirements import Requirement
 
-    from cudaup.plan import marker_environment
+    from cudaup.core.platforms import marker_environment
 
-    env = marker_environment(PY312, "linux-x86_64")
+    env = marker_environment("linux-x86_64", PY312)
     found = requirement_signals(
         [
             Requirement("cuda-toolkit[cudart]==13.0.2"),
@@ -390,7 +388,7 @@ def test_requirement_signals() -> None:
 
 
 def test_known_lines_include_the_newest() -> None:
-    from cudaup.plan import known_lines
+    from cudaup.plan.choice import known_lines
 
     assert (13, 0) in known_lines(CompatTable.load())
 

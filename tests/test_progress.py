@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import io
 
+from cudaup.cli.progress import NoProgress, PlainProgress, RichProgress, display_for
 from cudaup.download import ProgressEvent
-from cudaup.progress import NoProgress, PlainProgress, RichProgress, display_for
 
 
 def test_plain_lines_every_ten_percent() -> None:

@@ -16,9 +16,11 @@ import pytest
 from packaging.requirements import Requirement
 
 from cudaup.config import Settings
-from cudaup.http import HttpClient
-from cudaup.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json
-from cudaup.resolve import Resolver, choose_wheel, requirements_for, wheel_fits
+from cudaup.core.platforms import wheel_fits
+from cudaup.net.http import HttpClient
+from cudaup.resolve.choose import choose_wheel, requirements_for
+from cudaup.resolve.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json
+from cudaup.resolve.resolver import Resolver
 from tests.test_http import ScriptedServer, reply
 
 METADATA = (

@@ -12,7 +12,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     RemoteFileMissingError,
 )
-from cudaup.resolve import Resolver
+from cudaup.resolve.resolver import Resolver
 from tests.fakenvidia import SiteOptions, build_site
 from tests.fakenvidia.fixtures import MakeFakeNvidia
 from tests.fakenvidia.server import FakeNvidiaServer

@@ -9,7 +9,7 @@ import pytest
 import urllib3
 
 from cudaup.errors import ArtifactNotFoundError, IntegrityError, ReleaseNotFoundError, UsageError
-from cudaup.resolve import Resolver
+from cudaup.resolve.resolver import Resolver
 from tests.fakenvidia.fixtures import MakeFakeNvidia
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import Site, VirtualFile

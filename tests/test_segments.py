@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudaup.segments import ALIGN, MIN_SPLIT, Segment, SegmentPlan
+from cudaup.download.segments import ALIGN, MIN_SPLIT, Segment, SegmentPlan
 
 MiB = 1024 * 1024
 

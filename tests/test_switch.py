@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from cudaup import shim, switch
+from cudaup.core.versions import parse_request
 from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundError, UsageError
 from cudaup.install.store import Store
-from cudaup.sysroot import SystemRoot
-from cudaup.versions import parse_request
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.switch import environment, pins, selection, shim, shims, system_link
 
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
 
@@ -80,7 +80,7 @@ def three(store: Store) -> Store:
     return store
 
 
-# -- the shim's own request parser agrees with cudaup.versions ----------------------------------------
+# -- the shim's own request parser agrees with cudaup.core.versions ----------------------------------------
 REQUESTS = [
     "13.0.1",
     "13.0",
@@ -157,30 +157,30 @@ def test_selection_order(three: Store, tmp_path: Path, monkeypatch: pytest.Monke
     nested.mkdir(parents=True)
     env: dict[str, str] = {}
 
-    nothing = switch.select(three, env=env, cwd=nested)
+    nothing = selection.select(three, env=env, cwd=nested)
     assert (nothing.source, nothing.path) == ("none", None)
     assert nothing.reason.startswith("none: no CUDA toolkit is chosen here")
     with pytest.raises(CudaupError, match="cudaup default VERSION"):
         nothing.require()
 
     three.set_default("12")
-    active = switch.select(three, env=env, cwd=nested)
+    active = selection.select(three, env=env, cwd=nested)
     assert (active.source, active.version, active.reason) == ("default", "12.8.1", "the default")
 
     (project / ".cuda-version").write_text("# this project\n\n12.8.0\n")
-    active = switch.select(three, env=env, cwd=nested)
+    active = selection.select(three, env=env, cwd=nested)
     assert (active.source, active.version) == ("file", "12.8.0")
     assert active.reason == f"from {project / '.cuda-version'}"
 
     env["CUDAUP_TOOLKIT"] = "cu130"
-    active = switch.select(three, env=env, cwd=nested)
+    active = selection.select(three, env=env, cwd=nested)
     assert (active.source, active.version, active.reason) == (
         "env",
         "13.0.1",
         "from CUDAUP_TOOLKIT",
     )
 
-    active = switch.select(three, env=env, cwd=nested, request="12.8")
+    active = selection.select(three, env=env, cwd=nested, request="12.8")
     assert (active.source, active.version) == ("run", "12.8.1")
     assert active.path == three.toolkits_dir / "12.8.1"
 
@@ -193,11 +193,11 @@ def test_the_nearest_pin_wins_and_relative_paths_are_relative_to_it(
     (inner / "a" / "b").mkdir(parents=True)
     (outer / ".cuda-version").write_text("13.0\n")
     (inner / ".cuda-version").write_text("12.8\n")
-    assert switch.select(three, env={}, cwd=inner / "a" / "b").version == "12.8.1"
-    assert switch.select(three, env={}, cwd=outer).version == "13.0.1"
+    assert selection.select(three, env={}, cwd=inner / "a" / "b").version == "12.8.1"
+    assert selection.select(three, env={}, cwd=outer).version == "13.0.1"
     local = make_tree(inner / "vendor" / "cuda", "vendored")
     (inner / ".cuda-version").write_text("vendor/cuda\n")
-    active = switch.select(three, env={}, cwd=inner / "a")
+    active = selection.select(three, env={}, cwd=inner / "a")
     assert (active.path, active.version) == (local, None)
     assert active.describe() == f"the toolkit at {local}"
 
@@ -207,32 +207,32 @@ def test_a_request_that_matches_nothing_is_an_error_not_a_fall_through(
 ) -> None:
     three.set_default("13.0")
     (tmp_path / ".cuda-version").write_text("12.4\n")
-    active = switch.select(three, env={}, cwd=tmp_path)
+    active = selection.select(three, env={}, cwd=tmp_path)
     assert (active.source, active.path, active.failure) == ("file", None, "not-installed")
     with pytest.raises(ReleaseNotFoundError, match=r"installed: 13\.0\.1, 12\.8\.1, 12\.8\.0"):
         active.require()
     (tmp_path / ".cuda-version").write_text("twelve\n")
     with pytest.raises(UsageError, match="neither a CUDA version nor a path"):
-        switch.select(three, env={}, cwd=tmp_path).require()
+        selection.select(three, env={}, cwd=tmp_path).require()
     (tmp_path / ".cuda-version").write_text("\n# nothing\n")
     with pytest.raises(UsageError, match="names no toolkit"):
-        switch.select(three, env={}, cwd=tmp_path).require()
-    bad = switch.select(three, env={"CUDAUP_TOOLKIT": "/no/such/toolkit"}, cwd=tmp_path)
+        selection.select(three, env={}, cwd=tmp_path).require()
+    bad = selection.select(three, env={"CUDAUP_TOOLKIT": "/no/such/toolkit"}, cwd=tmp_path)
     assert bad.failure == "not-a-directory"
 
 
 def test_a_path_can_be_the_default(three: Store, tmp_path: Path, root: SystemRoot) -> None:
     system = make_tree(root.path("/usr/local/cuda-12.6"), "12.6.3")
-    choice = switch.choose_default(three, "/usr/local/cuda-12.6", root=root)
+    choice = selection.choose_default(three, "/usr/local/cuda-12.6", root=root)
     assert (choice.value, choice.path, choice.version) == (str(system), system, None)
     three.set_default(choice.value)
-    active = switch.select(three, env={}, cwd=tmp_path)
+    active = selection.select(three, env={}, cwd=tmp_path)
     assert (active.source, active.path) == ("default", system)
     # A store toolkit named by its path is still recognised as that version.
-    by_path = switch.choose_default(three, str(three.toolkits_dir / "13.0.1"), root=root)
+    by_path = selection.choose_default(three, str(three.toolkits_dir / "13.0.1"), root=root)
     assert by_path.version == "13.0.1"
     with pytest.raises(UsageError, match="not a directory"):
-        switch.choose_default(three, "/usr/local/cuda-9.9", root=root)
+        selection.choose_default(three, "/usr/local/cuda-9.9", root=root)
 
 
 def test_a_version_only_on_the_system_becomes_a_path_default(
@@ -241,22 +241,22 @@ def test_a_version_only_on_the_system_becomes_a_path_default(
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     system = make_tree(root.path("/usr/local/cuda-12.6"), "12.6.3")
     (system / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.6.3"}}')
-    choice = switch.choose_default(three, "12.6", root=root)
+    choice = selection.choose_default(three, "12.6", root=root)
     assert choice.path == system
     assert choice.value == str(system)
     assert choice.note is not None
     assert "system toolkit /usr/local/cuda-12.6 (CUDA 12.6.3)" in choice.note
     with pytest.raises(ReleaseNotFoundError, match=r"installed: 13\.0\.1, 12\.8\.1, 12\.8\.0"):
-        switch.choose_default(three, "11.8", root=root)
+        selection.choose_default(three, "11.8", root=root)
 
 
 def test_tool_in_the_active_toolkit(three: Store, tmp_path: Path) -> None:
-    active = switch.select(three, env={"CUDAUP_TOOLKIT": "12.8.0"}, cwd=tmp_path)
-    assert switch.tool_in(active, "nvcc") == three.toolkits_dir / "12.8.0" / "bin" / "nvcc"
+    active = selection.select(three, env={"CUDAUP_TOOLKIT": "12.8.0"}, cwd=tmp_path)
+    assert selection.tool_in(active, "nvcc") == three.toolkits_dir / "12.8.0" / "bin" / "nvcc"
     with pytest.raises(
         ArtifactNotFoundError, match=r"ptxas is not in CUDA 12\.8\.0 .*CUDAUP_TOOLKIT"
     ):
-        switch.tool_in(active, "ptxas")
+        selection.tool_in(active, "ptxas")
 
 
 # -- environments ----------------------------------------------------------------------------------------------
@@ -264,15 +264,15 @@ def test_toolkit_env_puts_the_toolkit_first_and_does_not_stack(three: Store) -> 
     first = three.toolkits_dir / "12.8.1"
     second = three.toolkits_dir / "13.0.1"
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ""}
-    once = switch.toolkit_env(first, three, env)
+    once = environment.toolkit_env(first, three, env)
     assert once == {
         "CUDA_HOME": str(first),
         "CUDA_PATH": str(first),
         "PATH": f"{first}/bin:/usr/bin:/bin",
         "LD_LIBRARY_PATH": f"{first}/lib64",
     }
-    assert switch.toolkit_env(first, three, {**env, **once}) == once
-    switched = switch.toolkit_env(second, three, {**env, **once})
+    assert environment.toolkit_env(first, three, {**env, **once}) == once
+    switched = environment.toolkit_env(second, three, {**env, **once})
     assert switched["PATH"] == f"{second}/bin:/usr/bin:/bin"
     assert switched["LD_LIBRARY_PATH"] == f"{second}/lib64"
 
@@ -284,26 +284,26 @@ def test_toolkit_env_removes_a_previous_system_toolkit_but_never_usr_bin(three: 
         "PATH": "/usr/local/cuda-12.4/bin:/usr/bin:/bin",
         "LD_LIBRARY_PATH": "/usr/local/cuda-12.4/lib64:/opt/lib",
     }
-    result = switch.toolkit_env(first, three, env)
+    result = environment.toolkit_env(first, three, env)
     assert result["PATH"] == f"{first}/bin:/usr/bin:/bin"
     assert result["LD_LIBRARY_PATH"] == f"{first}/lib64:/opt/lib"
     debian = {"CUDA_HOME": "/usr", "PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/usr/lib64"}
-    result = switch.toolkit_env(first, three, debian)
+    result = environment.toolkit_env(first, three, debian)
     assert result["PATH"] == f"{first}/bin:/usr/bin:/bin"
     assert result["LD_LIBRARY_PATH"] == f"{first}/lib64:/usr/lib64"
 
 
 def test_render_env_for_each_shell() -> None:
     variables = {"CUDA_HOME": "/opt/it's here", "PATH": "/a b/bin:/usr/bin"}
-    bash = switch.render_env(variables, "bash")
+    bash = environment.render_env(variables, "bash")
     assert bash == "export CUDA_HOME='/opt/it'\"'\"'s here'\nexport PATH='/a b/bin:/usr/bin'\n"
-    assert switch.render_env(variables, "zsh") == bash
-    fish = switch.render_env(variables, "fish")
+    assert environment.render_env(variables, "zsh") == bash
+    fish = environment.render_env(variables, "fish")
     assert fish == "set -gx CUDA_HOME '/opt/it\\'s here';\nset -gx PATH '/a b/bin' '/usr/bin';\n"
-    assert switch.detect_shell({"SHELL": "/usr/bin/fish"}) == "fish"
-    assert switch.detect_shell({"SHELL": "/bin/zsh"}) == "zsh"
-    assert switch.detect_shell({"SHELL": "/bin/tcsh"}) == "bash"
-    assert switch.detect_shell({}) == "bash"
+    assert environment.detect_shell({"SHELL": "/usr/bin/fish"}) == "fish"
+    assert environment.detect_shell({"SHELL": "/bin/zsh"}) == "zsh"
+    assert environment.detect_shell({"SHELL": "/bin/tcsh"}) == "bash"
+    assert environment.detect_shell({}) == "bash"
 
 
 def test_bash_evaluates_the_exports(three: Store) -> None:
@@ -311,7 +311,7 @@ def test_bash_evaluates_the_exports(three: Store) -> None:
     weird = {"CUDA_HOME": "/x/it's $HOME `x`", "PATH": f"{toolkit}/bin:/usr/bin:/bin"}
     script = 'eval "$1"; printf "%s\\n" "$CUDA_HOME" "$PATH"; nvcc'
     done = subprocess.run(
-        ["bash", "-c", script, "bash", switch.render_env(weird, "bash")],
+        ["bash", "-c", script, "bash", environment.render_env(weird, "bash")],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin"},
@@ -322,13 +322,13 @@ def test_bash_evaluates_the_exports(three: Store) -> None:
 
 # -- pins ----------------------------------------------------------------------------------------------------------
 def test_pin_and_unpin(three: Store, tmp_path: Path) -> None:
-    path = switch.write_pin(tmp_path, " cu128 ")
+    path = pins.write_pin(tmp_path, " cu128 ")
     assert path.read_text() == "cu128\n"
-    assert switch.find_pin(tmp_path / "x" / "y") == path
+    assert pins.find_pin(tmp_path / "x" / "y") == path
     with pytest.raises(UsageError):
-        switch.write_pin(tmp_path, "twelve")
-    assert switch.remove_pin(tmp_path) == path
-    assert switch.remove_pin(tmp_path) is None
+        pins.write_pin(tmp_path, "twelve")
+    assert pins.remove_pin(tmp_path) == path
+    assert pins.remove_pin(tmp_path) is None
 
 
 # -- shims ----------------------------------------------------------------------------------------------------------
@@ -336,29 +336,29 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     three.bin_dir.mkdir(parents=True)
     foreign = three.bin_dir / "ptxas"
     foreign.write_text("#!/bin/sh\necho mine\n")
-    written = switch.write_shims(three, ["nvcc", "ptxas", "cuobjdump"])
+    written = shims.write_shims(three, ["nvcc", "ptxas", "cuobjdump"])
     assert sorted(p.name for p in written) == ["cuobjdump", "nvcc"]
     assert foreign.read_text() == "#!/bin/sh\necho mine\n"  # never overwritten
     nvcc = three.bin_dir / "nvcc"
-    assert switch.is_shim(nvcc)
+    assert shims.is_shim(nvcc)
     assert os.access(nvcc, os.X_OK)
     text = nvcc.read_text()
     assert text.startswith("#!/bin/sh\n# cudaup shim")
     assert text.endswith(
-        f"exec {sys.executable} -P -c '{switch.SHIM_CODE}' {three.home} nvcc \"$@\"\n"
+        f"exec {sys.executable} -P -c '{shims.SHIM_CODE}' {three.home} nvcc \"$@\"\n"
     )
-    switch.write_shims(three, ["nvcc"])
+    shims.write_shims(three, ["nvcc"])
     assert sorted(p.name for p in three.bin_dir.iterdir()) == ["nvcc", "ptxas"]
     assert not [p for p in three.bin_dir.iterdir() if p.name.startswith(".")]
     with pytest.raises(UsageError):
-        switch.write_shims(three, ["../evil"])
+        shims.write_shims(three, ["../evil"])
 
 
 def test_available_tools_is_the_union_of_toolkits_and_the_core_list(three: Store) -> None:
     make_toolkit(three, "12.9.0", ("nvcc", "nvvp-like"))
-    tools = switch.available_tools(three)
+    tools = shims.available_tools(three)
     assert {"nvcc", "ptxas", "cu++filt", "compute-sanitizer", "cuda-gdb", "nvvp-like"} <= set(tools)
-    written = switch.refresh_shims(three)
+    written = shims.refresh_shims(three)
     assert {p.name for p in written} == set(tools)
 
 
@@ -372,7 +372,7 @@ def run_shim(
 
 
 def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
-    switch.refresh_shims(three)
+    shims.refresh_shims(three)
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
@@ -421,9 +421,9 @@ def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
 def test_python_m_cudaup_shim_and_a_toolkit_that_is_the_shims_themselves(
     three: Store, tmp_path: Path
 ) -> None:
-    switch.refresh_shims(three)
+    shims.refresh_shims(three)
     three.set_default("13.0")
-    argv = [sys.executable, "-m", "cudaup.shim", str(three.home), "nvcc", "-V"]
+    argv = [sys.executable, "-m", "cudaup.switch.shim", str(three.home), "nvcc", "-V"]
     env = {"PATH": "/usr/bin:/bin"}
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert done.stdout.startswith("nvcc from 13.0.1")
@@ -436,7 +436,7 @@ def test_python_m_cudaup_shim_and_a_toolkit_that_is_the_shims_themselves(
 
 
 def test_the_shim_survives_a_deleted_working_directory(three: Store, tmp_path: Path) -> None:
-    switch.refresh_shims(three)
+    shims.refresh_shims(three)
     three.set_default("13.0")
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -453,7 +453,7 @@ def test_the_shim_survives_a_deleted_working_directory(three: Store, tmp_path: P
 
 def test_shim_overhead_is_small(three: Store, tmp_path: Path) -> None:
     """Not a benchmark: a guard against slow imports (measured: ~9.5 ms, mostly Python start-up)."""
-    switch.refresh_shims(three)
+    shims.refresh_shims(three)
     three.set_default("13.0")
     env = {"PATH": f"{three.home / 'bin'}:/usr/bin:/bin"}
     real = str(three.toolkits_dir / "13.0.1" / "bin" / "nvcc")
@@ -472,14 +472,19 @@ def test_shim_overhead_is_small(three: Store, tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; before = set(sys.modules); import cudaup.shim; "
+            "import sys; before = set(sys.modules); import cudaup.switch.shim; "
             "print(' '.join(sorted(set(sys.modules) - before)))",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    assert set(modules) <= {"__future__", "cudaup", "cudaup.shim"}  # no pathlib, re, json
+    assert set(modules) <= {
+        "__future__",
+        "cudaup",
+        "cudaup.switch",
+        "cudaup.switch.shim",
+    }  # no pathlib, re, json
 
 
 # -- the system link ------------------------------------------------------------------------------------------------
@@ -501,31 +506,31 @@ def test_plain_link_set_and_undo(three: Store, root: SystemRoot, real_link_untou
         make_tree(root.path(f"/usr/local/cuda-{line}"), line)
     root.path("/usr/local/cuda").symlink_to("/usr/local/cuda-13.0")
 
-    target, version = switch.system_target(three, "/usr/local/cuda-12.8", root=root)
+    target, version = system_link.system_target(three, "/usr/local/cuda-12.8", root=root)
     assert (target, version) == ("/usr/local/cuda-12.8", "12.8")
-    change = switch.set_system_link(three, target, version=version, root=root)
+    change = system_link.set_system_link(three, target, version=version, root=root)
     assert change.method == "symlink"
-    assert change.before == switch.LinkState("link", "/usr/local/cuda-13.0")
+    assert change.before == system_link.LinkState("link", "/usr/local/cuda-13.0")
     assert readlink(root.path("/usr/local/cuda")) == "/usr/local/cuda-12.8"
     assert not [p for p in root.path("/usr/local").iterdir() if p.name.startswith(".")]
-    history = switch.read_history(three)
+    history = system_link.read_history(three)
     assert [h["target"] for h in history] == ["/usr/local/cuda-12.8"]
 
-    undone = switch.undo_system_link(three, root=root)
+    undone = system_link.undo_system_link(three, root=root)
     assert undone.note is None
     assert readlink(root.path("/usr/local/cuda")) == "/usr/local/cuda-13.0"
-    assert switch.read_history(three) == []
+    assert system_link.read_history(three) == []
     with pytest.raises(CudaupError, match="nothing to undo"):
-        switch.undo_system_link(three, root=root)
+        system_link.undo_system_link(three, root=root)
 
 
 def test_a_missing_link_is_created_and_undo_removes_it(
     three: Store, root: SystemRoot, real_link_untouched: None
 ) -> None:
     make_tree(root.path("/usr/local/cuda-12.8"), "12.8")
-    switch.set_system_link(three, "/usr/local/cuda-12.8", root=root)
+    system_link.set_system_link(three, "/usr/local/cuda-12.8", root=root)
     assert readlink(root.path("/usr/local/cuda")) == "/usr/local/cuda-12.8"
-    switch.undo_system_link(three, root=root)
+    system_link.undo_system_link(three, root=root)
     assert not os.path.lexists(root.path("/usr/local/cuda"))
 
 
@@ -535,16 +540,16 @@ def test_a_store_toolkit_inside_the_root_can_be_linked(
     root = SystemRoot(tmp_path / "machine")
     store = Store(root.path("/home/me/.local/share/cudaup"))
     make_toolkit(store, "12.8.1")
-    target, version = switch.system_target(store, "12.8", root=root)
+    target, version = system_link.system_target(store, "12.8", root=root)
     assert (target, version) == ("/home/me/.local/share/cudaup/toolkits/12.8.1", "12.8.1")
     outside = Store(tmp_path / "outside")
     make_toolkit(outside, "12.8.1")
     with pytest.raises(UsageError, match="outside the system root"):
-        switch.system_target(outside, "12.8", root=root)
+        system_link.system_target(outside, "12.8", root=root)
     root.path("/usr/local").mkdir(parents=True)
     root.path("/usr/local/cuda").symlink_to("/home/me/.local/share/cudaup/toolkits/12.8.1")
     with pytest.raises(UsageError, match="is the link itself"):
-        switch.system_target(store, "/usr/local/cuda", root=root)
+        system_link.system_target(store, "/usr/local/cuda", root=root)
 
 
 def test_a_real_directory_at_the_link_is_refused(
@@ -553,9 +558,9 @@ def test_a_real_directory_at_the_link_is_refused(
     make_tree(root.path("/usr/local/cuda-12.8"), "12.8")
     make_tree(root.path("/usr/local/cuda"), "12.4 runfile")
     with pytest.raises(CudaupError, match="is a real directory, not a link"):
-        switch.set_system_link(three, "/usr/local/cuda-12.8", root=root)
+        system_link.set_system_link(three, "/usr/local/cuda-12.8", root=root)
     assert root.path("/usr/local/cuda").is_dir()
-    assert switch.read_history(three) == []
+    assert system_link.read_history(three) == []
 
 
 def test_without_root_on_the_real_system_it_says_sudo(
@@ -563,10 +568,10 @@ def test_without_root_on_the_real_system_it_says_sudo(
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(CudaupError, match=r"needs root; run: sudo .* default --system /x"):
-        switch.set_system_link(three, "/x", root=SystemRoot(Path("/")))
+        system_link.set_system_link(three, "/x", root=SystemRoot(Path("/")))
     with pytest.raises(CudaupError, match="needs root"):
-        switch.undo_system_link(three, root=SystemRoot(Path("/")))
-    assert switch.read_history(three) == []
+        system_link.undo_system_link(three, root=SystemRoot(Path("/")))
+    assert system_link.read_history(three) == []
 
 
 @pytest.mark.skipif(
@@ -586,37 +591,37 @@ def test_alternatives_set_and_undo(
             check=True,
             capture_output=True,
         )
-    before = switch.read_link_state(root)
-    assert before == switch.LinkState(
+    before = system_link.read_link_state(root)
+    assert before == system_link.LinkState(
         "link", "/etc/alternatives/cuda", "cuda", "auto", "/usr/local/cuda-13.0"
     )
 
     # 12.4 is registered: --set only.
-    change = switch.set_system_link(three, "/usr/local/cuda-12.4", version="12.4", root=root)
+    change = system_link.set_system_link(three, "/usr/local/cuda-12.4", version="12.4", root=root)
     assert (change.method, change.registered) == ("update-alternatives", None)
     assert change.after.value == "/usr/local/cuda-12.4"
     assert change.after.status == "manual"
     assert readlink(root.path("/etc/alternatives/cuda")) == "/usr/local/cuda-12.4"
 
     # 12.8 is not: --install (priority 128), then --set.
-    change = switch.set_system_link(three, "/usr/local/cuda-12.8", version="12.8.1", root=root)
+    change = system_link.set_system_link(three, "/usr/local/cuda-12.8", version="12.8.1", root=root)
     assert change.registered == "/usr/local/cuda-12.8"
     admin = root.path("/var/lib/dpkg/alternatives/cuda").read_text()
     assert "/usr/local/cuda-12.8\n128\n" in admin
-    assert switch.read_link_state(root).value == "/usr/local/cuda-12.8"
+    assert system_link.read_link_state(root).value == "/usr/local/cuda-12.8"
     assert readlink(root.path("/usr/local/cuda")) == "/etc/alternatives/cuda"
 
-    undone = switch.undo_system_link(three, root=root)
-    assert undone.after == switch.LinkState(
+    undone = system_link.undo_system_link(three, root=root)
+    assert undone.after == system_link.LinkState(
         "link", "/etc/alternatives/cuda", "cuda", "manual", "/usr/local/cuda-12.4"
     )
     assert "/usr/local/cuda-12.8" not in root.path("/var/lib/dpkg/alternatives/cuda").read_text()
-    undone = switch.undo_system_link(three, root=root)
+    undone = system_link.undo_system_link(three, root=root)
     assert undone.after == before
-    assert switch.read_history(three) == []
+    assert system_link.read_history(three) == []
 
 
 def test_priorities_follow_nvidia() -> None:
-    assert switch.alternatives_priority("12.8.1") == 128
-    assert switch.alternatives_priority("13.0") == 130
-    assert switch.alternatives_priority(None) == 1
+    assert system_link.alternatives_priority("12.8.1") == 128
+    assert system_link.alternatives_priority("13.0") == 130
+    assert system_link.alternatives_priority(None) == 1

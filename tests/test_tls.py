@@ -6,7 +6,7 @@ import ssl
 
 import pytest
 
-from cudaup import tls
+from cudaup.net import tls
 
 
 @pytest.fixture(autouse=True)

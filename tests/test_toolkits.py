@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudaup.identify import shipped_table
-from cudaup.sysroot import SystemRoot
-from cudaup.toolkits import Lookup, Toolkit, find_toolkits, parse_nvcc_version
+from cudaup.core.identify import shipped_table
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits, parse_nvcc_version
 from tests import fakemachine as fm
 
 

@@ -20,20 +20,22 @@ from pathlib import Path
 
 import pytest
 
-import cudaup.download
 from cudaup.config import Settings
+from cudaup.core.model import Artifact
 from cudaup.download import ProgressEvent
 from cudaup.errors import IntegrityError
-from cudaup.http import HttpClient
 from cudaup.install.extract import extract_archive
 from cudaup.install.unpacked import unpack_all
-from cudaup.model import Artifact
+from cudaup.net import backoff
+from cudaup.net.backoff import NO_WAIT, Backoff
+from cudaup.net.http import HttpClient
 from tests.faultserver import Fault, FaultServer, payload
 
 
 @pytest.fixture(autouse=True)
-def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cudaup.download, "_backoff", lambda attempt: 0.01)
+def _quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries in these tests wait 10 ms, not seconds (clients built with the default)."""
+    monkeypatch.setattr(backoff, "DEFAULT", Backoff(base=0.01, cap=0.01))
 
 
 def wheel(files: dict[str, bytes]) -> bytes:
@@ -85,7 +87,7 @@ def artifact(server: FaultServer, name: str, body: bytes, *, sized: bool = True)
 
 
 def client(tmp_path: Path) -> HttpClient:
-    return HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), sleep=lambda _s: None)
+    return HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), backoff=NO_WAIT)
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from cudaup.core.versions import nearest, nvidia_label, parse_request, release_key
 from cudaup.errors import UsageError
-from cudaup.versions import nearest, nvidia_label, parse_request, release_key
 
 LABELS = [
     Version(v)

@@ -1,7 +1,9 @@
-"""Settings: the hosts cudaup talks to, its cache, and how fresh answers must be.
+"""Settings: the hosts cudaup talks to, its home and cache, and how fresh answers must be.
 
 One cascade, resolved once into a frozen object: defaults, then ``CUDAUP_*``
-environment variables, then command-line flags.
+environment variables, then command-line flags.  A mirror (``--mirror URL``)
+is one root for every NVIDIA host and its ``simple/`` index for PyPI; a host
+given on its own still wins over the mirror.
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ def _default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("cudaup", appauthor=False))
 
 
+def home_dir(env: Mapping[str, str] | None = None) -> Path:
+    """cudaup's home (the store, shims, the default): ``CUDAUP_HOME``, else the user data dir."""
+    env = os.environ if env is None else env
+    home = env.get("CUDAUP_HOME")
+    if home:
+        return Path(home)
+    import platformdirs  # noqa: PLC0415 - only needed when no override is given
+
+    return Path(platformdirs.user_data_dir("cudaup", appauthor=False))
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     download_url: str = DEFAULT_DOWNLOAD_URL
@@ -30,6 +43,7 @@ class Settings:
     prerelease_url: str = DEFAULT_PRERELEASE_URL
     pypi_url: str = DEFAULT_PYPI_URL
     cache_dir: Path | None = None
+    home: Path | None = None
     refresh: bool = False
     offline: bool = False
     probe: bool = True
@@ -44,13 +58,21 @@ class Settings:
         """
         env = os.environ if env is None else env
         cache = env.get("CUDAUP_CACHE_DIR")
+        home = env.get("CUDAUP_HOME")
         settings = cls(
             download_url=env.get("CUDAUP_NVIDIA_DOWNLOAD_URL") or DEFAULT_DOWNLOAD_URL,
             archive_url=env.get("CUDAUP_NVIDIA_ARCHIVE_URL") or DEFAULT_ARCHIVE_URL,
             prerelease_url=env.get("CUDAUP_NVIDIA_PRERELEASE_URL") or DEFAULT_PRERELEASE_URL,
             pypi_url=env.get("CUDAUP_PYPI_URL") or DEFAULT_PYPI_URL,
             cache_dir=Path(cache) if cache else None,
+            home=Path(home) if home else None,
         )
+        mirror = overrides.pop("mirror", None)
+        if isinstance(mirror, str) and mirror:
+            root = mirror.rstrip("/")
+            for host in ("download_url", "archive_url", "prerelease_url"):
+                overrides[host] = overrides.get(host) or root
+            overrides["pypi_url"] = overrides.get("pypi_url") or root + "/simple"
         given = {k: v for k, v in overrides.items() if v is not None}
         settings = replace(settings, **given)  # type: ignore[arg-type]
         return replace(
@@ -64,6 +86,16 @@ class Settings:
     @property
     def cache_root(self) -> Path:
         return self.cache_dir if self.cache_dir is not None else _default_cache_dir()
+
+    @property
+    def home_root(self) -> Path:
+        """cudaup's home: the store, the shims, the default (see :func:`home_dir`)."""
+        return self.home if self.home is not None else home_dir({})
+
+    @property
+    def user_indexes(self) -> Path:
+        """The user's index table, which extends the shipped ``data/indexes.toml``."""
+        return self.home_root / "indexes.toml"
 
     def rewrite(self, url: str) -> str:
         """Move a URL on one of NVIDIA's default hosts onto the configured base.

@@ -48,6 +48,16 @@ class NetworkError(CudaupError):
     kind = "network"
 
 
+class ArrivalLostError(NetworkError):
+    """A download that an early reader was following failed or started over.
+
+    Readers of a file still arriving (``cudaup.download.arrival``) get this; the
+    installer then works from the verified file instead.
+    """
+
+    kind = "arrival-lost"
+
+
 class RemoteFileMissingError(CudaupError):
     """A URL answered 404/410 (or another client error): there is no such file."""
 
@@ -102,6 +112,21 @@ class DriverTooOldError(CudaupError):
     kind = "driver-too-old"
 
 
+class NoCommonLineError(CudaupError):
+    """``plan``: no CUDA line satisfies every package, the driver and the GPUs."""
+
+    exit_code = 13
+    kind = "no-common-line"
+
+
+class PermissionDeniedError(CudaupError):
+    """The operating system refused a write or a read (EACCES, EPERM, EROFS); the
+    message names the path and the way round it."""
+
+    exit_code = 14
+    kind = "permission-denied"
+
+
 class CommandNotRunError(CudaupError):
     """``cudaup run`` could not start the command (127: not found, 126: not executable)."""
 
@@ -113,21 +138,9 @@ class CommandNotRunError(CudaupError):
         self.exit_code = exit_code
 
 
-EXIT_CODES: dict[str, int] = {
-    cls.kind: cls.exit_code
-    for cls in (
-        CudaupError,
-        UsageError,
-        ReleaseNotFoundError,
-        ArtifactNotFoundError,
-        NetworkError,
-        RemoteFileMissingError,
-        IntegrityError,
-        SourceFormatError,
-        OfflineError,
-        InsufficientSpaceError,
-        LockedError,
-        DriverTooOldError,
-        CommandNotRunError,
-    )
-}
+def _every(cls: type[CudaupError]) -> list[type[CudaupError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _every(direct))]
+
+
+#: Each error kind and its exit code: the table the README documents.
+EXIT_CODES: dict[str, int] = {cls.kind: cls.exit_code for cls in _every(CudaupError)}

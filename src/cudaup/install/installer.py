@@ -18,35 +18,32 @@ to add does nothing.  A toolkit the driver cannot run is refused unless
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from cudaup import __version__
-from cudaup.cachedir import using as using_cache
-from cudaup.compat import CompatTable
 from cudaup.config import Settings
+from cudaup.core.compat import CompatTable
+from cudaup.core.model import Channel, Resolution
+from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
 from cudaup.errors import ArtifactNotFoundError, CudaupError, DriverTooOldError, UsageError
-from cudaup.http import HttpClient
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
+from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.install.unpacked import link_tree, unpack_all
-from cudaup.model import Channel, Resolution
-from cudaup.platforms import Platform, is_linux
-from cudaup.resolve import Resolver
-from cudaup.switch import refresh_shims
-from cudaup.sysroot import SystemRoot
+from cudaup.machine.driver_probe import detect_driver
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.net.http import HttpClient
+from cudaup.resolve.resolver import Resolver
+from cudaup.util.cachedir import CacheLayout
+from cudaup.util.cachedir import using as using_cache
 
 InstallChannel = Literal["auto", "installer", "redist", "pypi"]
-RUNFILE_TIMEOUT = 3600.0
 
 
 @dataclass
@@ -100,7 +97,6 @@ def check_driver(
     settings: Settings, release: str, override: str | None, force: bool, notes: list[str]
 ) -> None:
     """Refuse a toolkit the driver cannot run (unless forced); note what was checked."""
-    from cudaup.machine import detect_driver  # noqa: PLC0415
 
     info = detect_driver(root=SystemRoot.from_env(), override=override)
     if info.version is None:
@@ -177,45 +173,6 @@ def _stage_trees(
     return tree, versions
 
 
-def run_runfile(runfile: Path, target: Path, log_dir: Path, root: SystemRoot) -> Path:
-    """Run NVIDIA's runfile silently into ``target``; the log path.
-
-    Whether a silent install with a non-default ``--toolkitpath`` re-creates
-    ``/usr/local/cuda`` is not documented, so the link is recorded before and
-    put back if the installer changed it.
-    """
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"{runfile.name}.{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.log"
-    link_before = root.readlink("/usr/local/cuda")
-    with tempfile.TemporaryDirectory(prefix="cudaup-runfile-", dir=target.parent) as tmp:
-        argv = [
-            "sh", str(runfile), "--silent", "--toolkit", f"--toolkitpath={target}",
-            f"--defaultroot={target}", "--no-man-page", "--override", f"--tmpdir={tmp}",
-        ]  # fmt: skip
-        with log.open("w") as handle:
-            handle.write("$ " + " ".join(argv) + "\n")
-            handle.flush()
-            try:
-                done = subprocess.run(
-                    argv, stdout=handle, stderr=subprocess.STDOUT, timeout=RUNFILE_TIMEOUT, check=False,
-                    env={**os.environ, "TMPDIR": tmp},
-                )  # fmt: skip
-            except subprocess.TimeoutExpired:
-                raise CudaupError(
-                    f"the installer did not finish within {RUNFILE_TIMEOUT:.0f} s; log: {log}"
-                ) from None
-    link_after = root.readlink("/usr/local/cuda")
-    if link_after != link_before:
-        link = root.path("/usr/local/cuda")
-        with contextlib.suppress(FileNotFoundError):
-            link.unlink()
-        if link_before is not None:
-            link.symlink_to(link_before)
-    if done.returncode != 0:
-        raise CudaupError(f"the installer failed (exit {done.returncode}); its log: {log}")
-    return log
-
-
 def install(
     request: str,
     options: InstallOptions,
@@ -247,7 +204,7 @@ def install(
     resolution = resolver.resolve(
         request, platform=options.platform, channel=channel, components=components, closure=True
     )
-    return _materialize(
+    return materialize(
         resolution,
         resolver,
         options,
@@ -259,53 +216,7 @@ def install(
     )
 
 
-def install_locked(
-    lock_path: Path,
-    options: InstallOptions,
-    *,
-    settings: Settings,
-    store: Store,
-    mirror: str | None = None,
-    http: HttpClient | None = None,
-    progress: Progress | None = None,
-) -> InstallResult:
-    """Install exactly what a lock names for this platform: no decisions, verified bytes.
-
-    With ``mirror``, every file comes from the mirror instead of its origin (same paths).
-    A lock whose hashes do not match the bytes fails in the download, before the store
-    is touched.
-    """
-    from cudaup.lock import mirror_url, read_lock, rewrite_urls  # noqa: PLC0415
-    from cudaup.mirror import origins  # noqa: PLC0415
-    from cudaup.model import Release  # noqa: PLC0415
-
-    if not is_linux(options.platform):
-        raise UsageError("cudaup installs toolkits on Linux")
-    locked = read_lock(lock_path).for_platform(options.platform)
-    roots = origins(settings)
-    if mirror:
-        locked = rewrite_urls(locked, lambda url: mirror_url(url, mirror, roots))
-    else:
-        locked = rewrite_urls(locked, settings.rewrite)
-    release = Release(locked.release, locked.label, None, locked.driver)
-    resolution = Resolution(
-        str(lock_path), options.platform, locked.channel, release, tuple(locked.artifacts())
-    )
-    http = http or HttpClient(settings)
-    notes = [f"from the lock {lock_path}" + (f" via the mirror {mirror}" if mirror else "")]
-    return _materialize(
-        resolution,
-        None,
-        options,
-        settings=settings,
-        store=store,
-        http=http,
-        progress=progress,
-        notes=notes,
-    )
-
-
-def _materialize(
+def materialize(
     resolution: Resolution,
     resolver: Resolver | None,
     options: InstallOptions,
@@ -365,7 +276,7 @@ def _materialize(
         with store.staging(final.parent, final.name) as staging:
             if channel == "installer":
                 [runfile] = fetch_many(
-                    resolution.artifacts, settings.cache_root / "downloads", http=http,
+                    resolution.artifacts, CacheLayout(settings.cache_root).downloads, http=http,
                     connections=options.connections, progress=progress,
                     allow_unverified=options.allow_unverified,
                 )  # fmt: skip
@@ -384,7 +295,6 @@ def _materialize(
             store.publish(tree, final)
         if options.prefix is not None:
             store.add_external(release, final)
-    refresh_shims(store)
     return InstallResult(release, final, channel, sorted(versions), False, notes)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shutil
 from collections.abc import Iterator, Mapping
@@ -28,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
-from cudaup.atomic import atomic_write
+from cudaup.config import home_dir
+from cudaup.core.versions import parse_request
 from cudaup.errors import LockedError
-from cudaup.versions import parse_request
+from cudaup.util.atomic import atomic_write
 
 RECORD = "cudaup-record.json"
 
@@ -58,13 +59,7 @@ class Store:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Store:
-        env = os.environ if env is None else env
-        home = env.get("CUDAUP_HOME")
-        if home:
-            return cls(Path(home))
-        import platformdirs  # noqa: PLC0415
-
-        return cls(Path(platformdirs.user_data_dir("cudaup", appauthor=False)))
+        return cls(home_dir(env))
 
     # -- reading ---------------------------------------------------------------------
     def _read_record(self, directory: Path) -> dict[str, Any] | None:
@@ -134,7 +129,6 @@ class Store:
     # -- writing -------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, name: str, timeout: float = 3600) -> Iterator[None]:
-        from filelock import FileLock, Timeout  # noqa: PLC0415
 
         self.locks_dir.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.locks_dir / f"{name}.lock"))

@@ -24,19 +24,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cudaup.cachedir import STAGING_PREFIX
+from cudaup.core.model import Artifact
 from cudaup.download import (
-    MAX_CONNECTIONS_PER_HOST,
-    Arrival,
     DownloadResult,
     Progress,
     ProgressEvent,
     fetch,
 )
-from cudaup.http import HttpClient
+from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
+from cudaup.download.arrival import Arrival
 from cudaup.install.extract import extract_archive
-from cudaup.model import Artifact
-from cudaup.parallel import map_concurrently
+from cudaup.net.http import HttpClient
+from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
+from cudaup.util.parallel import map_concurrently
 
 #: A zip lists its members in its last bytes; fetched first so unpacking can begin early.
 ZIP_TAIL = 256 * 1024
@@ -59,8 +59,8 @@ def unpack_all(
     progress: Progress | None = None,
 ) -> list[Path]:
     """The unpacked tree of each artifact, downloading and extracting what the cache lacks."""
-    root = cache_root / "unpacked"
-    downloads = cache_root / "downloads"
+    layout = CacheLayout(cache_root)
+    root, downloads = layout.unpacked, layout.downloads
     root.mkdir(parents=True, exist_ok=True)
     _sweep(root)
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)

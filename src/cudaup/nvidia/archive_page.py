@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from cudaup.core.platforms import Platform
 from cudaup.errors import SourceFormatError
-from cudaup.platforms import Platform
 
 _PROPS = re.compile(r"""data-react-props\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 _ANCHOR = re.compile(r"<a\b([^>]*)>", re.IGNORECASE)

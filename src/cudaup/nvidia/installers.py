@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cudaup.platforms import Platform
+from cudaup.core.platforms import Platform
 
 _VERSION = re.compile(r"^cuda_(\d+\.\d+\.\d+)")
 # A driver is a 3-digit branch and one or two more dotted parts (455.32.00, 571.96).

@@ -1,0 +1,128 @@
+"""The command table: every ``cudaup`` command, where it lives, what it does.
+
+Data only, in the manner of pip's ``commands/__init__.py``: building the parser
+for ``cudaup --help`` or ``cudaup --version`` reads this table and imports no
+command module; running a command imports exactly the module that defines it.
+A module defines, for each of its commands, ``add_<name>(parser)``, which adds
+the command's arguments and sets ``handler`` (``-`` in a name becomes ``_``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    module: str
+    summary: str
+    example: str
+
+
+COMMANDS: dict[str, CommandInfo] = {
+    # answering from NVIDIA's and PyPI's sources
+    "resolve": CommandInfo(
+        "cudaup.cli.resolve",
+        "a release to exact, verified artifacts",
+        "cudaup resolve 13.0 --channel redist --components nvcc,cudart",
+    ),
+    "versions": CommandInfo(
+        "cudaup.cli.resolve",
+        "every release: date, bundled driver, platforms",
+        "cudaup versions --json",
+    ),
+    "probe": CommandInfo(
+        "cudaup.cli.resolve",
+        "check a URL cheaply and explain a failure",
+        "cudaup probe https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run",
+    ),
+    # moving bytes
+    "download": CommandInfo(
+        "cudaup.cli.transfer",
+        "fetch a release's files (or a URL), verified and resumable",
+        "cudaup download 13.0.1 -o ./downloads",
+    ),
+    "install": CommandInfo(
+        "cudaup.cli.toolkits",
+        "install a toolkit side by side (no root needed)",
+        "cudaup install 13.0 --components nvcc,cudart",
+    ),
+    "uninstall": CommandInfo(
+        "cudaup.cli.toolkits",
+        "remove a toolkit cudaup installed",
+        "cudaup uninstall 12.8.1",
+    ),
+    "list": CommandInfo(
+        "cudaup.cli.toolkits",
+        "toolkits cudaup installed, and every other one found",
+        "cudaup list --json",
+    ),
+    "cache": CommandInfo(
+        "cudaup.cli.transfer",
+        "cudaup's cache: where it is, what it holds, making room",
+        "cudaup cache prune",
+    ),
+    # switching
+    "default": CommandInfo(
+        "cudaup.cli.switch",
+        "the toolkit used where nothing else chooses one (or, with --system, /usr/local/cuda)",
+        "cudaup default 13.0",
+    ),
+    "pin": CommandInfo(
+        "cudaup.cli.switch",
+        "write .cuda-version here: this directory's toolkit",
+        "cudaup pin 12.8",
+    ),
+    "env": CommandInfo(
+        "cudaup.cli.switch",
+        "print exports for the active (or given) toolkit",
+        'eval "$(cudaup env)"',
+    ),
+    "run": CommandInfo(
+        "cudaup.cli.switch",
+        "run a command with a toolkit",
+        "cudaup run 12.8 -- nvcc --version",
+    ),
+    "which": CommandInfo(
+        "cudaup.cli.switch",
+        "the path of a tool in the active toolkit",
+        "cudaup which nvcc",
+    ),
+    "show": CommandInfo(
+        "cudaup.cli.switch",
+        "the active toolkit and why, and every installed one",
+        "cudaup show",
+    ),
+    "undo": CommandInfo(
+        "cudaup.cli.switch",
+        "put /usr/local/cuda back as it was before `default --system`",
+        "sudo cudaup undo",
+    ),
+    # this machine, and what fits on it
+    "doctor": CommandInfo(
+        "cudaup.cli.machine",
+        "driver, GPUs, every toolkit, and problems with fixes",
+        "cudaup doctor --json",
+    ),
+    "compat": CommandInfo(
+        "cudaup.cli.machine",
+        "which releases a driver runs, or which drivers run a release",
+        "cudaup compat --driver 590.48.01",
+    ),
+    "plan": CommandInfo(
+        "cudaup.cli.plan",
+        "the newest CUDA line the driver and the ML packages agree on",
+        "cudaup plan torch flashinfer-python sgl-kernel",
+    ),
+    # fleets
+    "lock": CommandInfo(
+        "cudaup.cli.fleet",
+        "decide every byte of a toolkit, with hashes",
+        "cudaup lock 13.0.1 --components nvcc,cudart -o cuda.lock.toml",
+    ),
+    "mirror": CommandInfo(
+        "cudaup.cli.fleet",
+        "write a lock's files as a static mirror",
+        "cudaup mirror cuda.lock.toml ./cuda-mirror",
+    ),
+}

@@ -1,0 +1,145 @@
+"""The commands about this machine and compatibility: ``doctor`` and ``compat``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from cudaup.cli.common import emit_json, settings_of
+from cudaup.core.compat import FORWARD_NOTE
+from cudaup.machine.compat_report import driver_compat, live_table, release_compat
+from cudaup.machine.doctor import examine, lookup_from_env
+
+
+def add_doctor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--driver", help="assume this driver version (also CUDAUP_DRIVER_VERSION)")
+    parser.add_argument(
+        "--python", help="the Python whose wheels and torch to inspect (default: python3 on PATH)"
+    )
+    parser.set_defaults(handler=cmd_doctor)
+
+
+def add_compat(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("release", nargs="?", help="a release (13.0.1, 13.0, cu130)")
+    parser.add_argument("--driver", help="a driver version (default: this machine's)")
+    parser.add_argument(
+        "--os",
+        choices=("linux", "windows"),
+        default="linux",
+        help="the driver's OS (default: linux)",
+    )
+    parser.set_defaults(handler=cmd_compat)
+
+
+def _gib(mib: int | None) -> str:
+    return f"{mib / 1024:.0f} GiB" if mib else "memory unknown"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+
+    report = examine(lookup_from_env(os.environ, python=args.python), driver_override=args.driver)
+    if args.json:
+        emit_json(report.to_json())
+        return 0
+    driver = report.driver
+    if driver.version is None:
+        print("driver    none found")
+    else:
+        runs = f" · runs CUDA ≤ {report.driver_cuda}" if report.driver_cuda else ""
+        how = " (reported by the driver)" if report.driver_cuda_source == "driver" else ""
+        print(f"driver    {driver.version} (from {driver.source}){runs}{how}")
+    for gpu in driver.gpus:
+        cc = (
+            f"compute {gpu.compute_capability}"
+            if gpu.compute_capability
+            else "compute capability unknown"
+        )
+        print(f"gpu {gpu.index:<5} {gpu.name}, {cc}, {_gib(gpu.memory_mib)}")
+    if not report.toolkits:
+        print("toolkits  none found")
+    for toolkit in report.toolkits:
+        owner = f" · {toolkit.owner}" if toolkit.owner else ""
+        print(
+            f"toolkit   {toolkit.path}: CUDA {toolkit.identity.describe()}{owner} · found via {', '.join(toolkit.found_via)}"
+        )
+    print(f"nvcc      {report.nvcc or 'not on PATH'}")
+    if report.python:
+        torch = report.torch
+        print(
+            f"python    {report.python}"
+            + (
+                f" · torch {torch.version} (CUDA {torch.cuda or 'none, CPU build'})"
+                if torch
+                else " · no torch"
+            )
+        )
+    if not report.problems:
+        print("problems  none found")
+    for problem in report.problems:
+        print(f"{problem.severity:<9} {problem.message}")
+        print(f"{'':<9}   fix: {problem.fix}")
+    return 0
+
+
+def _by_line(chosen: list[str], every: list[str]) -> str:
+    """``13.0.0 … 13.0.3`` (all of a line) → ``13.0.x``; a partial line lists its releases."""
+    lines: dict[str, list[str]] = {}
+    for release in chosen:
+        lines.setdefault(release.rsplit(".", 1)[0], []).append(release)
+    words = []
+    for line, members in lines.items():
+        whole = [r for r in every if r.rsplit(".", 1)[0] == line]
+        words.append(f"{line}.x" if len(members) == len(whole) else ", ".join(members))
+    return ", ".join(words)
+
+
+def cmd_compat(args: argparse.Namespace) -> int:
+    table, notes = live_table(settings_of(args))
+    if args.release:
+        report = release_compat(table, args.release, notes)
+        if args.json:
+            emit_json(report.to_json())
+            return 0
+        linux, windows, floor = report.linux, report.windows, report.linux_floor
+        print(f"CUDA {report.release}")
+        print(
+            f"  runs fully on      Linux ≥ {linux or 'unknown'} · "
+            + (f"Windows ≥ {windows}" if windows else "Windows: not in NVIDIA's table (N/A)")
+        )
+        print(
+            f"  minor-version      Linux ≥ {floor or 'unknown'} (runs; PTX JIT and newer-driver features need the toolkit driver)"
+        )
+        print("  newer drivers      always run it (backward compatibility)")
+        print(f"  older drivers      {FORWARD_NOTE}")
+        if report.source:
+            print(f"  source             {report.source}")
+        if report.targets:
+            print(f"  GPU targets        {', '.join(a.sm for a in report.targets)}")
+        return 0
+    verdicts = driver_compat(
+        table, args.driver, "windows" if args.os == "windows" else "linux", notes
+    )
+    if args.json:
+        emit_json(verdicts.to_json())
+        return 0
+    results = verdicts.results
+    print(
+        f"driver {verdicts.driver} ({verdicts.os}) reports CUDA {verdicts.reported_cuda or 'unknown'}"
+    )
+    for verdict, title in (
+        ("full", "runs fully"),
+        ("minor-version", "runs under minor-version compatibility"),
+        ("no", "does not run"),
+    ):
+        chosen = [r.release for r in results if r.verdict == verdict]
+        if chosen:
+            print(f"  {title}: {_by_line(chosen, [r.release for r in results])}")
+    if any(r.verdict == "minor-version" for r in results):
+        print(
+            "  note: minor-version compatibility runs applications, but PTX JIT and features that need a newer driver fail"
+        )
+    if any(r.verdict == "no" for r in results):
+        print(f"  note: {FORWARD_NOTE}")
+    for note in notes:
+        print(f"  note: {note}")
+    return 0

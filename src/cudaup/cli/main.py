@@ -1,0 +1,155 @@
+"""``cudaup``'s entry point: the parser, the one error handler, the exit codes.
+
+The parser is built from :data:`cudaup.cli.commands.COMMANDS`; only the module
+of the command being run is imported, so ``cudaup --version`` and ``cudaup
+--help`` import no network, packaging or archive code.  Global options work
+before and after the command (``cudaup --json resolve 13.0`` and ``cudaup
+resolve 13.0 --json``): the root parser owns their defaults, and each
+command's copy of them is ``SUPPRESS``-ed so that it never overwrites what was
+typed before the command.
+
+Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and
+its exit code (with ``--json``, an error object on stdout too); a traceback
+appears only with ``--debug``.  Exit code 1 is reserved for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from cudaup import __version__
+from cudaup.cli.commands import COMMANDS
+from cudaup.errors import CudaupError, UsageError
+
+#: Global options that take a value, so that the command can be found without parsing.
+_VALUED = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors raised as :class:`UsageError` (one handler, JSON too)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
+    """The options every command takes; ``copy``: hidden, ``SUPPRESS``-ed (see module doc)."""
+
+    def add(*names: str, **kwargs: Any) -> None:
+        if copy:
+            kwargs["default"] = argparse.SUPPRESS
+            kwargs["help"] = argparse.SUPPRESS
+        target.add_argument(*names, **kwargs)
+
+    target: Any = parser.add_argument_group("global options (before or after the command)")
+    add("--json", action="store_true", default=False, help="print one JSON object")
+    add("--debug", action="store_true", default=False, help="show tracebacks on errors")
+    add("-q", "--quiet", action="store_true", default=False, help="no progress output")
+    add("--refresh", action="store_true", default=False, help="bypass the HTTP cache")
+    add("--offline", action="store_true", default=False, help="answer from the shipped snapshot")
+    add("--no-probe", action="store_true", default=False, help="skip the HEAD probe of each file")
+    target = parser.add_argument_group(
+        "hosts (also CUDAUP_NVIDIA_DOWNLOAD_URL, _ARCHIVE_URL, _PRERELEASE_URL, CUDAUP_PYPI_URL)"
+    )
+    add("--download-url", metavar="URL", default=None, help="NVIDIA file host or mirror")
+    add("--archive-url", metavar="URL", default=None, help="NVIDIA archive-page host")
+    add("--prerelease-url", metavar="URL", default=None, help="NVIDIA preview host")
+    add("--pypi-url", metavar="URL", default=None, help="simple index (default PyPI)")
+    add(
+        "--mirror",
+        metavar="URL",
+        default=None,
+        help="a cudaup mirror: every host and the PyPI index at one root",
+    )
+
+
+def command_name(argv: Sequence[str]) -> str | None:
+    """The command in ``argv`` (the first word that is neither an option nor its value)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--":
+            return None
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; the arguments of ``command`` only (importing only its module)."""
+    parser = _Parser(
+        prog="cudaup",
+        description="Find, verify, install and switch NVIDIA CUDA toolkits.",
+        epilog="`cudaup COMMAND --help` shows a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"cudaup {__version__}")
+    _global_options(parser, copy=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, info in COMMANDS.items():
+        sub = commands.add_parser(
+            name,
+            help=info.summary,
+            description=info.summary,
+            epilog=f"example:\n  {info.example}\n\nglobal options: see `cudaup --help`",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == command:
+            _global_options(sub, copy=True)
+            module = importlib.import_module(info.module)
+            add: Callable[[argparse.ArgumentParser], None] = getattr(
+                module, "add_" + name.replace("-", "_")
+            )
+            add(sub)
+    return parser
+
+
+def _unknown_command(name: str) -> UsageError:
+    close = difflib.get_close_matches(name, COMMANDS, n=1)
+    hint = f"; did you mean `{close[0]}`?" if close else "; `cudaup --help` lists them"
+    return UsageError(f"unknown command {name!r}{hint}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    json_wanted = "--json" in argv
+    debug = "--debug" in argv
+    try:
+        name = command_name(argv)
+        if name is not None and name not in COMMANDS:
+            raise _unknown_command(name)
+        parser = build_parser(name)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return UsageError.exit_code
+        json_wanted, debug = args.json, args.debug
+        result: int = args.handler(args)
+    except CudaupError as exc:
+        if debug:
+            raise
+        if json_wanted:
+            error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
+            sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
+        hint = ""
+        if exc.kind == "network" and "--offline" not in argv:
+            hint = " (without network access: --mirror URL, or --offline for resolve)"
+        sys.stderr.write(f"cudaup: error: {exc}{hint}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("cudaup: interrupted; run the same command again to resume\n")
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
+        return 1
+    return result

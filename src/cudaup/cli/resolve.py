@@ -1,0 +1,151 @@
+"""The commands that answer from NVIDIA's sources: ``resolve``, ``versions``, ``probe``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from cudaup.cli.common import (
+    add_channel,
+    add_components,
+    add_platform,
+    emit_json,
+    human_size,
+    platform_of,
+    settings_of,
+)
+from cudaup.core.components import split_components
+from cudaup.core.model import Resolution
+from cudaup.core.versions import parse_request
+from cudaup.errors import OfflineError, RemoteFileMissingError
+from cudaup.resolve.probe import probe_url
+from cudaup.resolve.releases import list_releases
+from cudaup.resolve.resolver import Resolver
+from cudaup.resolve.snapshot import Snapshot
+
+
+def add_resolve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", help="13.0.1, 13.0, 13, cu130, '13.0 Update 1' or latest")
+    add_platform(parser)
+    add_channel(parser, auto=False)
+    add_components(parser)
+    parser.set_defaults(handler=cmd_resolve)
+
+
+def add_versions(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=cmd_versions)
+
+
+def add_probe(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", help="an https:// URL (NVIDIA's hosts go to the configured base)")
+    parser.set_defaults(handler=cmd_probe)
+
+
+def _print_resolution(resolution: Resolution) -> None:
+    release = resolution.release
+    facts = [f"{release.label} ({release.version})"]
+    if release.date:
+        facts.append(f"released {release.date}")
+    if release.driver:
+        facts.append(f"bundles driver {release.driver}")
+    print(" · ".join(facts))
+    status = "verified" if resolution.verified else "NOT verified"
+    print(
+        f"{resolution.platform} · {resolution.channel} · {len(resolution.artifacts)} file(s) · {status}"
+    )
+    for artifact in resolution.artifacts:
+        print()
+        mark = "✓" if artifact.verified else "✗"
+        version = f" {artifact.component_version}" if artifact.channel != "installer" else ""
+        head = f"{artifact.component}{version}: " if artifact.channel != "installer" else ""
+        print(f"{mark} {head}{artifact.filename}  {human_size(artifact.size)}")
+        print(f"    url     {artifact.url}")
+        if artifact.sha256:
+            print(f"    sha256  {artifact.sha256}")
+        print(f"    md5     {artifact.md5 or 'none published'}")
+        print(f"    from    {', '.join(s.kind for s in artifact.sources)}")
+    for note in resolution.notes:
+        print(f"note: {note}")
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+
+    settings = settings_of(args)
+    platform = platform_of(args)
+    components = split_components(args.components)
+    if settings.offline:
+        if args.channel != "installer":
+            raise OfflineError("--offline answers only --channel installer (from the snapshot)")
+        resolution = Snapshot.load().resolve(parse_request(args.version), platform)
+
+        artifacts = tuple(replace(a, url=settings.rewrite(a.url)) for a in resolution.artifacts)
+        resolution = replace(resolution, artifacts=artifacts)
+    else:
+        resolution = Resolver(settings).resolve(
+            args.version, platform=platform, channel=args.channel, components=components
+        )
+    if args.json:
+        emit_json(resolution.to_json())
+    else:
+        _print_resolution(resolution)
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+
+    settings = settings_of(args)
+    if settings.offline:
+        snapshot = Snapshot.load()
+        rows = [
+            {"version": v, "installer_platforms": sorted(e["platform"] for e in entries)}
+            for v, entries in snapshot.releases.items()
+        ]
+        if args.json:
+            emit_json({"schema": 1, "snapshot": snapshot.generated, "releases": rows})
+        else:
+            for row in rows:
+                print(f"{row['version']:<10} {', '.join(row['installer_platforms'])}")
+            print(f"note: offline snapshot of {snapshot.generated}")
+        return 0
+    releases = list_releases(Resolver(settings))
+    if args.json:
+        emit_json({"schema": 1, "releases": [r.to_json() for r in releases]})
+        return 0
+    print(
+        f"{'version':<9} {'label':<30} {'date':<10}  {'driver':<11} platforms (installer | redist)"
+    )
+    for r in releases:
+        installers = (
+            ",".join(
+                p.replace("linux-", "").replace("windows-", "win-") for p in r.installer_platforms
+            )
+            or "-"
+        )
+        redist = (
+            ",".join(
+                p.replace("linux-", "").replace("windows-", "win-") for p in r.redist_platforms
+            )
+            or "-"
+        )
+        print(
+            f"{r.version:<9} {r.label:<30} {r.date or '':<10}  {r.driver or '-':<11} {installers} | {redist}"
+        )
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+
+    report = probe_url(Resolver(settings_of(args)), args.url)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print(report.url)
+        print(report.explanation)
+        if report.suggestion:
+            print(f"    url     {report.suggestion['url']}")
+            print(f"    md5     {report.suggestion['md5'] or 'none published'}")
+    if not report.exists:
+        sys.stderr.write(f"cudaup: {report.explanation}\n")
+        return RemoteFileMissingError.exit_code
+    return 0

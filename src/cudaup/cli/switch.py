@@ -1,0 +1,374 @@
+"""The switching commands: ``default``, ``pin``, ``env``, ``run``, ``which``, ``show``, ``undo``.
+
+Each handler returns an exit code and, with ``--json``, prints one JSON object
+with ``"schema": 1``.  The work is done by :mod:`cudaup.switch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cudaup.cli.common import emit_json
+from cudaup.errors import CommandNotRunError, UsageError
+from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.switch import environment, pins, selection, shim, shims, system_link
+
+_CHOOSE = (
+    "a version request (13.0, 12.8.1, cu128: the newest installed match) or a toolkit directory"
+)
+
+
+def add_default(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("value", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
+    parser.add_argument(
+        "--system",
+        action="store_true",
+        help="point /usr/local/cuda at it instead (root; `cudaup undo` restores)",
+    )
+    parser.add_argument("--unset", action="store_true", help="forget the default")
+    parser.set_defaults(handler=cmd_default)
+
+
+def add_pin(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("value", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
+    parser.add_argument("--unset", action="store_true", help="remove .cuda-version from here")
+    parser.set_defaults(handler=cmd_pin)
+
+
+def add_env(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
+    parser.add_argument("--shell", choices=environment.SHELLS, help="syntax (default: from $SHELL)")
+    parser.set_defaults(handler=cmd_env)
+
+
+def add_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", metavar="VERSION|PATH", help=_CHOOSE)
+    parser.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to run"
+    )
+    parser.set_defaults(handler=cmd_run)
+
+
+def add_which(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("tool", help="nvcc, ptxas, cuobjdump, …")
+    parser.set_defaults(handler=cmd_which)
+
+
+def add_show(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=cmd_show)
+
+
+def add_undo(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=cmd_undo)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"cudaup: warning: {message}\n")
+
+
+def _why(active: selection.Active) -> str:
+    """``from /work/.cuda-version (asks for 12.8)``; a path request is not repeated."""
+
+    if active.path is None or not active.request or shim.is_path_request(active.request):
+        return active.reason
+    return f"{active.reason} ({active.request})"
+
+
+def _answer(value: str, path: Path | None, version: str | None) -> str:
+    """``13.0 → CUDA 13.0.2 (/store/toolkits/13.0.2)``, or just the path."""
+    if version:
+        return f"{value} → CUDA {version} ({path})"
+    return value if value == str(path) else f"{value} → {path}"
+
+
+def _link_words(state: system_link.LinkState) -> str:
+    if state.kind == "absent":
+        return "does not exist"
+    if state.kind != "link":
+        return f"is a real {state.kind}, not a link"
+    if state.alternative:
+        return (
+            f"→ {state.value} (update-alternatives '{state.alternative}', "
+            f"{state.status or 'unknown'} mode)"
+        )
+    return f"→ {state.target}"
+
+
+def _override_note(active: selection.Active) -> str | None:
+    """A note when something above the default decides here."""
+
+    if active.source in {"env", "file"}:
+        return f"here, {shim.asker(active.source, str(active.origin))} takes precedence ({active.request})"
+    return None
+
+
+# -- default -------------------------------------------------------------------------------
+def cmd_default(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    root = SystemRoot.from_env()
+    if args.system:
+        if args.unset:
+            raise UsageError("--system and --unset do not go together; `cudaup undo` restores")
+        if args.value is None:
+            return _print_system_link(args, root)
+        target, version = system_link.system_target(store, args.value, root=root)
+        change = system_link.set_system_link(store, target, version=version, root=root)
+        if args.json:
+            emit_json({"schema": 1, **change.to_json()})
+            return 0
+        via = " through update-alternatives" if change.method == "update-alternatives" else ""
+        print(f"{system_link.LINK} {_link_words(change.after)}{via}")
+        print(f"  was {_link_words(change.before)}; `cudaup undo` puts it back")
+        return 0
+    if args.unset:
+        if args.value is not None:
+            raise UsageError("give a value or --unset, not both")
+        store.set_default(None)
+        if args.json:
+            emit_json({"schema": 1, "default": None})
+        else:
+            print("no default toolkit now")
+        return 0
+    if args.value is None:
+        return _print_default(args, store)
+    choice = selection.choose_default(store, args.value, root=root)
+    store.set_default(choice.value)
+    shims.refresh_shims(store)
+    active = selection.select(store)
+    notes = [n for n in (choice.note, _override_note(active)) if n]
+    if not shims.shims_on_path(store):
+        notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
+    if args.json:
+        emit_json({"schema": 1, "default": choice.to_json(), "notes": notes})
+        return 0
+    print(f"default: {_answer(choice.value, choice.path, choice.version)}")
+    for note in notes:
+        print(f"note: {note}")
+    return 0
+
+
+def _print_default(args: argparse.Namespace, store: Store) -> int:
+
+    value = store.default()
+    resolved = selection.resolve_default(store)
+    if args.json:
+        document = None
+        if value is not None and resolved is not None:
+            document = {
+                "value": value,
+                "path": str(resolved.path) if resolved.path else None,
+                "version": resolved.version,
+                "problem": resolved.problem,
+            }
+        emit_json({"schema": 1, "default": document})
+        return 0
+    if value is None or resolved is None:
+        print("no default toolkit; set one with `cudaup default VERSION`")
+    elif resolved.path is None:
+        print(f"default: {value} → none: {resolved.problem}")
+    else:
+        print(f"default: {_answer(value, resolved.path, resolved.version)}")
+    return 0
+
+
+def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
+
+    state = system_link.read_link_state(root)
+    if args.json:
+        emit_json({"schema": 1, "link": system_link.LINK, "state": state.to_json()})
+    else:
+        print(f"{system_link.LINK} {_link_words(state)}")
+    return 0
+
+
+# -- pin ---------------------------------------------------------------------------------------
+def cmd_pin(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    here = Path.cwd()
+    if args.unset:
+        if args.value is not None:
+            raise UsageError("give a value or --unset, not both")
+        removed = pins.remove_pin(here)
+        still = pins.find_pin(here)
+        if args.json:
+            emit_json(
+                {
+                    "schema": 1,
+                    "removed": str(removed) if removed else None,
+                    "applies_here": str(still) if still else None,
+                }
+            )
+            return 0
+        print(f"removed {removed}" if removed else f"no {selection.PIN_FILE} in {here}")
+        if still is not None:
+            print(f"note: {still} still applies here ({shim.read_pin(str(still))})")
+        return 0
+    if args.value is None:
+        pin = pins.find_pin(here)
+        request = shim.read_pin(str(pin)) if pin else None
+        if args.json:
+            emit_json({"schema": 1, "pin": str(pin) if pin else None, "request": request})
+        elif pin is None:
+            print(
+                f"no {selection.PIN_FILE} in {here} or above; write one with `cudaup pin VERSION`"
+            )
+        else:
+            print(f"{pin}: {request}")
+        return 0
+    path = pins.write_pin(here, args.value)
+    value = args.value.strip()
+    without_env = {k: v for k, v in os.environ.items() if k != selection.TOOLKIT_ENV}
+    pinned = selection.select(store, env=without_env, cwd=here)
+    if pinned.path is None:
+        fix = (
+            f"; install it with `cudaup install {value}`"
+            if pinned.failure == "not-installed"
+            else ""
+        )
+        _warn(f"{pinned.problem}{fix}")
+    notes = []
+    if os.environ.get(selection.TOOLKIT_ENV, "").strip():
+        notes.append(
+            f"{selection.TOOLKIT_ENV}={os.environ[selection.TOOLKIT_ENV]} overrides it in this environment"
+        )
+    if args.json:
+        emit_json(
+            {
+                "schema": 1,
+                "pin": str(path),
+                "request": value,
+                "toolkit": pinned.to_json(),
+                "notes": notes,
+            }
+        )
+        return 0
+    answer = f" → {pinned.describe()}" if pinned.path else ""
+    print(f"wrote {path}: {value}{answer}")
+    for note in notes:
+        print(f"note: {note}")
+    return 0
+
+
+# -- env / run -----------------------------------------------------------------------------------
+def cmd_env(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    active = selection.select(store, request=args.version)
+    toolkit = active.require()
+    variables = environment.toolkit_env(toolkit, store)
+    shell: environment.Shell = args.shell or environment.detect_shell()
+    if args.json:
+        emit_json(
+            {"schema": 1, "shell": shell, "toolkit": active.to_json(), "variables": variables}
+        )
+    else:
+        sys.stdout.write(environment.render_env(variables, shell))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+
+    command = list(args.cmd)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UsageError(f"name a command to run: cudaup run {args.version} -- nvcc --version")
+    store = Store.from_env()
+    active = selection.select(store, request=args.version)
+    toolkit = active.require()
+    environ = dict(os.environ)
+    environ.update(environment.toolkit_env(toolkit, store))
+    # Shims the command starts (a tool this toolkit lacks, a nested build) agree with it.
+    environ[selection.TOOLKIT_ENV] = str(toolkit)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(command[0], command, environ)  # noqa: S606 - running it is the point
+    except FileNotFoundError:
+        raise CommandNotRunError(
+            f"{command[0]}: command not found (PATH starts with {toolkit / 'bin'})", 127
+        ) from None
+    except OSError as exc:
+        raise CommandNotRunError(f"cannot run {command[0]}: {exc.strerror}", 126) from None
+    return 0  # pragma: no cover - execvpe does not return
+
+
+# -- which / show -----------------------------------------------------------------------------------
+def cmd_which(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    active = selection.select(store)
+    path = selection.tool_in(active, args.tool)
+    if args.json:
+        emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
+        return 0
+    print(path)
+    label = f"CUDA {active.version}" if active.version else f"the toolkit at {active.path}"
+    sys.stderr.write(f"{label}, {_why(active)}\n")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    root = SystemRoot.from_env()
+    active = selection.select(store)
+    installed = store.installed()
+    link = system_link.read_link_state(root)
+    on_path = shims.shims_on_path(store)
+    if args.json:
+        emit_json(
+            {
+                "schema": 1,
+                "active": active.to_json(),
+                "default": store.default(),
+                "installed": [
+                    {
+                        "version": t.version,
+                        "path": str(t.path),
+                        "external": t.external,
+                        "active": active.path is not None and t.path == active.path,
+                    }
+                    for t in installed
+                ],
+                "shims": {"dir": str(store.bin_dir), "on_path": on_path},
+                "system_link": {"link": system_link.LINK, **link.to_json()},
+            }
+        )
+        return 0
+    if active.path is None:
+        print(f"active     {active.reason}")
+    else:
+        print(f"active     {active.describe()}")
+        print(f"           {_why(active)}")
+    print(f"default    {store.default() or 'none'}")
+    if not installed:
+        print("installed  none")
+    for index, toolkit in enumerate(installed):
+        mark = "*" if active.path is not None and toolkit.path == active.path else " "
+        head = "installed" if index == 0 else ""
+        print(f"{head:<9} {mark} {toolkit.version:<8} {toolkit.path}")
+    where = "on PATH" if on_path else "not on PATH: add it so that nvcc runs the active toolkit"
+    print(f"shims      {store.bin_dir} ({where})")
+    print(f"system     {system_link.LINK} {_link_words(link)}")
+    return 0
+
+
+# -- undo --------------------------------------------------------------------------------------------
+def cmd_undo(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    change = system_link.undo_system_link(store)
+    if args.json:
+        emit_json({"schema": 1, **change.to_json()})
+        return 0
+    print(f"{system_link.LINK} {_link_words(change.after)} again")
+    if change.note:
+        print(f"note: {change.note}")
+    return 0

@@ -1,0 +1,200 @@
+"""The commands about installed toolkits: ``install``, ``uninstall``, ``list``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cudaup.cli.common import (
+    add_components,
+    add_connections,
+    emit_json,
+    human_size,
+    platform_of,
+    settings_of,
+)
+from cudaup.cli.progress import display_for
+from cudaup.core.components import split_components
+from cudaup.errors import ArtifactNotFoundError, UsageError
+from cudaup.fleet.apply import install_locked
+from cudaup.install.installer import InstallOptions, install
+from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup, find_toolkits
+from cudaup.net.tls import warm_up
+from cudaup.switch.shims import refresh_shims
+from cudaup.util.cachedir import inspect
+
+
+def add_install(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", nargs="?", help="13.0.1, 13.0, cu130, latest (or --lock)")
+    parser.add_argument(
+        "--lock", metavar="FILE", help="install exactly what a cuda.lock.toml names"
+    )
+    parser.add_argument(
+        "--channel",
+        choices=("auto", "installer", "redist", "pypi"),
+        default="auto",
+        help="where the files come from (default: auto, redist when NVIDIA answers, else pypi)",
+    )
+    add_components(parser)
+    parser.add_argument("--all", action="store_true", help="the whole toolkit")
+    parser.add_argument("--prefix", help="install there instead of the cudaup store")
+    parser.add_argument("--platform", help="a Linux platform (default: this host)")
+    parser.add_argument("--driver", help="check against this driver instead of the detected one")
+    parser.add_argument(
+        "--force", action="store_true", help="install even if the driver cannot run it"
+    )
+    parser.add_argument(
+        "--allow-unverified", action="store_true", help="install files with no published checksum"
+    )
+    add_connections(parser)
+    parser.set_defaults(handler=cmd_install)
+
+
+def add_uninstall(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version", help="an installed release: 12.8.1, or a request like 12.8")
+    parser.set_defaults(handler=cmd_uninstall)
+
+
+def add_list(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=cmd_list)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    store = Store.from_env()
+    warm_up()  # the CA certificates load in the background while the request is prepared
+
+    options = InstallOptions(
+        platform=platform_of(args),
+        channel=args.channel,
+        components=split_components(args.components),
+        everything=args.all,
+        prefix=Path(args.prefix).resolve() if args.prefix else None,
+        allow_unverified=args.allow_unverified,
+        force=args.force,
+        driver=args.driver,
+        connections=args.connections,
+    )
+    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+        if args.lock:
+            if args.version or args.components or args.all:
+                raise UsageError(
+                    "--lock decides the release and its files; give no VERSION, --components or --all"
+                )
+            result = install_locked(
+                Path(args.lock), options, settings=settings_of(args), store=store,
+                mirror=args.mirror, progress=display,
+            )  # fmt: skip
+        elif not args.version:
+            raise UsageError("name a release to install (13.0.1, 13.0, cu130) or give --lock FILE")
+        else:
+            result = install(
+                args.version,
+                options,
+                settings=settings_of(args),
+                store=store,
+                progress=display,
+            )
+    refresh_shims(store)  # the new toolkit's tools get shims
+    if args.json:
+        emit_json({"schema": 1, **result.to_json()})
+        return 0
+    what = "already installed" if result.skipped else "installed"
+    print(
+        f"CUDA {result.version} {what} at {result.path} ({result.channel}: {', '.join(result.components)})"
+    )
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    toolkit = store.find(args.version)
+    if toolkit is None:
+        others = [
+            t
+            for t in find_toolkits(
+                Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
+            )
+            if args.version in t.identity.candidates or t.identity.line == args.version
+        ]
+        if others:
+            owner = others[0].owner or "not cudaup"
+            hint = (
+                f"remove it with {others[0].path}/bin/cuda-uninstaller"
+                if owner == "runfile installer"
+                else "remove it with the tool that installed it"
+            )
+            raise UsageError(
+                f"CUDA {args.version} at {others[0].path} is owned by {owner}, not cudaup; {hint}"
+            )
+        installed = ", ".join(t.version for t in store.installed()) or "none"
+        raise ArtifactNotFoundError(
+            f"cudaup has no CUDA {args.version} installed (installed: {installed})"
+        )
+    store.remove(toolkit)
+    if store.default() in {toolkit.version, str(toolkit.path)}:
+        store.set_default(None)
+
+    refresh_shims(store)
+
+    # Its unpacked archives stay in the cache (hard links kept them shared until now).
+    reclaimable = inspect(settings_of(args).cache_root).reclaimable
+    if args.json:
+        emit_json({
+            "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
+            "cache_reclaimable_bytes": reclaimable,
+        })  # fmt: skip
+    else:
+        print(f"removed CUDA {toolkit.version} from {toolkit.path}")
+        if reclaimable:
+            print(
+                f"cudaup's cache keeps {human_size(reclaimable)} that no installed toolkit "
+                "uses, for a quick reinstall; `cudaup cache prune` frees it"
+            )
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    installed = store.installed()
+    default = store.default()
+    mine = {t.path.resolve() for t in installed}
+    others = [
+        t
+        for t in find_toolkits(
+            Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
+        )
+        if t.real.resolve() not in mine
+    ]
+    if args.json:
+        emit_json({
+            "schema": 1,
+            "default": default,
+            "installed": [
+                {"version": t.version, "path": str(t.path), "components": t.components,
+                 "channel": (t.record or {}).get("channel"), "default": default in {t.version, str(t.path)}}
+                for t in installed
+            ],
+            "other": [t.to_json() for t in others],
+        })  # fmt: skip
+        return 0
+    if not installed:
+        print("installed by cudaup: none")
+    for toolkit in installed:
+        mark = "*" if default in {toolkit.version, str(toolkit.path)} else " "
+        channel = (toolkit.record or {}).get("channel", "?")
+        print(
+            f"{mark} {toolkit.version:<9} {toolkit.path}  ({channel}: {', '.join(toolkit.components)})"
+        )
+    for other in others:
+        owner = f" · {other.owner}" if other.owner else ""
+        via = ", ".join(other.found_via)
+        print(f"  {other.identity.describe():<9} {other.path}  (found via {via}{owner})")
+    return 0

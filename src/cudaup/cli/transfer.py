@@ -1,0 +1,137 @@
+"""The commands that move bytes without installing: ``download`` and ``cache``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cudaup.cli.common import (
+    add_channel,
+    add_components,
+    add_connections,
+    add_platform,
+    emit_json,
+    human_size,
+    platform_of,
+    settings_of,
+)
+from cudaup.cli.progress import display_for
+from cudaup.core.components import split_components
+from cudaup.download import DownloadRequest, fetch_many
+from cudaup.errors import UsageError
+from cudaup.net.http import HttpClient
+from cudaup.net.tls import warm_up
+from cudaup.resolve.resolver import Resolver
+from cudaup.util import cachedir
+
+
+def add_download(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="a version request (13.0.1, cu130, latest) or a URL")
+    parser.add_argument("-o", "--output", default=".", help="directory to write into (default: .)")
+    add_platform(parser)
+    add_channel(parser, auto=False)
+    add_components(parser)
+    add_connections(parser)
+    parser.add_argument("--sha256", help="expected SHA-256 of a bare URL")
+    parser.add_argument("--md5", help="expected MD5 of a bare URL")
+    parser.add_argument(
+        "--allow-unverified", action="store_true", help="download files with no known checksum"
+    )
+    parser.set_defaults(handler=cmd_download)
+
+
+def add_cache(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=("dir", "info", "prune", "clean"),
+        help="dir: print its path. info: sizes by area. prune: remove what no installed "
+        "toolkit uses (unpacked archives, finished downloads; partial downloads stay, to "
+        "resume). clean: remove everything but lock files.",
+    )
+    parser.set_defaults(handler=cmd_cache)
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    warm_up()  # the CA certificates load in the background while the request is prepared
+
+    settings = settings_of(args)
+    http = HttpClient(settings)
+    if "://" in args.target:
+        requests = [DownloadRequest.from_url(args.target, sha256=args.sha256, md5=args.md5)]
+    else:
+        if args.sha256 or args.md5:
+            raise UsageError(
+                "--sha256/--md5 are for a bare URL; a release's checksums come from its sources"
+            )
+
+        resolution = Resolver(settings, http).resolve(
+            args.target,
+            platform=platform_of(args),
+            channel=args.channel,
+            components=split_components(args.components),
+        )
+        requests = [DownloadRequest.from_artifact(a) for a in resolution.artifacts]
+    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+        results = fetch_many(
+            requests,
+            Path(args.output),
+            http=http,
+            connections=args.connections,
+            progress=display,
+            allow_unverified=args.allow_unverified,
+        )
+    if args.json:
+        emit_json({"schema": 1, "files": [r.to_json() for r in results]})
+        return 0
+    for result in results:
+        if result.skipped:
+            how = "already here"
+        else:
+            rate = result.fetched / result.seconds / 2**20 if result.seconds else 0.0
+            how = f"{result.fetched / 2**20:.1f} MiB in {result.seconds:.1f} s ({rate:.0f} MiB/s)"
+            if result.resumed_from:
+                how += f", resumed at {result.resumed_from} bytes"
+        check = (
+            f"{result.algorithm} verified"
+            if result.algorithm
+            else "NOT verified (--allow-unverified)"
+        )
+        print(f"{result.path}  {human_size(result.size)}  {check}  · {how}")
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+
+    root = settings_of(args).cache_root
+    if args.action == "dir":
+        if args.json:
+            emit_json({"schema": 1, "root": str(root)})
+        else:
+            print(root)
+        return 0
+    if args.action == "info":
+        info = cachedir.inspect(root)
+        if args.json:
+            emit_json(info.to_json())
+            return 0
+        print(f"{root}: {human_size(info.bytes)}")
+        for area in info.areas:
+            line = f"  {area.name + '/':<11} {human_size(area.bytes):>10}  {area.files} files"
+            if area.name == "unpacked" and area.files:
+                line += (
+                    f"; {human_size(area.shared_bytes)} shared with installed toolkits, "
+                    f"{area.unused_entries} archives no toolkit uses"
+                )
+            print(line)
+        if info.reclaimable:
+            print(f"`cudaup cache prune` frees {human_size(info.reclaimable)}")
+        return 0
+    report = cachedir.prune(root) if args.action == "prune" else cachedir.clean(root)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        print(
+            f"removed {len(report.removed)} entries from {root}, {human_size(report.freed)} freed"
+        )
+    return 0

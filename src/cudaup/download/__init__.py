@@ -1,0 +1,26 @@
+"""Verified, resumable, parallel downloads; reading a file while it arrives.
+
+``api`` is the entry point (:func:`fetch`, :func:`fetch_many`); ``remote`` probes
+the server and reads its answers; ``segments`` is the pure byte-range plan that
+``segmented`` fills over parallel connections (``stream`` when the server ignores
+ranges); ``target`` is where the bytes live meanwhile and ``publish`` the one
+step that verifies them and gives them their final name; ``arrival`` lets a
+reader follow a download.
+"""
+
+from cudaup.download.api import download, fetch, fetch_many
+from cudaup.download.arrival import Arrival
+from cudaup.download.publish import is_verified
+from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent
+
+__all__ = [
+    "Arrival",
+    "DownloadRequest",
+    "DownloadResult",
+    "Progress",
+    "ProgressEvent",
+    "download",
+    "fetch",
+    "fetch_many",
+    "is_verified",
+]

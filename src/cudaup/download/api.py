@@ -1,0 +1,255 @@
+"""Verified, resumable, parallel downloads of multi-GB files.
+
+How one file is fetched (:func:`fetch`):
+
+1. A lock (in cudaup's cache, not beside the file) keeps two processes from
+   writing the same target; the second waits, then finds the finished file.
+2. One ranged probe (``GET bytes=0-0``) learns the size, the validators
+   (``ETag``/``Last-Modified``) and whether the server honours ranges.
+3. The data goes to ``NAME.part``; ``NAME.part.json`` records which byte
+   ranges are on disk, rewritten atomically about once a second.  A re-run
+   with matching validators continues where the last one stopped; a changed
+   remote (ETag, Last-Modified or size) restarts cleanly, with a message.
+4. N connections fetch byte ranges (:mod:`cudaup.download.segments`); an idle worker
+   steals half of the busiest segment.  Every range request carries
+   ``If-Range``, and a 206 must carry the ``Content-Range`` that was asked for.
+   A server that ignores ranges (200) gets one plain stream from byte 0 into a
+   fresh file: a 200 body is never written at a range offset.
+5. A hashing thread follows the contiguous prefix on disk (hashlib and pread
+   release the GIL), so verification overlaps the transfer.
+6. fsync, compare with the authoritative checksum, then ``os.replace`` to the
+   final name.  A mismatch deletes the part file and names both digests.
+
+Transient failures (connection errors, resets, short bodies, read stalls, 5xx,
+408, 429 with ``Retry-After``) are retried per segment with exponential backoff
+and jitter, keeping the bytes already written; other 4xx fail at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from cudaup.core.model import Artifact
+from cudaup.download.arrival import Arrival
+from cudaup.download.publish import is_verified
+from cudaup.download.remote import NoRangesError, Remote, RemoteChangedError, probe_remote
+from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
+from cudaup.download.segmented import fetch_segmented
+from cudaup.download.stream import fetch_single_stream
+from cudaup.download.target import Target, check_space
+from cudaup.errors import (
+    IntegrityError,
+    LockedError,
+    NetworkError,
+    UsageError,
+)
+from cudaup.net.http import HttpClient
+from cudaup.util.cachedir import CacheLayout
+from cudaup.util.parallel import check as check_cancelled
+from cudaup.util.parallel import map_concurrently
+
+MAX_CONNECTIONS_PER_HOST = 16
+
+
+def check_connections(connections: int) -> None:
+    if not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
+        raise UsageError(f"--connections must be between 1 and {MAX_CONNECTIONS_PER_HOST}")
+
+
+def fetch(
+    request: DownloadRequest | Artifact,
+    directory: Path,
+    *,
+    http: HttpClient,
+    connections: int = 8,
+    progress: Progress | None = None,
+    allow_unverified: bool = False,
+    slots: threading.Semaphore | None = None,
+    arrival: Arrival | None = None,
+    cancel: threading.Event | None = None,
+) -> DownloadResult:
+    """Download one file into ``directory``; see the module docstring for how.
+
+    With ``arrival``, another thread may read the bytes as they land (see :class:`Arrival`).
+    Setting ``cancel`` stops the download within about a tenth of a second, its resumable
+    state saved, with :class:`cudaup.util.parallel.CancelledError`.
+    """
+    if isinstance(request, Artifact):
+        request = DownloadRequest.from_artifact(request)
+    if request.checksum is None and not allow_unverified:
+        raise IntegrityError(
+            f"no checksum is known for {request.filename}, so it cannot be verified; "
+            "pass --allow-unverified to download it anyway"
+        )
+    check_connections(connections)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = Target(directory, request.filename)
+    lock_path = CacheLayout(http.settings.cache_root).download_lock(target.final)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=1)
+    except Timeout:
+        emit(
+            progress,
+            ProgressEvent(
+                request.filename,
+                "notice",
+                0,
+                request.size,
+                "waiting for another cudaup process writing the same file",
+            ),
+        )
+        try:
+            lock.acquire(timeout=24 * 3600)
+        except Timeout:
+            raise LockedError(
+                f"another process has held the lock on {target.final} for a day"
+            ) from None
+    try:
+        result = _fetch_locked(request, target, http, connections, progress, slots, arrival, cancel)
+    except BaseException:
+        if arrival is not None:
+            arrival._lose()
+        raise
+    finally:
+        lock.release()
+    if arrival is not None:
+        arrival._finish(result.path)
+    return result
+
+
+def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None:
+    if not is_verified(target.final, request):
+        return None
+    algorithm, expected = request.checksum or ("", "")
+    size = target.final.stat().st_size
+    return DownloadResult(
+        path=target.final,
+        url=request.url,
+        size=size,
+        algorithm=algorithm,
+        digest=expected,
+        resumed_from=0,
+        fetched=0,
+        seconds=0.0,
+        skipped=True,
+        connections=0,
+    )
+
+
+def _fetch_locked(
+    request: DownloadRequest,
+    target: Target,
+    http: HttpClient,
+    connections: int,
+    progress: Progress | None,
+    slots: threading.Semaphore | None,
+    arrival: Arrival | None = None,
+    cancel: threading.Event | None = None,
+) -> DownloadResult:
+    started = time.monotonic()
+    if (done := _existing(target, request)) is not None:
+        emit(
+            progress,
+            ProgressEvent(
+                request.filename, "done", done.size, done.size, "already here and verified"
+            ),
+        )
+        return done
+    for attempt in range(3):
+        check_cancelled(cancel)
+        remote = probe_remote(http, request.url)
+        if request.size is not None and remote.size is not None and remote.size != request.size:
+            raise IntegrityError(
+                f"{request.filename}: the source says {request.size} bytes but {remote.url} serves "
+                f"{remote.size}; refusing a file whose sources disagree (a mirror out of sync?)"
+            )
+        try:
+            if remote.size is None or not remote.ranges:
+                return fetch_single_stream(request, target, http, remote, progress, started, cancel)
+            return fetch_segmented(
+                request, target, http, remote, connections, progress, slots, started, arrival,
+                cancel,
+            )  # fmt: skip
+        except RemoteChangedError as exc:
+            if arrival is not None:
+                arrival._lose()  # an early reader saw bytes of the old file
+            if attempt == 2:
+                raise NetworkError(
+                    f"{request.url} keeps changing while it downloads ({exc})"
+                ) from None
+            emit(
+                progress,
+                ProgressEvent(
+                    request.filename,
+                    "notice",
+                    0,
+                    remote.size,
+                    f"the remote file changed ({exc}); restarting",
+                ),
+            )
+            target.discard()
+        except NoRangesError:
+            remote = Remote(remote.url, remote.size, remote.etag, remote.last_modified, False)
+            return fetch_single_stream(request, target, http, remote, progress, started, cancel)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def download(
+    artifact: Artifact | DownloadRequest,
+    dest: Path,
+    *,
+    http: HttpClient,
+    connections: int = 8,
+    progress: Progress | None = None,
+    allow_unverified: bool = False,
+) -> Path:
+    """Fetch one artifact into directory ``dest``, verified; the final path."""
+    return fetch(
+        artifact, dest, http=http, connections=connections, progress=progress,
+        allow_unverified=allow_unverified,
+    ).path  # fmt: skip
+
+
+def fetch_many(
+    requests: Sequence[DownloadRequest | Artifact],
+    directory: Path,
+    *,
+    http: HttpClient,
+    connections: int = 8,
+    total_connections: int = MAX_CONNECTIONS_PER_HOST,
+    progress: Progress | None = None,
+    allow_unverified: bool = False,
+) -> list[DownloadResult]:
+    """Several files at once, within one global connection cap."""
+    check_connections(connections)
+    normalized = [
+        r if isinstance(r, DownloadRequest) else DownloadRequest.from_artifact(r) for r in requests
+    ]
+    unverified = [r.filename for r in normalized if r.checksum is None]
+    if unverified and not allow_unverified:
+        raise IntegrityError(
+            f"no checksum is known for {', '.join(unverified)}; pass --allow-unverified to download anyway"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    known = sum(r.size or 0 for r in normalized)
+    check_space(directory, known, f"{len(normalized)} files")
+    slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
+    per_file = max(1, min(connections, total_connections))
+
+    cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
+
+    def one(request: DownloadRequest) -> DownloadResult:
+        return fetch(
+            request, directory, http=http, connections=per_file, progress=progress,
+            allow_unverified=allow_unverified, slots=slots, cancel=cancel,
+        )  # fmt: skip
+
+    return map_concurrently(one, normalized, workers=4, cancel=cancel)

@@ -1,0 +1,54 @@
+"""Verify, then publish: the one step from a part file to a file under its final name."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+
+from cudaup.download.request import DownloadRequest
+from cudaup.download.target import Target, fsync_dir
+from cudaup.errors import (
+    IntegrityError,
+)
+
+#: Bytes hashed per read, here and while a download fills its part file.
+HASH_BLOCK = 4 * 1024 * 1024
+
+
+def hash_file(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with path.open("rb") as handle:
+        while block := handle.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def is_verified(path: Path, request: DownloadRequest) -> bool:
+    """Whether ``path`` already holds the file: the known size and the strongest checksum."""
+    checksum = request.checksum
+    if checksum is None or not path.is_file():
+        return False
+    if request.size is not None and path.stat().st_size != request.size:
+        return False
+    return hash_file(path, checksum[0]) == checksum[1]
+
+
+def publish(target: Target, request: DownloadRequest, digest: str | None) -> None:
+    """Move a complete, fsynced part file to its final name, if its digest is the one
+    expected; else delete it (its bytes are not the file the sources named).
+
+    The only way a download gets its final name, whichever way its bytes came.
+    """
+    checksum = request.checksum
+    if checksum is not None and digest != checksum[1]:
+        target.discard()
+        raise IntegrityError(
+            f"{request.filename}: {checksum[0]} mismatch: expected {checksum[1]}, got {digest}; "
+            "the download was deleted (the published checksum or the server is wrong; "
+            "try again later)"
+        )
+    target.part.replace(target.final)
+    fsync_dir(target.directory)
+    with contextlib.suppress(FileNotFoundError):
+        target.state.unlink()

@@ -1,0 +1,82 @@
+"""Making and checking a lock: resolve every platform, freeze the files, compare later.
+
+``cudaup lock`` and ``cudaup lock --check`` are thin over these two functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudaup.config import Settings
+from cudaup.core.platforms import Platform
+from cudaup.errors import UsageError
+from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
+from cudaup.install.installer import InstallChannel, choose_channel
+from cudaup.plan.choice import parse_requirements
+from cudaup.plan.export import export_pylock
+from cudaup.plan.indexes import indexes_for
+from cudaup.plan.offers import Planner, Target, python_version
+from cudaup.resolve.resolver import Resolver
+
+
+@dataclass
+class BuiltLock:
+    lock: LockFile
+    notes: list[str] = field(default_factory=list)
+
+
+def build_lock(
+    request: str,
+    platforms: Sequence[Platform],
+    *,
+    settings: Settings,
+    output: Path,
+    components: Sequence[str] | None = None,
+    everything: bool = False,
+    channel: InstallChannel = "auto",
+    with_packages: Sequence[str] = (),
+    indexes: Sequence[str] = (),
+    python: str | None = None,
+) -> BuiltLock:
+    """Resolve ``request`` for every platform and freeze it; with ``with_packages``, also
+    lock the plan's wheels as a PEP 751 ``pylock.<name>-<platform>.toml`` beside ``output``.
+    Writes the pylock files, not the lock itself (:meth:`LockFile.write`)."""
+    if everything == bool(components) and channel != "installer":
+        raise UsageError(
+            "name what to lock: --components nvcc,cudart (with what they need), or --all"
+        )
+    notes: list[str] = []
+    chosen = choose_channel(settings, channel, notes)
+    resolver = Resolver(settings)
+    lock = LockFile(request)
+    for platform in platforms:
+        resolution = resolver.resolve(
+            request, platform=platform, channel=chosen, components=components, closure=True
+        )
+        lock.toolkits.append(locked_toolkit(resolution, settings.canonical))
+    if with_packages:
+        table = indexes_for(settings.pypi_url, list(indexes), settings.user_indexes)
+        requirements = parse_requirements(list(with_packages))
+        for platform in platforms:
+            target = Target(python_version(python), platform, None, None)
+            result = Planner(settings).plan(requirements, table, target)
+            name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name
+            export_pylock(result, output.parent / name, table)
+            line = f"{result.choice.line[0]}.{result.choice.line[1]}"
+            lock.wheels.append(LockedWheels(platform, name, line))
+    return BuiltLock(lock, notes)
+
+
+def check_lock(lock: LockFile, settings: Settings) -> list[str]:
+    """Every way in which the origins no longer serve what ``lock`` names (empty: none)."""
+    resolver = Resolver(settings)
+    changes: list[str] = []
+    for toolkit in lock.toolkits:
+        live = resolver.resolve(
+            toolkit.release, platform=toolkit.platform, channel=toolkit.channel,
+            components=None if toolkit.channel == "installer" else list(toolkit.components),
+        )  # fmt: skip
+        changes += compare(toolkit, locked_toolkit(live, settings.canonical))
+    return changes

@@ -1,0 +1,119 @@
+"""Extracting an archive: open it by its format, check every member, write.
+
+See :mod:`cudaup.install.extract.policy` for the rules every member must pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import lzma
+import tarfile
+import threading
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from cudaup.errors import IntegrityError, UsageError
+from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits, Opener, Reader, plan_members
+from cudaup.install.extract.tar import TarReader
+from cudaup.install.extract.write import (
+    check_space,
+    clear,
+    extract_in_one_pass,
+    require_empty,
+    write_members,
+)
+from cudaup.install.extract.zip import ZipReader
+
+#: What a damaged archive raises while being read; all become IntegrityError.
+_CORRUPT = (
+    tarfile.TarError,
+    zipfile.BadZipFile,
+    EOFError,
+    lzma.LZMAError,
+    zlib.error,
+    gzip.BadGzipFile,
+)
+_TAR_SUFFIXES = {".tar.xz": "xz", ".txz": "xz", ".tar.gz": "gz", ".tgz": "gz", ".tar": ""}
+_ZIP_SUFFIXES = (".zip", ".whl")
+
+
+def extract_archive(
+    archive: Path,
+    destination: Path,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    strip_top: bool = False,
+    opener: Opener | None = None,
+    cancel: threading.Event | None = None,
+) -> list[Path]:
+    """Extract a .tar.xz/.tar.gz/.tar/.zip/.whl into ``destination``, safely.
+
+    ``destination`` must exist and be empty.  Returns the top-level entries
+    created in it.  With ``strip_top`` the archive must hold exactly one top
+    directory, whose contents land directly in ``destination`` (NVIDIA redist
+    archives: ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile
+    or damaged archive raises :class:`IntegrityError` and leaves it empty.
+
+    ``opener`` reads the archive from elsewhere than the file ``archive`` (whose
+    name still tells the format): a file still downloading, whose reads wait for
+    their bytes (:class:`cudaup.download.Arrival`).  Setting ``cancel`` stops it between
+    members (:class:`cudaup.util.parallel.CancelledError`), the destination cleared.
+    """
+    require_empty(archive, destination)
+    with _reading(archive, opener) as reader:
+        try:
+            if isinstance(reader, TarReader):
+                planned = extract_in_one_pass(
+                    reader, archive, destination, limits, strip_top, cancel
+                )
+            else:
+                planned = plan_members(reader, archive, limits, strip_top)
+                check_space(archive, destination, sum(member.size for member in planned))
+                write_members(reader, planned, archive, destination, cancel)
+        except BaseException:
+            clear(destination)
+            raise
+    return [destination / top for top in dict.fromkeys(member.parts[0] for member in planned)]
+
+
+def archive_members(
+    archive: Path, *, strip_top: bool = False, limits: Limits = DEFAULT_LIMITS
+) -> list[str]:
+    """The normalized paths (``bin/nvcc``; directories too) the archive would create.
+
+    The archive passes the same checks as :func:`extract_archive`, so a caller
+    can plan around these names (conflicts between components, records).
+    """
+    with _reading(archive) as reader:
+        return [
+            "/".join(member.parts) for member in plan_members(reader, archive, limits, strip_top)
+        ]
+
+
+def _open(archive: Path, opener: Opener) -> Reader:
+    name = archive.name.lower()
+    if name.endswith(_ZIP_SUFFIXES):
+        return ZipReader(archive, opener)
+    for suffix, compression in _TAR_SUFFIXES.items():
+        if name.endswith(suffix):
+            return TarReader(archive, compression, opener)
+    raise UsageError(
+        f"{archive.name}: unsupported archive type; expected .tar.xz, .tar.gz, .tar, .zip or .whl"
+    )
+
+
+def _file_opener(archive: Path) -> Opener:
+    return lambda: archive.open("rb")
+
+
+@contextlib.contextmanager
+def _reading(archive: Path, opener: Opener | None = None) -> Iterator[Reader]:
+    """Open the archive; whatever a damaged one raises becomes an IntegrityError."""
+    try:
+        with contextlib.closing(_open(archive, opener or _file_opener(archive))) as reader:
+            yield reader
+    except _CORRUPT as exc:
+        raise IntegrityError(f"{archive.name}: corrupt or truncated archive ({exc})") from exc

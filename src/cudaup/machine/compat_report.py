@@ -1,0 +1,145 @@
+"""``compat``'s answers: which drivers run a release, which releases a driver runs.
+
+The rules are :class:`~cudaup.core.compat.CompatTable`'s; this module adds what
+only a running cudaup knows: releases newer than the shipped tables (their
+manifests name the driver they bundle) and this machine's driver.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import Version
+
+from cudaup.config import Settings
+from cudaup.core.compat import FORWARD_NOTE, OS, Architecture, Compatibility, CompatTable
+from cudaup.core.driver import CudaVersion, DriverVersion
+from cudaup.core.versions import nearest, parse_request
+from cudaup.errors import CudaupError, ReleaseNotFoundError, UsageError
+from cudaup.machine.driver_probe import DRIVER_VERSION_ENV, detect_driver
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.net.http import HttpClient
+from cudaup.resolve.releases import bundled_drivers
+from cudaup.resolve.resolver import Resolver
+
+
+def live_table(settings: Settings) -> tuple[CompatTable, list[str]]:
+    """The shipped tables, plus releases newer than them read from their manifests
+    (no retries, so an offline machine answers at once); notes say what was not checked."""
+    table = CompatTable.load()
+    notes: list[str] = []
+    if settings.offline:
+        return table, notes
+    try:
+        resolver = Resolver(settings, HttpClient(settings, retries=0))
+        table = table.with_bundled(bundled_drivers(resolver, set(table.drivers)))
+    except CudaupError as exc:
+        notes.append(f"releases newer than cudaup's tables were not checked ({exc})")
+    return table, notes
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseCompat:
+    """The drivers that run one release, and the GPUs it compiles for."""
+
+    release: str
+    linux: DriverVersion | None
+    windows: DriverVersion | None
+    source: str | None
+    linux_floor: DriverVersion | None
+    windows_floor: DriverVersion | None
+    targets: list[Architecture]
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "release": self.release,
+            "toolkit_driver": {
+                "linux": str(self.linux) if self.linux else None,
+                "windows": str(self.windows) if self.windows else None,
+                "source": self.source,
+            },
+            "minor_version_floor": {
+                "linux": str(self.linux_floor) if self.linux_floor else None,
+                "windows": str(self.windows_floor) if self.windows_floor else None,
+            },
+            "backward_compatibility": "any newer driver runs it",
+            "forward_compatibility": FORWARD_NOTE,
+            "targets": [
+                {"compute_capability": a.compute_capability, "sm": a.sm, "architecture": a.name}
+                for a in self.targets
+            ],
+            "notes": self.notes,
+        }
+
+
+def release_compat(table: CompatTable, text: str, notes: list[str]) -> ReleaseCompat:
+    """What runs the release ``text`` names (``13.0`` → its newest known patch)."""
+    request = parse_request(text)
+    known = [Version(r) for r in table.releases()]
+    picked = request.pick(known)
+    if not picked:
+        close = tuple(str(v) for v in nearest(request, known))
+        hint = f"; nearest: {' and '.join(close)}" if close else ""
+        raise ReleaseNotFoundError(f"cudaup knows no CUDA {request.describe()}{hint}", close)
+    release = str(picked[0])
+    linux, linux_source = table.toolkit_driver(release, "linux")
+    windows, windows_source = table.toolkit_driver(release, "windows")
+    return ReleaseCompat(
+        release,
+        linux,
+        windows,
+        linux_source or windows_source,
+        table.floor(release, "linux"),
+        table.floor(release, "windows"),
+        table.targets(release),
+        notes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DriverCompat:
+    """Every known release's verdict for one driver."""
+
+    driver: DriverVersion
+    os: OS
+    reported_cuda: CudaVersion | None
+    results: list[Compatibility]
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "driver": str(self.driver),
+            "os": self.os,
+            "reported_cuda": str(self.reported_cuda) if self.reported_cuda else None,
+            "releases": [r.to_json() for r in self.results],
+            "notes": self.notes,
+        }
+
+
+def driver_compat(
+    table: CompatTable,
+    driver_text: str | None,
+    os_name: OS,
+    notes: list[str],
+    env: Mapping[str, str] | None = None,
+) -> DriverCompat:
+    """Verdicts for ``driver_text`` (else ``CUDAUP_DRIVER_VERSION``, else this machine's)."""
+    env = os.environ if env is None else env
+    override = driver_text or env.get(DRIVER_VERSION_ENV)
+    if override:
+        driver, reported = DriverVersion.from_text(override), None
+    else:
+        info = detect_driver(root=SystemRoot.from_env(), env=env)
+        if info.version is None:
+            raise UsageError(
+                "no NVIDIA driver found on this machine; pass --driver VERSION or a release"
+            )
+        driver, reported = info.version, info.cuda_version
+    results = [table.check(driver, r, os_name, reported) for r in table.releases()]
+    return DriverCompat(driver, os_name, reported or table.reported_cuda(driver), results, notes)

@@ -1,0 +1,369 @@
+"""``cudaup doctor``: the driver, the GPUs, every toolkit, and what is wrong.
+
+:func:`examine` gathers the facts (I/O: driver detection, toolkit search, the
+Python's torch); :func:`diagnose` is pure and turns facts into problems, each
+with the fix a user can apply.  Nothing here raises for what it finds: a
+machine with no driver, a dangling link or an unreadable directory is an
+answer, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cudaup.core.compat import Compatibility, CompatTable
+from cudaup.core.driver import CudaVersion, DriverInfo
+from cudaup.machine.driver_probe import detect_driver
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits, python_site_packages
+
+Severity = Literal["error", "warning", "info"]
+IN_USE = ("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")
+_TORCH_VERSION = re.compile(r"""^__version__\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.M)
+_TORCH_CUDA = re.compile(r"""^cuda\s*(?::\s*[\w\[\]. ]+)?\s*=\s*(?:['"]([^'"]+)['"]|None)""", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    severity: Severity
+    message: str
+    fix: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"severity": self.severity, "message": self.message, "fix": self.fix}
+
+
+@dataclass(frozen=True, slots=True)
+class TorchInfo:
+    version: str
+    cuda: str | None
+    path: str
+
+
+@dataclass
+class Report:
+    driver: DriverInfo
+    driver_cuda: CudaVersion | None
+    driver_cuda_source: str | None
+    toolkits: list[Toolkit]
+    nvcc: str | None
+    python: str | None
+    torch: TorchInfo | None
+    env: dict[str, str]
+    problems: list[Problem] = field(default_factory=list)
+
+    def in_use(self) -> list[Toolkit]:
+        return [t for t in self.toolkits if any(v in IN_USE for v in t.found_via)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "driver": self.driver.to_json(),
+            "driver_cuda": str(self.driver_cuda) if self.driver_cuda else None,
+            "driver_cuda_source": self.driver_cuda_source,
+            "gpus": [g.to_json() for g in self.driver.gpus],
+            "toolkits": [t.to_json() for t in self.toolkits],
+            "nvcc": self.nvcc,
+            "python": self.python,
+            "torch": asdict(self.torch) if self.torch else None,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def read_torch(sites: list[Path]) -> TorchInfo | None:
+    """torch's version and CUDA from ``torch/version.py``, without importing torch."""
+    for site in sites:
+        path = site / "torch" / "version.py"
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        version = _TORCH_VERSION.search(text)
+        cuda = _TORCH_CUDA.search(text)
+        if version:
+            return TorchInfo(
+                version.group(1),
+                cuda.group(1) if cuda and cuda.group(1) else None,
+                str(path.parent),
+            )
+    return None
+
+
+def examine(
+    lookup: Lookup,
+    *,
+    driver_override: str | None = None,
+    compat: CompatTable | None = None,
+    nvml: Any = None,
+) -> Report:
+    """Gather every fact doctor reports, then diagnose."""
+    compat = compat or CompatTable.load()
+    kwargs: dict[str, Any] = {
+        "root": lookup.root,
+        "override": driver_override,
+        "env": lookup.env,
+        "timeout": lookup.timeout,
+    }
+    if nvml is not None:
+        kwargs["nvml"] = nvml
+    driver = detect_driver(**kwargs)
+    driver_cuda, source = driver.cuda_version, "driver" if driver.cuda_version else None
+    if driver_cuda is None and driver.version is not None:
+        driver_cuda = compat.reported_cuda(driver.version)
+        source = "NVIDIA's toolkit driver table" if driver_cuda else None
+    toolkits = find_toolkits(lookup)
+    nvcc_path = shutil.which("nvcc", path=lookup.env.get("PATH", ""))
+    nvcc_toolkit = next((t for t in toolkits if "nvcc on PATH" in t.found_via), None)
+    nvcc = None
+    if nvcc_path:
+        nvcc = nvcc_path + (
+            f" → {nvcc_toolkit.path} (CUDA {nvcc_toolkit.identity.describe()})"
+            if nvcc_toolkit
+            else ""
+        )
+    python, sites = python_site_packages(lookup)
+    env_keys = (
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "LD_LIBRARY_PATH",
+        "CPATH",
+        "C_INCLUDE_PATH",
+        "CPLUS_INCLUDE_PATH",
+        "LIBRARY_PATH",
+        "PATH",
+    )
+    env = {k: lookup.env[k] for k in env_keys if k in lookup.env}
+    report = Report(driver, driver_cuda, source, toolkits, nvcc, python, read_torch(sites), env)
+    report.problems = diagnose(report, compat)
+    return report
+
+
+# -- diagnosis (pure) ----------------------------------------------------------------
+def _release_of(toolkit: Toolkit) -> str | None:
+    identity = toolkit.identity
+    if identity.newest:
+        return identity.newest
+    return f"{identity.line}.0" if identity.line else None
+
+
+def _owner_of(path: str, toolkits: list[Toolkit]) -> Toolkit | None:
+    real = str(Path(path).resolve()) if Path(path).exists() else path
+    best: Toolkit | None = None
+    for toolkit in toolkits:
+        root = str(toolkit.real.resolve()) if toolkit.real.exists() else str(toolkit.real)
+        if (real == root or real.startswith(root + "/")) and (
+            best is None or len(root) > len(str(best.real))
+        ):
+            best = toolkit
+    return best
+
+
+def _entries(value: str | None) -> list[str]:
+    return [p for p in (value or "").split(":") if p]
+
+
+def _driver_problems(report: Report, compat: CompatTable) -> list[Problem]:
+    problems: list[Problem] = []
+    driver = report.driver.version
+    if driver is None:
+        tried = "; ".join(report.driver.notes) or "NVML, /sys, /proc and nvidia-smi"
+        problems.append(
+            Problem(
+                "info",
+                f"no NVIDIA driver found ({tried})",
+                "on a machine without a GPU (login node, build host, container) pass --driver VERSION "
+                "or set CUDAUP_DRIVER_VERSION so compat and plan can answer for the target",
+            )
+        )
+        return problems
+    seen: set[str] = set()
+    for toolkit in report.in_use():
+        release = _release_of(toolkit)
+        if release is None or release in seen:
+            continue
+        seen.add(release)
+        verdict: Compatibility = compat.check(driver, release, reported=report.driver.cuda_version)
+        if verdict.verdict == "no":
+            problems.append(
+                Problem(
+                    "error",
+                    f"driver {driver} is too old for CUDA {toolkit.identity.describe()} at {toolkit.path} ({verdict.reason})",
+                    f"upgrade the driver to ≥ {verdict.needs or verdict.floor} (cudaup never installs drivers), "
+                    f"or use a toolkit the driver runs (≤ {report.driver_cuda})",
+                )
+            )
+        elif verdict.verdict == "minor-version":
+            problems.append(
+                Problem(
+                    "warning",
+                    f"CUDA {toolkit.identity.describe()} at {toolkit.path} runs on driver {driver} only under {verdict.reason}",
+                    f"upgrade the driver to ≥ {verdict.needs} for full support"
+                    if verdict.needs
+                    else "upgrade the driver for full support",
+                )
+            )
+    return problems
+
+
+def _arch_problems(report: Report, compat: CompatTable) -> list[Problem]:
+    problems: list[Problem] = []
+    for toolkit in report.in_use():
+        release = _release_of(toolkit)
+        if release is None:
+            continue
+        for gpu in report.driver.gpus:
+            arch = compat.architecture(gpu.compute_capability or "")
+            if arch is not None and not arch.supported_by(release):
+                last = arch.last_release or "none"
+                problems.append(
+                    Problem(
+                        "warning",
+                        f"CUDA {toolkit.identity.describe()} at {toolkit.path} cannot compile for GPU {gpu.index} "
+                        f"{gpu.name} ({arch.sm}, compute capability {arch.compute_capability})",
+                        f"build for this GPU with CUDA ≤ {last}, e.g. `cudaup install {last}`"
+                        if arch.last_release
+                        else f"use CUDA ≥ {arch.first_release} for this GPU",
+                    )
+                )
+    return problems
+
+
+def _layout_problems(report: Report) -> list[Problem]:
+    problems: list[Problem] = []
+    for toolkit in report.toolkits:
+        link = toolkit.link
+        if link and not link.get("exists"):
+            problems.append(
+                Problem(
+                    "error",
+                    f"/usr/local/cuda is dangling: it points to {link.get('target')}, which does not exist",
+                    "point it at an installed toolkit (`sudo update-alternatives --config cuda` where alternatives "
+                    "manage it, else `sudo ln -sfn /usr/local/cuda-X.Y /usr/local/cuda`) or remove it",
+                )
+            )
+        cudart = toolkit.components.get("cuda_cudart")
+        if (
+            toolkit.header_version
+            and cudart
+            and not cudart.startswith(toolkit.header_version + ".")
+        ):
+            problems.append(
+                Problem(
+                    "error",
+                    f"{toolkit.path} mixes headers from CUDA {toolkit.header_version} with libcudart {cudart}",
+                    "reinstall that toolkit into an empty directory (`cudaup install` builds each release in its own tree)",
+                )
+            )
+    return problems
+
+
+def _environment_problems(report: Report) -> list[Problem]:
+    problems: list[Problem] = []
+    toolkits = report.toolkits
+    library_roots = {
+        t.identity.describe(): t.path
+        for entry in _entries(report.env.get("LD_LIBRARY_PATH"))
+        if (t := _owner_of(entry, toolkits)) is not None
+    }
+    if len(library_roots) > 1:
+        listing = ", ".join(f"{path} (CUDA {release})" for release, path in library_roots.items())
+        problems.append(
+            Problem(
+                "warning",
+                f"LD_LIBRARY_PATH mixes toolkits: {listing}",
+                'keep one toolkit\'s lib64 in LD_LIBRARY_PATH (`eval "$(cudaup env)"` sets it for the active one)',
+            )
+        )
+    home = report.env.get("CUDA_HOME") or report.env.get("CUDA_PATH")
+    nvcc_toolkit = next((t for t in toolkits if "nvcc on PATH" in t.found_via), None)
+    home_toolkit = _owner_of(home, toolkits) if home else None
+    if (
+        nvcc_toolkit is not None
+        and home_toolkit is not None
+        and nvcc_toolkit is not home_toolkit
+        and nvcc_toolkit.identity.describe() != home_toolkit.identity.describe()
+    ):
+        problems.append(
+            Problem(
+                "warning",
+                f"nvcc on PATH is CUDA {nvcc_toolkit.identity.describe()} ({nvcc_toolkit.path}) but CUDA_HOME is "
+                f"CUDA {home_toolkit.identity.describe()} ({home_toolkit.path})",
+                f"put {home_toolkit.path}/bin first on PATH, or set CUDA_HOME={nvcc_toolkit.path}",
+            )
+        )
+    include_roots = {
+        t.path
+        for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+        for entry in _entries(report.env.get(name))
+        if (t := _owner_of(entry, toolkits)) is not None
+    }
+    lib_paths = set(library_roots.values()) | {
+        t.path
+        for entry in _entries(report.env.get("LIBRARY_PATH"))
+        if (t := _owner_of(entry, toolkits)) is not None
+    }
+    if include_roots and lib_paths and include_roots.isdisjoint(lib_paths):
+        problems.append(
+            Problem(
+                "error",
+                f"headers come from {', '.join(sorted(include_roots))} but libraries from {', '.join(sorted(lib_paths))}",
+                "point CPATH and LD_LIBRARY_PATH/LIBRARY_PATH at the same toolkit",
+            )
+        )
+    return problems
+
+
+def _torch_problems(report: Report, compat: CompatTable) -> list[Problem]:
+    torch, driver = report.torch, report.driver.version
+    if torch is None or torch.cuda is None or driver is None:
+        return []
+    verdict = compat.check(driver, f"{torch.cuda}.0", reported=report.driver.cuda_version)
+    if verdict.verdict == "no":
+        return [
+            Problem(
+                "error",
+                f"torch {torch.version} is built for CUDA {torch.cuda}, which driver {driver} cannot run ({verdict.reason})",
+                f"install a torch build for CUDA ≤ {report.driver_cuda} (`cudaup plan torch`) or upgrade the driver",
+            )
+        ]
+    return []
+
+
+def diagnose(report: Report, compat: CompatTable) -> list[Problem]:
+    """Every problem the facts show, errors first."""
+    problems = (
+        _driver_problems(report, compat)
+        + _layout_problems(report)
+        + _environment_problems(report)
+        + _torch_problems(report, compat)
+        + _arch_problems(report, compat)
+    )
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(problems, key=lambda p: order[p.severity])
+
+
+def lookup_from_env(env: Mapping[str, str], *, python: str | None = None) -> Lookup:
+    return Lookup(root=SystemRoot.from_env(env), env=dict(env), python=python)
+
+
+def doctor(
+    *,
+    python: str | None = None,
+    driver: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Report:
+    """This machine's driver, GPUs and toolkits, with every problem and its fix.
+
+    ``python``: the interpreter whose wheels and torch to inspect (default: the
+    ``python3`` on ``PATH``); ``driver``: assume this driver version instead of
+    detecting one.
+    """
+    return examine(
+        lookup_from_env(os.environ if env is None else env, python=python), driver_override=driver
+    )

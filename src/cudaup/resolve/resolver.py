@@ -1,0 +1,339 @@
+"""Resolution: a version request and a platform to exact, vouched-for artifacts.
+
+The functions named ``choose_*`` are pure: they take parsed documents and
+return candidates, naming every source that vouched for each fact.
+:class:`Resolver` is the thin orchestrator that fetches those documents
+(concurrently, through the cache), calls the pure core, and probes the result.
+
+Sources, strongest first: the redist manifest (sha256, size, bundled driver),
+``md5sum.txt`` (every installer's name and md5), the download-archive page
+(the download URL per platform), the redist listing (which releases exist),
+and a HEAD probe (existence and size).  A file name is only ever *read* from a
+source; where no source lists one, resolution fails and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from cudaup.config import Settings
+from cudaup.core import components as comp
+from cudaup.core.model import Artifact, Channel, Release, Resolution, SourceRef
+from cudaup.core.platforms import Platform
+from cudaup.core.versions import ReleaseRequest, nearest, nvidia_label, parse_request, release_key
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    IntegrityError,
+    ReleaseNotFoundError,
+    RemoteFileMissingError,
+    UsageError,
+)
+from cudaup.net.http import HttpClient
+from cudaup.resolve.choose import (
+    JETSON_NO_RUNFILE,
+    InstallerChoice,
+    ReleaseFacts,
+    choose_installer,
+    choose_redist,
+    choose_wheel,
+    requirements_for,
+)
+from cudaup.resolve.pypi import DistFile, PackageIndex
+from cudaup.resolve.sources import NvidiaSource, ProbeResult
+from cudaup.util.parallel import map_concurrently
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# ----------------------------------------------------------------------------
+# The orchestrator (I/O)
+# ----------------------------------------------------------------------------
+class Resolver:
+    def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
+        self.settings = settings
+        self.http = http if http is not None else HttpClient(settings)
+        self.nvidia = NvidiaSource(self.http)
+        self.pypi = PackageIndex(self.http, settings.pypi_url)
+        self._listing_dates: dict[str, str | None] = {}
+
+    def _map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return map_concurrently(function, items, self.settings.workers)
+
+    # -- release lists ---------------------------------------------------------
+    def listed_versions(self) -> list[Version]:
+        listing = self.nvidia.listing()
+        self._listing_dates = {r.label: r.date for r in listing}
+        return [r.version for r in listing]
+
+    def _not_found(
+        self, request: ReleaseRequest, versions: Iterable[Version], what: str
+    ) -> ReleaseNotFoundError:
+        close = nearest(request, versions)
+        names = tuple(str(v) for v in close)
+        hint = f"; nearest: {' and '.join(names)}" if names else ""
+        return ReleaseNotFoundError(f"there is no CUDA {request.describe()}{what}{hint}", names)
+
+    def facts(self, label: str, *, page: bool = True) -> ReleaseFacts:
+        """Manifest, md5sum.txt and archive page of one release, fetched concurrently.
+
+        With ``page=False`` the page is fetched only when the other two are missing
+        (a preview), which keeps ``cudaup versions`` to two requests per release.
+        """
+        fetches: list[Callable[[], object]] = [
+            lambda: self.nvidia.manifest(label),
+            lambda: self.nvidia.md5sums(label),
+        ]
+        if page:
+            fetches.append(lambda: self.nvidia.archive_page(label))
+        found = self._map(lambda fetch: fetch(), fetches)
+        manifest, md5sums = found[0], found[1]
+        archive_page = found[2] if page else None
+        if not page and manifest is None and md5sums is None:
+            archive_page = self.nvidia.archive_page(label)
+        return ReleaseFacts(
+            label=label,
+            manifest=manifest,  # type: ignore[arg-type]
+            manifest_url=self.nvidia.manifest_url(label),
+            md5sums=md5sums,  # type: ignore[arg-type]
+            md5sum_url=self.nvidia.md5sum_url(label),
+            page=archive_page,  # type: ignore[arg-type]
+            page_url=self.nvidia.page_url(label),
+            listed_date=self._listing_dates.get(label),
+        )
+
+    # -- entry point -------------------------------------------------------------
+    def resolve(
+        self,
+        request_text: str,
+        *,
+        platform: Platform,
+        channel: Channel = "installer",
+        components: Sequence[str] | None = None,
+        closure: bool = False,
+    ) -> Resolution:
+        """Resolve a request; with ``closure``, components bring what they need (install)."""
+        request = parse_request(request_text)
+        if channel == "installer":
+            if components:
+                raise UsageError("--components applies to --channel redist and pypi, not installer")
+            return self._resolve_installer(request, platform)
+        if channel == "redist":
+            return self._resolve_redist(request, platform, components, closure)
+        return self._resolve_pypi(request, platform, components, closure)
+
+    # -- installer channel ------------------------------------------------------
+    def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
+        if platform == "linux-aarch64":
+            raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+        if request.exact_label:
+            candidates = [request.exact_label]
+        else:
+            versions = self.listed_versions()
+            picked = request.pick(versions)
+            if not picked:
+                raise self._not_found(request, versions, "")
+            candidates = [str(v) for v in picked]
+        skipped: list[str] = []
+        for label in candidates:
+            facts = self.facts(label)
+            if facts.empty:
+                raise self._not_found(request, self.listed_versions(), "")
+            try:
+                choice = choose_installer(facts, platform, self.nvidia.local_installers_url(label))
+            except ArtifactNotFoundError:
+                if request.exact_label:
+                    raise
+                skipped.append(label)
+                continue
+            return self._finish_installer(request, platform, facts, choice, skipped)
+        raise ArtifactNotFoundError(
+            f"no release matching {request.describe()} has a standalone installer for {platform}"
+        )
+
+    def _finish_installer(
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        facts: ReleaseFacts,
+        choice: InstallerChoice,
+        skipped: list[str],
+    ) -> Resolution:
+        notes = list(choice.notes)
+        if skipped:
+            notes.append(f"skipped {', '.join(skipped)}: no installer for {platform}")
+        sources = list(choice.sources)
+        sha256: str | None = None
+        if self.settings.is_prerelease_url(choice.url):
+            # Previews publish SHA-256 sums beside the installers instead of md5sum.txt.
+            sums_url = choice.url.rsplit("/", 1)[0] + "/sha256sum.txt"
+            sha256 = (self.nvidia.checksums(sums_url, "sha256") or {}).get(choice.filename)
+            if sha256:
+                sources.append(SourceRef("sha256sum.txt", sums_url, ("filename", "sha256")))
+        artifact = Artifact(
+            filename=choice.filename,
+            url=choice.url,
+            size=choice.size,
+            md5=choice.md5,
+            sha256=sha256,
+            component="cuda_installer",
+            component_version=facts.label,
+            platform=platform,
+            channel="installer",
+            driver=choice.driver,
+            sources=tuple(sources),
+        )
+        if choice.md5 is None and sha256 is None:
+            notes.append(
+                f"CUDA {facts.label} publishes no checksum for {choice.filename}; not verified"
+            )
+        artifact = self._probe(artifact, expected_from="download-archive page")
+        release = facts.release(choice.driver if platform.startswith("linux-") else None)
+        return Resolution(request.text, platform, "installer", release, (artifact,), tuple(notes))
+
+    def _probe(self, artifact: Artifact, expected_from: str) -> Artifact:
+        """Confirm existence and size with a HEAD request; set ``verified``."""
+        if not self.settings.probe:
+            return artifact
+        result: ProbeResult = self.nvidia.probe(artifact.url)
+        if not result.exists:
+            listed_by = ", ".join(s.kind for s in artifact.sources) or "no source"
+            raise RemoteFileMissingError(
+                f"{artifact.url} answered HTTP {result.status}, although {listed_by} lists it; "
+                "the server or mirror may be out of sync, try again later",
+                artifact.url,
+                result.status,
+            )
+        if artifact.size is not None and result.size is not None and result.size != artifact.size:
+            source = artifact.sources[0].kind if artifact.channel != "installer" else expected_from
+            raise IntegrityError(
+                f"{artifact.filename}: {source} says {artifact.size} bytes but the server "
+                f"serves {result.size}; refusing a file whose sources disagree (try again later)"
+            )
+        size = artifact.size if artifact.size is not None else result.size
+        sources = (*artifact.sources, SourceRef("HEAD probe", result.url, ("exists", "size")))
+        verified = (artifact.md5 is not None or artifact.sha256 is not None) and size is not None
+        return replace(artifact, size=size, sources=sources, probed=True, verified=verified)
+
+    def _probe_all(self, artifacts: list[Artifact]) -> list[Artifact]:
+        return self._map(lambda a: self._probe(a, expected_from="manifest"), artifacts)
+
+    # -- redist channel ---------------------------------------------------------
+    def _resolve_redist(
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        components: Sequence[str] | None,
+        closure: bool = False,
+    ) -> Resolution:
+        if request.exact_label:
+            label = request.exact_label
+            manifest = self.nvidia.manifest(label)
+            if manifest is None:
+                raise self._not_found(request, self.listed_versions(), " with a redist manifest")
+        else:
+            versions = self.listed_versions()
+            picked = request.pick(versions)
+            if not picked:
+                raise self._not_found(request, versions, "")
+            label = str(picked[0])
+            manifest = self.nvidia.manifest(label)
+            if manifest is None:
+                raise ReleaseNotFoundError(
+                    f"the listing names {label} but its manifest answers 404"
+                )
+        artifacts = choose_redist(
+            manifest,
+            platform,
+            components,
+            self.nvidia.redist_url,
+            self.nvidia.manifest_url(label),
+            closure=closure,
+        )
+        facts = ReleaseFacts(
+            label, manifest, self.nvidia.manifest_url(label), None, "", None, "",
+            self._listing_dates.get(label),
+        )  # fmt: skip
+        probed = self._probe_all(artifacts)
+        return Resolution(request.text, platform, "redist", facts.release(), tuple(probed))
+
+    # -- pypi channel -------------------------------------------------------------
+    def _resolve_pypi(
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        components: Sequence[str] | None,
+        closure: bool = False,
+    ) -> Resolution:
+        meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
+        by_version: dict[Version, DistFile] = {}
+        for file in meta_files:
+            if file.version is not None:
+                by_version.setdefault(file.version, file)
+        finals = [v for v in by_version if not v.is_prerelease]
+        picked = request.pick(finals) or (
+            request.pick(v for v in by_version if v.is_prerelease) if request.exact_label else []
+        )
+        if not picked:
+            raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
+        version = picked[0]
+        meta_file = by_version[version]
+        metadata = self.pypi.metadata(meta_file)
+        provided = [str(e) for e in (metadata.provides_extra or [])]
+        if components is None:
+            extras = ["all"] if "all" in provided else provided
+        else:
+            extras = []
+            for name in components:
+                extra = comp.pypi_extra(name)
+                if extra not in provided:
+                    raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
+                extras.append(extra)
+            if closure:
+                offered = {comp.nvidia_name(e) for e in provided}
+                extras = [comp.pypi_extra(n) for n in comp.with_closure(extras, offered)]
+        requirements = requirements_for(metadata.requires_dist or [], extras, platform)
+        if not requirements:
+            raise ArtifactNotFoundError(
+                f"cuda-toolkit {version} requires no wheels for {platform} with extras {', '.join(extras)}"
+            )
+        label = release_key(version)
+        meta_source = SourceRef(
+            f"cuda-toolkit {version} metadata", meta_file.url, ("components", "version pins")
+        )
+
+        def pick(requirement: Requirement) -> Artifact:
+            files = self.pypi.files(requirement.name)
+            wheel = choose_wheel(files, requirement, platform)
+            if wheel is None:
+                raise ArtifactNotFoundError(
+                    f"PyPI has no {requirement.name} wheel matching {requirement.specifier} for {platform}"
+                )
+            index_source = SourceRef(
+                "PyPI simple API",
+                self.pypi.project_url(requirement.name),
+                ("url", "sha256", "size"),
+            )
+            return Artifact(
+                filename=wheel.filename,
+                url=wheel.url,
+                size=wheel.size,
+                md5=None,
+                sha256=wheel.sha256,
+                component=comp.component_of_project(requirement.name),
+                component_version=str(wheel.version),
+                platform=platform,
+                channel="pypi",
+                driver=None,
+                sources=(meta_source, index_source),
+            )
+
+        artifacts = self._probe_all(self._map(pick, requirements))
+        release = Release(label, nvidia_label(Version(label)), None, None, version.is_prerelease)
+        notes = [f"cuda-toolkit {version} on {self.settings.pypi_url}, extras: {', '.join(extras)}"]
+        return Resolution(request.text, platform, "pypi", release, tuple(artifacts), tuple(notes))

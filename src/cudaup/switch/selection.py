@@ -1,0 +1,290 @@
+"""Which CUDA toolkit is active here, and why.
+
+Selection order (the first that names something wins; a name that matches
+nothing is an error, never a silent fall-through):
+
+1. ``cudaup run VERSION -- cmd`` (the run sets ``CUDAUP_TOOLKIT`` for ``cmd``);
+2. ``CUDAUP_TOOLKIT``;
+3. the nearest ``.cuda-version`` file, from the current directory upwards;
+4. ``cudaup default`` (``$CUDAUP_HOME/default``).
+
+A value is a version request (``13.0``, ``12.8.1``, ``cu128``: the newest
+*installed* toolkit that matches, :meth:`Store.find`) or a path to a toolkit
+directory.  ``cudaup default 12.8`` also accepts a system toolkit that
+identifies as 12.8 when the store has none, and records its path.  The rules
+themselves live in :mod:`cudaup.switch.shim` (standard library only, so that a
+shim starts fast); this module gives them the store's view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from cudaup.core.versions import parse_request
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    CudaupError,
+    ReleaseNotFoundError,
+    UsageError,
+)
+from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits
+from cudaup.switch import shim
+
+Source = Literal["run", "env", "file", "default", "none"]
+_SOURCES: dict[str, Source] = {s: s for s in ("run", "env", "file", "default", "none")}
+
+PIN_FILE = shim.PIN_FILE
+TOOLKIT_ENV = shim.TOOLKIT_ENV
+HOW_TO_CHOOSE = shim.HOW_TO_CHOOSE
+
+
+# -- the active toolkit ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Active:
+    """The toolkit in effect and why; ``path`` is ``None`` when none is usable."""
+
+    source: Source
+    request: str | None = None
+    origin: Path | None = None  # the .cuda-version file
+    version: str | None = None  # the store's version; None for a path outside the store
+    path: Path | None = None
+    failure: str | None = None
+    problem: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """``from /work/.cuda-version``, ``from CUDAUP_TOOLKIT``, ``the default``, ``none: …``."""
+        if self.path is None:
+            return f"none: {self.problem}"
+        return {
+            "run": "from the command line",
+            "env": f"from {TOOLKIT_ENV}",
+            "file": f"from {self.origin}",
+            "default": "the default",
+        }.get(self.source, self.source)
+
+    def describe(self) -> str:
+        """``CUDA 12.8.1 (/path)``, or ``the toolkit at /path``."""
+        if self.version:
+            return f"CUDA {self.version} ({self.path})"
+        return f"the toolkit at {self.path}"
+
+    def require(self) -> Path:
+        """The toolkit's directory, or the error that explains why there is none."""
+        if self.path is not None:
+            return self.path
+        message = self.problem or "no CUDA toolkit is chosen here"
+        if self.failure == "not-installed":
+            raise ReleaseNotFoundError(message)
+        if self.failure in {"not-a-request", "not-a-directory", "empty"}:
+            raise UsageError(message)
+        raise CudaupError(message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "reason": self.reason,
+            "request": self.request,
+            "origin": str(self.origin) if self.origin else None,
+            "version": self.version,
+            "path": str(self.path) if self.path else None,
+            "problem": self.problem,
+        }
+
+
+def _home(store: Store) -> str:
+    return str(store.home.absolute())
+
+
+def _store_finder(store: Store) -> shim.Finder:
+    """:meth:`Store.find` in the shape :mod:`cudaup.switch.shim` takes."""
+
+    def find(_home: str, request: str) -> tuple[str, str] | None:
+        try:
+            toolkit = store.find(request)
+        except UsageError:
+            return None
+        return (toolkit.version, str(toolkit.path)) if toolkit else None
+
+    return find
+
+
+def _active(choice: shim.Choice) -> Active:
+    return Active(
+        source=_SOURCES.get(choice.source, "none"),
+        request=choice.request,
+        origin=Path(choice.origin) if choice.origin else None,
+        version=choice.version,
+        path=Path(choice.path) if choice.path else None,
+        failure=choice.failure,
+        problem=choice.problem,
+    )
+
+
+def select(
+    store: Store,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    request: str | None = None,
+) -> Active:
+    """The active toolkit: ``request`` (``cudaup run``), else ``CUDAUP_TOOLKIT``, else the
+    nearest ``.cuda-version``, else the default.  Never raises for a missing toolkit:
+    see :meth:`Active.require`."""
+    env = os.environ if env is None else env
+    where = str(cwd if cwd is not None else Path.cwd())
+    find = _store_finder(store)
+    if request is not None:
+        return _active(shim.resolve(_home(store), request.strip(), "run", None, where, find))
+    return _active(shim.choose(_home(store), env, where, find))
+
+
+def resolve_default(store: Store) -> Active | None:
+    """What ``cudaup default`` names, resolved on its own; ``None`` when there is none."""
+    value = store.default()
+    if not value:
+        return None
+    home = _home(store)
+    return _active(shim.resolve(home, value, "default", None, home, _store_finder(store)))
+
+
+def tool_in(active: Active, tool: str) -> Path:
+    """The executable ``tool`` in the active toolkit; raises when there is none."""
+    toolkit = active.require()
+    found = shim.tool_path(str(toolkit), tool)
+    if found is None:
+        raise ArtifactNotFoundError(
+            f"{tool} is not in {active.describe()}, chosen by "
+            f"{shim.asker(active.source, str(active.origin))}"
+        )
+    return Path(found)
+
+
+# -- requests: versions, paths, system toolkits ------------------------------------------
+def check_request(text: str) -> str:
+    """``text`` stripped, if it is a version request or a path; else :class:`UsageError`."""
+    value = text.strip()
+    if not value:
+        raise UsageError("name a CUDA version (13.0, 12.8.1, cu128) or a toolkit directory")
+    if not shim.is_path_request(value):
+        parse_request(value)  # raises UsageError with the accepted forms
+    return value
+
+
+def real_path(root: SystemRoot, text: str, cwd: Path | None = None) -> Path:
+    """The directory a typed path names: absolute system paths go through ``root``."""
+    typed = Path(text).expanduser()
+    path = Path(os.path.normpath((cwd or Path.cwd()) / typed))
+    if root.is_real or not typed.is_absolute() or path.is_relative_to(root.root):
+        return path
+    final, exists = root.resolve(str(path))
+    return root.path(final) if exists else path
+
+
+def system_toolkits(
+    request: str, root: SystemRoot, env: Mapping[str, str], store: Store
+) -> list[Toolkit]:
+    """Toolkits outside the store that identify as ``request``, newest first."""
+
+    wanted = parse_request(request)
+    found = find_toolkits(Lookup(root=root, env=dict(env), store=store.toolkits_dir))
+
+    def versions(toolkit: Toolkit) -> list[Version]:
+        labels = list(toolkit.identity.candidates) or (
+            [toolkit.identity.line] if toolkit.identity.line and wanted.kind != "exact" else []
+        )
+        parsed = []
+        for label in labels:
+            with contextlib.suppress(InvalidVersion):
+                parsed.append(Version(label))
+        return parsed
+
+    matching = [
+        t
+        for t in found
+        if "cudaup store" not in t.found_via
+        and t.layout == "toolkit"
+        and (t.real / "bin").is_dir()
+        and any(wanted.matches(v) for v in versions(t))
+    ]
+    return sorted(matching, key=lambda t: max(versions(t)), reverse=True)
+
+
+# -- the default ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DefaultChoice:
+    """What ``cudaup default VALUE`` recorded, and what it resolves to now."""
+
+    value: str  # what the default file holds: a version request or an absolute path
+    path: Path
+    version: str | None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "path": str(self.path),
+            "version": self.version,
+            "note": self.note,
+        }
+
+
+def choose_default(
+    store: Store,
+    text: str,
+    *,
+    root: SystemRoot | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> DefaultChoice:
+    """Work out what ``cudaup default TEXT`` records; writes nothing.
+
+    A version request stays a request (``13.0`` follows the newest installed
+    13.0.x).  A version the store lacks may name a system toolkit that
+    identifies as it; its path is recorded instead, and ``note`` says so.
+    """
+    root = SystemRoot.from_env() if root is None else root
+    env = os.environ if env is None else env
+    value = check_request(text)
+    if shim.is_path_request(value):
+        path = real_path(root, value, cwd)
+        if not path.is_dir():
+            raise UsageError(f"{value} is not a directory")
+        _require_bin(path)
+        version = shim.version_at(_home(store), str(path))
+        return DefaultChoice(str(path), path, version)
+    toolkit = store.find(value)
+    if toolkit is not None:
+        return DefaultChoice(value, toolkit.path, toolkit.version)
+    candidates = system_toolkits(value, root, env, store)
+    if not candidates:
+        raise ReleaseNotFoundError(
+            f"no installed toolkit matches {value} (installed: {installed_names(store)}), and no "
+            "toolkit elsewhere on this machine identifies as it; install it with "
+            f"`cudaup install {value}` or name a toolkit directory"
+        )
+    chosen = candidates[0]
+    shown = root.display(chosen.real)
+    note = (
+        f"cudaup has not installed CUDA {value}; the default is the system toolkit {shown} "
+        f"(CUDA {chosen.identity.describe()})"
+    )
+    return DefaultChoice(str(chosen.real), chosen.real, None, note)
+
+
+def _require_bin(path: Path) -> None:
+    if not (path / "bin").is_dir():
+        raise UsageError(f"{path} has no bin/ directory: it is not a CUDA toolkit")
+
+
+def installed_names(store: Store) -> str:
+    return ", ".join(t.version for t in store.installed()) or "none"

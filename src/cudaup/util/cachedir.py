@@ -1,0 +1,319 @@
+"""cudaup's cache directory: what it holds, how much, and making room.
+
+    <cache>/
+      http/       small documents (listings, manifests, index pages), revalidated by age
+      downloads/  archives and runfiles; ``NAME.part`` + ``NAME.part.json`` resume
+      unpacked/   one verified, unpacked tree per archive (by sha256); installs hard-link it
+      locks/      per-file download locks, and ``unpacked.lock``
+
+An unpacked tree is hard-linked into every toolkit installed from it, so while a
+toolkit is installed the tree costs no extra disk; once none is (after
+``uninstall``), the tree alone keeps those bytes, for an instant reinstall.
+:func:`prune` removes such trees, finished downloads and what killed processes
+left; :func:`clean` removes everything but lock files.  Installs hold
+``unpacked.lock`` shared and pruning holds it exclusively (``flock``), so a prune
+never removes a tree an install is about to link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudaup.errors import LockedError
+
+AREAS = ("http", "downloads", "unpacked", "locks")
+LOCK_NAME = "unpacked.lock"
+#: unpacked/<STAGING_PREFIX>...: a tree being unpacked, renamed to its sha256 when done
+STAGING_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLayout:
+    """Every path under cudaup's cache directory, named in this one place."""
+
+    root: Path
+
+    @property
+    def http(self) -> Path:
+        return self.root / "http"
+
+    @property
+    def downloads(self) -> Path:
+        return self.root / "downloads"
+
+    @property
+    def unpacked(self) -> Path:
+        return self.root / "unpacked"
+
+    @property
+    def locks(self) -> Path:
+        return self.root / "locks"
+
+    @property
+    def unpacked_lock(self) -> Path:
+        return self.locks / LOCK_NAME
+
+    def download_lock(self, target: Path) -> Path:
+        """The lock of one download target: in the cache, not beside the user's file,
+        keyed by the target's real path so that two spellings of it share one lock."""
+        key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
+        return self.locks / f"{key}.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class Area:
+    name: str
+    path: Path
+    files: int
+    bytes: int
+    #: bytes whose files are also linked from an installed toolkit (unpacked/ only)
+    shared_bytes: int = 0
+    #: unpacked trees no installed toolkit links to (unpacked/ only)
+    unused_entries: int = 0
+    unused_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "files": self.files,
+            "bytes": self.bytes,
+            "shared_bytes": self.shared_bytes,
+            "unused_entries": self.unused_entries,
+            "unused_bytes": self.unused_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    root: Path
+    areas: tuple[Area, ...]
+    #: what :func:`prune` would free: unused trees and finished downloads
+    reclaimable: int
+
+    @property
+    def bytes(self) -> int:
+        return sum(area.bytes for area in self.areas)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "root": str(self.root),
+            "bytes": self.bytes,
+            "reclaimable_bytes": self.reclaimable,
+            "areas": [area.to_json() for area in self.areas],
+        }
+
+
+@dataclass
+class Cleanup:
+    root: Path
+    removed: list[str] = field(default_factory=list)
+    freed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "root": str(self.root),
+            "removed": self.removed,
+            "freed_bytes": self.freed,
+        }
+
+
+# ---------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------
+def _walk(path: Path) -> Iterator[os.stat_result]:
+    """lstat of every entry below ``path`` (itself included), never following links."""
+    try:
+        top = path.lstat()
+    except FileNotFoundError:
+        return
+    yield top
+    if not stat.S_ISDIR(top.st_mode):
+        return
+    pending = [str(path)]
+    while pending:
+        with contextlib.suppress(FileNotFoundError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    info = entry.stat(follow_symlinks=False)
+                    yield info
+                    if stat.S_ISDIR(info.st_mode):
+                        pending.append(entry.path)
+
+
+def _disk_bytes(info: os.stat_result) -> int:
+    blocks = getattr(info, "st_blocks", None)
+    return blocks * 512 if blocks is not None else info.st_size
+
+
+def _measure(path: Path, seen: set[tuple[int, int]]) -> tuple[int, int, int]:
+    """Files, bytes on disk and bytes also linked elsewhere, each inode counted once."""
+    files = total = shared = 0
+    for info in _walk(path):
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            continue
+        seen.add(key)
+        size = _disk_bytes(info)
+        total += size
+        if stat.S_ISREG(info.st_mode):
+            files += 1
+            if info.st_nlink > 1:
+                shared += size
+    return files, total, shared
+
+
+def _in_use(tree: Path) -> bool:
+    """Whether an installed toolkit links any of this unpacked tree's files."""
+    return any(stat.S_ISREG(info.st_mode) and info.st_nlink > 1 for info in _walk(tree))
+
+
+def _finished(downloads: Path) -> list[Path]:
+    """Downloads that completed (verified, under their final name): kept by nothing."""
+    try:
+        return sorted(
+            p
+            for p in downloads.iterdir()
+            if p.is_file() and not p.name.endswith((".part", ".part.json"))
+        )
+    except FileNotFoundError:
+        return []
+
+
+def _prunable(root: Path) -> list[Path]:
+    """What :func:`prune` removes: unpacked trees no toolkit links to, staging, finished
+    downloads, and resume state whose part file is gone."""
+    found: list[Path] = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(CacheLayout(root).unpacked.iterdir()):
+            if entry.name.startswith(STAGING_PREFIX) or not _in_use(entry):
+                found.append(entry)
+    downloads = CacheLayout(root).downloads
+    found += _finished(downloads)
+    with contextlib.suppress(FileNotFoundError):
+        for state in sorted(downloads.glob("*.part.json")):
+            if not state.with_name(state.name[: -len(".json")]).exists():
+                found.append(state)
+    return found
+
+
+def inspect(root: Path) -> CacheInfo:
+    """What the cache holds, area by area (hard-linked files counted once)."""
+    prunable = {path: _measure(path, set())[1] for path in _prunable(root)}
+    unused = {
+        path: size
+        for path, size in prunable.items()
+        if path.parent.name == "unpacked" and not path.name.startswith(STAGING_PREFIX)
+    }
+    seen: set[tuple[int, int]] = set()
+    areas = []
+    for name in AREAS:
+        path = root / name
+        files, total, shared = _measure(path, seen)
+        if name == "unpacked":
+            areas.append(Area(name, path, files, total, shared, len(unused), sum(unused.values())))
+        else:
+            areas.append(Area(name, path, files, total, shared))
+    return CacheInfo(root, tuple(areas), sum(prunable.values()))
+
+
+# ---------------------------------------------------------------------------
+# Locking: installs share, pruning excludes
+# ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def _flock(root: Path, exclusive: bool, wait: float) -> Iterator[None]:
+    import fcntl  # noqa: PLC0415 - POSIX only, like installing
+
+    layout = CacheLayout(root)
+    layout.locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(layout.unpacked_lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in {errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK}:
+                    raise
+                if time.monotonic() >= deadline:
+                    what = "an install is using" if exclusive else "a cache prune is emptying"
+                    raise LockedError(
+                        f"{what} cudaup's cache ({root}); try again when it has finished"
+                    ) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def using(root: Path) -> Iterator[None]:
+    """Held (shared) by an install while it unpacks archives and links their trees."""
+    if not hasattr(os, "fork"):  # pragma: no cover - no flock on Windows; installs are Linux-only
+        yield
+        return
+    with _flock(root, exclusive=False, wait=600.0):
+        yield
+
+
+# ---------------------------------------------------------------------------
+# Making room
+# ---------------------------------------------------------------------------
+def _remove(path: Path, report: Cleanup, root: Path) -> None:
+    freed = _measure(path, set())[1]
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return
+    report.removed.append(path.relative_to(root).as_posix())
+    report.freed += freed
+
+
+def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
+    """Remove what no installed toolkit needs; keep what is in use and what resumes.
+
+    Removed: unpacked trees no toolkit links to, finished downloads (installs unpack
+    them and keep the tree), staging and orphaned resume files that killed
+    processes left.  Kept: trees in use, ``.part`` downloads with their state (a
+    re-run resumes them), the HTTP cache (small, and it saves round trips).
+    """
+    report = Cleanup(root)
+    with _flock(root, exclusive=True, wait=wait):
+        # Under the exclusive lock no install is at work: any staging is dead.
+        for path in _prunable(root):
+            _remove(path, report, root)
+    return report
+
+
+def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
+    """Remove everything in the cache (installed toolkits keep their own links).
+
+    Lock files stay: they are empty, and a running ``cudaup download`` (which does not
+    take the cache lock) may hold one; removing it would let a second process in.
+    """
+    report = Cleanup(root)
+    with _flock(root, exclusive=True, wait=wait):
+        for name in AREAS:
+            if name == "locks":
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                for entry in sorted((root / name).iterdir()):
+                    _remove(entry, report, root)
+    return report

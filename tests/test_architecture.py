@@ -1,0 +1,151 @@
+"""The import contract: which package may import which, read from the source itself.
+
+The table below is the map in ``docs/design.md``; a new import that crosses it
+fails here, so the layering stays what the tree shows.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import cudaup
+from cudaup.errors import EXIT_CODES, CudaupError
+
+SRC = Path(cudaup.__file__).parent
+ROOT = SRC.parent.parent
+
+#: What each package may import from cudaup (besides itself).  ``errors`` and
+#: ``config`` are modules at the top; ``data`` holds no code.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "config": set(),
+    "core": {"errors"},
+    "nvidia": {"errors", "core"},
+    "util": {"errors", "config"},
+    "net": {"errors", "config", "util"},
+    "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
+    "download": {"errors", "config", "core", "net", "util"},
+    "machine": {"errors", "config", "core", "net", "resolve", "util"},
+    "install": {"errors", "config", "core", "net", "resolve", "download", "machine", "util"},
+    "switch": {"errors", "config", "core", "install", "machine", "util"},
+    "plan": {"errors", "config", "core", "net", "resolve", "util"},
+    "fleet": {"errors", "config", "core", "net", "resolve", "download", "install", "plan", "util"},
+    "cli": set(),  # anything: nothing imports it
+}
+#: The pure packages import none of these (the network, processes, threads, the disk).
+IO_MODULES = {"os", "shutil", "socket", "ssl", "subprocess", "threading", "urllib3", "tempfile"}
+PURE = {"core", "nvidia"}
+
+
+def _package_of(path: Path) -> str:
+    relative = path.relative_to(SRC).parts
+    return relative[0].removesuffix(".py") if relative[0] != "__init__.py" else "cudaup"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (function-level imports count too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        package = _package_of(path)
+        edges = graph.setdefault(package, set())
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] == "cudaup" and len(parts) > 1 and parts[1] in ALLOWED.keys() - {package}:
+                edges.add(parts[1])
+    return graph
+
+
+def test_every_package_is_in_the_table() -> None:
+    found = {_package_of(p) for p in SRC.rglob("*.py")} - {"cudaup", "__main__"}
+    assert found == set(ALLOWED)
+
+
+def test_packages_import_only_what_the_layering_allows() -> None:
+    graph = _graph()
+    crossings = {
+        package: sorted(targets - ALLOWED[package])
+        for package, targets in graph.items()
+        if package in ALLOWED and package != "cli" and targets - ALLOWED[package]
+    }
+    assert crossings == {}
+
+
+def test_nothing_outside_cli_imports_cli() -> None:
+    importers = [p for p, targets in _graph().items() if "cli" in targets]
+    assert importers == ["__main__"]  # `python -m cudaup`
+    # the package root reaches the library lazily, never the CLI
+    assert "cli" not in _imports(SRC / "__init__.py")
+
+
+def test_no_loops_between_packages() -> None:
+    graph = _graph()
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for target in graph.get(node, set()):
+            assert state.get(target) != "open", " -> ".join([*path, target])
+            if target not in state:
+                visit(target, [*path, target])
+        state[node] = "done"
+
+    for package in graph:
+        if package not in state:
+            visit(package, [package])
+
+
+def test_the_pure_packages_do_no_io() -> None:
+    for package in PURE:
+        for path in (SRC / package).rglob("*.py"):
+            used = {name.split(".")[0] for name in _imports(path)} & IO_MODULES
+            assert not used, f"{path.relative_to(SRC)} imports {sorted(used)}"
+
+
+def test_install_does_not_reach_into_switching() -> None:
+    assert "switch" not in _graph()["install"]
+
+
+def test_every_error_and_exit_code_is_in_errors_py() -> None:
+    for module in pkgutil.walk_packages([str(SRC)], "cudaup."):
+        if module.name.startswith("cudaup.cli") or module.name == "cudaup.__main__":
+            continue
+        loaded = importlib.import_module(module.name)
+        for _, value in inspect.getmembers(loaded, inspect.isclass):
+            if issubclass(value, CudaupError):
+                assert value.__module__ == "cudaup.errors", f"{value} in {module.name}"
+    for path in SRC.rglob("*.py"):
+        if path.name != "errors.py":
+            assert not re.search(r"^\s+exit_code\s*[:=]", path.read_text(), re.M), path
+
+
+def test_the_readme_documents_every_exit_code() -> None:
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+)(?:, (\d+))? \|", readme, re.M)
+    table = {code for row in rows for code in row if code}
+    for code in set(EXIT_CODES.values()):
+        assert str(code) in table, f"exit code {code} is not in the README's table"
+
+
+def test_modules_stay_readable() -> None:
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 650
+    }
+    assert long == {}
