@@ -1,13 +1,14 @@
 """Test-wide fixtures: an isolated cache per test and no stray network.
 
-Every test gets its own ``CUDAUP_CACHE_DIR`` and no ``CUDAUP_*`` host
-overrides from the developer's shell.  Connections to anything but loopback
+Every test gets its own ``CUDAUP_CACHE_DIR`` and ``CUDAUP_HOME``, and no other
+``CUDAUP_*`` variable (nor a proxy) from the developer's shell.  Connections to anything but loopback
 are refused unless the test is marked ``pypi`` (the live-PyPI tests).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +37,9 @@ def _loopback_only(self: socket.socket, address: Any) -> Any:
 def _isolated(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
+    for name in [n for n in os.environ if n.startswith("CUDAUP_")]:
+        monkeypatch.delenv(name)
     for name in (
-        "CUDAUP_NVIDIA_DOWNLOAD_URL",
-        "CUDAUP_NVIDIA_ARCHIVE_URL",
-        "CUDAUP_NVIDIA_PRERELEASE_URL",
-        "CUDAUP_PYPI_URL",
         "HTTPS_PROXY",
         "HTTP_PROXY",
         "https_proxy",
@@ -50,6 +49,7 @@ def _isolated(
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     if request.node.get_closest_marker("pypi") is None:
         monkeypatch.setattr(socket.socket, "connect", _loopback_only)

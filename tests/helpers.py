@@ -50,3 +50,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
     code = main(list(argv))
     captured = capsys.readouterr()
     return CliResult(code, captured.out, captured.err)
+
+
+def require_tool(path: str, package: str) -> None:
+    """Fail (never skip) when a system tool a test starts for real is missing:
+    ``.ci/run`` installs it, and a developer is told how."""
+    import os
+
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is needed for this test: apt-get install {package}")

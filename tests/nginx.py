@@ -32,6 +32,8 @@ def _free_port() -> int:
 
 class Nginx:
     def __init__(self, root: Path, rate_limits: dict[str, str | None] | None = None) -> None:
+        if not available():
+            raise RuntimeError("nginx is needed here: apt-get install nginx-light")
         self.root = root
         self.limits = rate_limits or {"plain": None}
         self.ports = {name: _free_port() for name in self.limits}

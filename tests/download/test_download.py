@@ -462,9 +462,6 @@ def test_two_processes_one_good_file(fault_server: FaultServer, tmp_path: Path) 
 
 
 # -- a real web server ------------------------------------------------------------------
-@pytest.mark.skipif(
-    not __import__("tests.nginx").nginx.available(), reason="nginx is not installed"
-)
 def test_through_real_nginx_with_a_per_connection_cap(tmp_path: Path) -> None:
     from tests.nginx import Nginx
 

@@ -22,9 +22,10 @@ from cudaup.cli.main import build_parser
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import pins
-from tests.test_switch import make_toolkit, make_tree, readlink
+from tests.helpers import require_tool
+from tests.switch.test_switch import make_toolkit, make_tree, readlink
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
 
 
@@ -236,7 +237,7 @@ def test_evaluating_env_in_bash_sets_it_and_does_not_stack(store: Store, tmp_pat
     base = [
         sys.executable,
         "-c",
-        "import sys; from tests.test_cli_switch import main; sys.exit(main(sys.argv[1:]))",
+        "import sys; from cudaup.cli import main; sys.exit(main(sys.argv[1:]))",
     ]
     cli = " ".join(f"'{a}'" for a in base)
     script = (
@@ -368,12 +369,10 @@ def test_default_system_refuses_a_real_directory(
     assert "/usr/local/cuda is a real directory, not a link; cudaup will not replace it" in err
 
 
-@pytest.mark.skipif(
-    not os.access(UPDATE_ALTERNATIVES, os.X_OK), reason="needs dpkg's update-alternatives"
-)
 def test_default_system_and_undo_with_alternatives(
     store: Store, capsys: pytest.CaptureFixture[str], real_link_untouched: None
 ) -> None:
+    require_tool(UPDATE_ALTERNATIVES, "dpkg")
     root = SystemRoot.from_env()
     for line in ("12.8", "13.0"):
         make_tree(root.path(f"/usr/local/cuda-{line}"), line)

@@ -13,7 +13,7 @@ from cudaup.errors import EXIT_CODES
 from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia import FakeNvidiaServer, build_site
 from tests.helpers import point_env_at, run_cli
-from tests.nginx import Nginx, available
+from tests.nginx import Nginx
 
 REFUSED = "http://127.0.0.1:9"  # nothing listens there: every outside host is gone
 
@@ -116,7 +116,6 @@ def test_tampered_lock_fails_before_anything_is_written(
     assert not toolkits.exists() or list(toolkits.iterdir()) == []
 
 
-@pytest.mark.skipif(not available(), reason="nginx is not installed")
 def test_mirror_behind_nginx_gives_identical_trees(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -200,7 +199,6 @@ def test_mirror_behind_nginx_gives_identical_trees(
 
 
 @pytest.mark.pypi
-@pytest.mark.skipif(not available(), reason="nginx is not installed")
 def test_pypi_channel_mirror_serves_pip_and_cudaup(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundErr
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import environment, pins, selection, shim, shims, system_link
+from tests.helpers import require_tool
 
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
 
@@ -574,12 +575,10 @@ def test_without_root_on_the_real_system_it_says_sudo(
     assert system_link.read_history(three) == []
 
 
-@pytest.mark.skipif(
-    not os.access(UPDATE_ALTERNATIVES, os.X_OK), reason="needs dpkg's update-alternatives"
-)
 def test_alternatives_set_and_undo(
     three: Store, root: SystemRoot, real_link_untouched: None
 ) -> None:
+    require_tool(UPDATE_ALTERNATIVES, "dpkg")
     for line in ("12.4", "12.8", "13.0"):
         make_tree(root.path(f"/usr/local/cuda-{line}"), line)
     for line, priority in (("12.4", "124"), ("13.0", "130")):

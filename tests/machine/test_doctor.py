@@ -134,8 +134,7 @@ def test_no_driver_is_an_answer(tmp_path: Path) -> None:
 
 
 def test_gpu_the_toolkit_cannot_target(tmp_path: Path) -> None:
-    if not CompatTable.load().architectures:
-        pytest.skip("architectures.tsv not shipped")
+    assert CompatTable.load().architectures, "data/architectures.tsv must ship with cudaup"
     fm.script(tmp_path / "usr/bin/nvidia-smi", T4_CSV)
     tree = fm.runfile_13_0(tmp_path)
     report = machine(tmp_path, driver="570.124.06", env={"CUDA_HOME": str(tree)})

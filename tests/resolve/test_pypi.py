@@ -21,7 +21,7 @@ from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import choose_wheel, requirements_for
 from cudaup.resolve.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json
 from cudaup.resolve.resolver import Resolver
-from tests.test_http import ScriptedServer, reply
+from tests.net.test_http import ScriptedServer, reply
 
 METADATA = (
     "Metadata-Version: 2.4\nName: cuda-toolkit\nVersion: 13.0.1\nProvides-Extra: all\nProvides-Extra: nvcc\n"

@@ -18,7 +18,7 @@ from cudaup.errors import UsageError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 
-DATA = Path(__file__).parent / "data" / "driver"
+DATA = Path(__file__).resolve().parents[1] / "data" / "driver"
 MIB = 1024 * 1024
 
 

@@ -18,7 +18,7 @@ from cudaup.core.driver import (
 )
 from cudaup.errors import UsageError
 
-DATA = Path(__file__).parent / "data" / "driver"
+DATA = Path(__file__).resolve().parents[1] / "data" / "driver"
 
 
 def fixture(name: str) -> str:

@@ -27,11 +27,9 @@ import pytest
 
 from cudaup.core.components import ALIASES
 from tests.fakenvidia.server import FakeNvidiaServer
-from tests.helpers import point_env_at, run_cli
+from tests.helpers import point_env_at, require_tool, run_cli
 
-pytest.importorskip("ansible")
-
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "ansible_collections" / "cudaup" / "toolkit"
 CUDAUP = Path(sys.executable).parent / "cudaup"
 HOSTS = ("node1", "node2", "node3")
@@ -140,8 +138,7 @@ class Fleet:
 
 @pytest.fixture
 def fleet(tmp_path: Path, fake_nvidia: FakeNvidiaServer) -> Fleet:
-    if not (Path(sys.executable).parent / "ansible-playbook").exists():
-        pytest.skip("ansible-playbook is not installed next to this Python")
+    require_tool(str(Path(sys.executable).parent / "ansible-playbook"), "(pip) ansible-core")
     assert CUDAUP.exists(), f"cudaup's script is missing: {CUDAUP}"
     lines = ["[gpu]"]
     for host in HOSTS:
