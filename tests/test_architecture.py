@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "config": set(),
     "core": {"errors"},
     "nvidia": {"errors", "core"},
-    "util": {"errors", "config"},
+    "util": {"errors", "config", "core"},
     "net": {"errors", "config", "util"},
     "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
     "download": {"errors", "config", "core", "net", "util"},

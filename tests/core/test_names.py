@@ -1,0 +1,101 @@
+"""Names from outside: what passes, what is refused, and the words of the refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudaup.core.names import (
+    check_component,
+    check_file_name,
+    check_relative_path,
+    check_release,
+)
+from cudaup.errors import IntegrityError, SourceFormatError
+from cudaup.util.paths import inside
+
+HOSTILE = [
+    "",
+    ".",
+    "..",
+    "../x",
+    "a/../../b",
+    "/etc/passwd",
+    "\\\\server\\share",
+    "C:evil",
+    "c:\\windows",
+    "a\x00b",
+    "a\nb",
+    "x" * 300,
+]
+
+
+@pytest.mark.parametrize("value", [*HOSTILE, "a/b", "a\\b", 5, None, ["x"]])
+def test_file_names_refused(value: object) -> None:
+    with pytest.raises(SourceFormatError, match=r"^component key .* in redistrib_13\.0\.1\.json"):
+        check_file_name(value, field="component key", where="redistrib_13.0.1.json")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz", "nvidia_cuda_nvcc-13.0.88-py3-none.whl"],
+)
+def test_file_names_accepted(value: str) -> None:
+    assert check_file_name(value, field="file") == value
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v not in {"C:evil"}] + ["a//b", "a/./b"])
+def test_relative_paths_refused(value: str) -> None:
+    with pytest.raises(IntegrityError, match="relative_path"):
+        check_relative_path(value, field="relative_path", error=IntegrityError)
+
+
+def test_relative_paths_accepted() -> None:
+    value = "cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz"
+    assert check_relative_path(value, field="relative_path") == value
+
+
+@pytest.mark.parametrize("value", ["../../tmp/x", "cuda nvcc", "", "-rf", "x" * 200, 3])
+def test_components_refused(value: object) -> None:
+    with pytest.raises(SourceFormatError, match="component"):
+        check_component(value, field="component")
+
+
+@pytest.mark.parametrize("value", ["cuda_nvcc", "libcublas", "nvidia_driver", "cuda_cccl"])
+def test_components_accepted(value: str) -> None:
+    assert check_component(value, field="component") == value
+
+
+@pytest.mark.parametrize(
+    "value", ["../../../../srv/data", "13", "13.0.1/..", "v13.0.1", "1.2.3.4.5"]
+)
+def test_releases_refused(value: str) -> None:
+    with pytest.raises(IntegrityError, match="release"):
+        check_release(value, field="release", error=IntegrityError)
+
+
+def test_releases_accepted() -> None:
+    assert check_release("13.0.1", field="release") == "13.0.1"
+    assert check_release("12.4.131.1", field="release") == "12.4.131.1"
+
+
+def test_inside_builds_only_paths_below_the_root(tmp_path: Path) -> None:
+    assert inside(tmp_path, "toolkits", "13.0.1") == tmp_path / "toolkits" / "13.0.1"
+    for parts in (("..",), ("a", ".."), ("a/b",), ("/etc",), ("",)):
+        with pytest.raises(IntegrityError):
+            inside(tmp_path, *parts)
+
+
+def test_inside_refuses_a_link_below_the_root(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "toolkits").symlink_to(elsewhere)
+    with pytest.raises(IntegrityError, match="symbolic link"):
+        inside(root, "toolkits", "13.0.1")
+    # The root itself may be a link: the user made it.
+    linked_root = tmp_path / "linked"
+    linked_root.symlink_to(root)
+    assert inside(linked_root, "downloads", "x.run") == linked_root / "downloads" / "x.run"
