@@ -1,7 +1,7 @@
 """Regenerate ``src/cudaup/data/snapshot.json``, the offline snapshot of installers.
 
 Input: a TSV of standalone installers (``version platform filename md5 bytes url``),
-e.g. ``shared/reference/nvidia-samples/local-installers-catalog.tsv`` (verbatim
+e.g. ``tests/fakenvidia/data/local-installers-catalog.tsv`` (verbatim
 NVIDIA facts).  The snapshot is used only with ``--offline`` and is stamped
 with the date it was made, so answers from it say how old they are.
 

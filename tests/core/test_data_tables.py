@@ -79,7 +79,7 @@ def test_known_releases_present(releases: dict[str, dict[str, str]]) -> None:
 
 
 def test_known_13_0_facts(releases: dict[str, dict[str, str]]) -> None:
-    # shared/reference README rule 3 and ml-wheels.md §9.
+    # One component version belongs to several releases: 13.0.2 and 13.0.3 share nvcc and cudart.
     assert releases["13.0.1"]["cuda_cudart"] == "13.0.88"
     assert releases["13.0.2"]["cuda_cudart"] == "13.0.96"
     assert releases["13.0.3"]["cuda_cudart"] == "13.0.96"

@@ -9,11 +9,10 @@ the command's arguments and sets ``handler`` (``-`` in a name becomes ``_``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class CommandInfo:
+class CommandInfo(NamedTuple):  # not a dataclass: dataclasses imports inspect (~5 ms)
     module: str
     summary: str
     example: str

@@ -55,7 +55,9 @@ NVIDIA_SMI_QUERY = (
 )
 SYS_MODULE_VERSION = "/sys/module/nvidia/version"
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
-FAKE_NVIDIA_SMI = "/usr/bin/nvidia-smi"
+#: Where nvidia-smi is looked for below a system root other than ``/`` (tests build machines
+#: there); on the real root it is looked up on PATH.
+ROOTED_NVIDIA_SMI = "/usr/bin/nvidia-smi"
 #: The kernel-module files are one or two lines; never read more than this.
 _MAX_READ = 64 * 1024
 _MIB = 1024 * 1024
@@ -309,10 +311,10 @@ class _SmiRun:
 
 def _find_nvidia_smi(root: SystemRoot, env: Mapping[str, str]) -> tuple[str | None, str]:
     if not root.is_real:
-        candidate = root.path(FAKE_NVIDIA_SMI)
+        candidate = root.path(ROOTED_NVIDIA_SMI)
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate), ""
-        return None, f"nvidia-smi: {FAKE_NVIDIA_SMI} does not exist"
+        return None, f"nvidia-smi: {ROOTED_NVIDIA_SMI} does not exist"
     found = shutil.which("nvidia-smi", path=env.get("PATH", os.defpath))
     if found is None:
         return None, "nvidia-smi: not on PATH"
