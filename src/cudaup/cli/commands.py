@@ -124,4 +124,10 @@ COMMANDS: dict[str, CommandInfo] = {
         "write a lock's files as a static mirror",
         "cudaup mirror cuda.lock.toml ./cuda-mirror",
     ),
+    # the shell
+    "completions": CommandInfo(
+        "cudaup.cli.completions",
+        "a shell completion script: bash, zsh or fish",
+        "cudaup completions bash > ~/.local/share/bash-completion/completions/cudaup",
+    ),
 }

@@ -28,7 +28,7 @@ from cudaup.cli.commands import COMMANDS
 from cudaup.errors import CudaupError, UsageError
 
 #: Global options that take a value, so that the command can be found without parsing.
-_VALUED = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
+VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,7 +77,7 @@ def command_name(argv: Sequence[str]) -> str | None:
             skip = False
         elif word == "--":
             return None
-        elif word in _VALUED:
+        elif word in VALUED_GLOBALS:
             skip = True
         elif not word.startswith("-"):
             return word
