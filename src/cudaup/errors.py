@@ -127,6 +127,13 @@ class PermissionDeniedError(CudaupError):
     kind = "permission-denied"
 
 
+class ProblemsFoundError(CudaupError):
+    """``doctor`` reported at least one error-level problem (its report is printed in full)."""
+
+    exit_code = 15
+    kind = "problems-found"
+
+
 class CommandNotRunError(CudaupError):
     """``cudaup run`` could not start the command (127: not found, 126: not executable)."""
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.core.compat import CompatTable
+from cudaup.errors import EXIT_CODES
 from cudaup.machine.doctor import Problem, Report, examine
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup
@@ -168,6 +169,17 @@ def test_cli_doctor_json_on_a_fake_root(
     assert toolkit["identity"]["release"] == "12.4.1" and toolkit["link"]["alternatives"] is True
     human = run_cli(capsys, "doctor", "--python", str(tmp_path / "none"), "--driver", "535.104.05")
     assert "driver    535.104.05 (from override) · runs CUDA ≤ 12.2" in human.out
+    # 535 runs 12.4 under minor-version compatibility: a warning, not a failure
+    assert human.code == 0 and "warning" in human.out
+    # 520 cannot run 12.4 at all: an error-level problem, so CI can gate on the exit code
+    failing = run_cli(capsys, "doctor", "--python", str(tmp_path / "none"), "--driver", "520.61.05")
+    assert failing.code == EXIT_CODES["problems-found"]
+    assert any(line.startswith("error ") for line in failing.out.splitlines())
+    gated = run_cli(
+        capsys, "doctor", "--json", "--python", str(tmp_path / "none"), "--driver", "520.61.05"
+    )
+    assert gated.code == EXIT_CODES["problems-found"]
+    assert any(p["severity"] == "error" for p in json.loads(gated.out)["problems"])
     assert (
         "toolkit   /usr/local/cuda-12.4: CUDA 12.4.1 · dpkg: cuda-toolkit-12-4 12.4.1-1"
         in human.out

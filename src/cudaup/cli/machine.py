@@ -7,6 +7,7 @@ import os
 
 from cudaup.cli.common import emit_json, settings_of
 from cudaup.core.compat import FORWARD_NOTE
+from cudaup.errors import ProblemsFoundError
 from cudaup.machine.compat_report import driver_compat, live_table, release_compat
 from cudaup.machine.doctor import examine, lookup_from_env
 
@@ -38,9 +39,13 @@ def _gib(mib: int | None) -> str:
 def cmd_doctor(args: argparse.Namespace) -> int:
 
     report = examine(lookup_from_env(os.environ, python=args.python), driver_override=args.driver)
+    # CI gates on this: error-level problems exit non-zero, after the full report.
+    code = (
+        ProblemsFoundError.exit_code if any(p.severity == "error" for p in report.problems) else 0
+    )
     if args.json:
         emit_json(report.to_json())
-        return 0
+        return code
     driver = report.driver
     if driver.version is None:
         print("driver    none found")
@@ -78,7 +83,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"{problem.severity:<9} {problem.message}")
         print(f"{'':<9}   fix: {problem.fix}")
-    return 0
+    return code
 
 
 def _by_line(chosen: list[str], every: list[str]) -> str:
