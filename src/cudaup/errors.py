@@ -134,6 +134,17 @@ class ProblemsFoundError(CudaupError):
     kind = "problems-found"
 
 
+class OutputClosedError(CudaupError):
+    """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
+
+    Nothing else went wrong, so nothing more is said: the exit code is the shell's
+    for a process stopped by SIGPIPE.
+    """
+
+    exit_code = 141
+    kind = "output-closed"
+
+
 class CommandNotRunError(CudaupError):
     """``cudaup run`` could not start the command (127: not found, 126: not executable)."""
 

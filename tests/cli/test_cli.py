@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -228,3 +230,39 @@ def test_version_is_fast_path() -> None:
     assert (
         "'ssl'" not in modules and "'concurrent.futures'" not in modules
     )  # loaded when going online
+
+
+def _cudaup_script() -> str:
+    return str(Path(sys.executable).parent / "cudaup")
+
+
+def test_a_closed_pipe_is_not_a_bug() -> None:
+    """`cudaup … | head -1`: the reader is gone before cudaup writes (its read end is closed
+    before cudaup starts), so every write fails with EPIPE."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [_cudaup_script(), "completions", "bash"],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert done.returncode == EXIT_CODES["output-closed"]
+    assert done.stderr == ""  # no traceback, no "Exception ignored" from the final flush
+
+
+def test_a_terminal_that_cannot_print_the_marks(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "CUDAUP_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [_cudaup_script(), "resolve", "13.0.1", "--offline", "--platform", "linux-x86_64"],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode("ascii")  # nothing but ASCII came out
+    assert "x cuda_13.0.1_580.82.07_linux.run" in text and "- bundles driver 580.82.07" in text

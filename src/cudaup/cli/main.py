@@ -16,19 +16,52 @@ appears only with ``--debug``.  Exit code 1 is reserved for bugs.
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
 import importlib
+import io
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from cudaup import __version__
 from cudaup.cli.commands import COMMANDS
-from cudaup.errors import CudaupError, UsageError
+from cudaup.errors import CudaupError, OutputClosedError, UsageError
 
 #: Global options that take a value, so that the command can be found without parsing.
 VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
+
+
+#: What cudaup prints beyond ASCII, and what a terminal that cannot show it gets instead.
+_ASCII = {"✓": "ok", "✗": "x", "≥": ">=", "≤": "<=", "·": "-", "→": "->", "…": "...", "—": "-"}
+
+
+def _transliterate(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(_ASCII.get(char, "?") for char in text), error.end
+
+
+codecs.register_error("cudaup-ascii", _transliterate)
+
+
+def _tolerant_output() -> None:
+    """Print on any terminal: characters its encoding lacks become ASCII (``✓`` → ``ok``)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="cudaup-ascii")
+
+
+def _output_closed() -> int:
+    """stdout's reader went away: say nothing more, and keep Python from complaining
+    when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return OutputClosedError.exit_code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,6 +153,14 @@ def _unknown_command(name: str) -> UsageError:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerant_output()
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        return _output_closed()
+
+
+def _run(argv: list[str]) -> int:
     json_wanted = "--json" in argv
     debug = "--debug" in argv
     try:
@@ -133,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return UsageError.exit_code
         json_wanted, debug = args.json, args.debug
         result: int = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+    except BrokenPipeError:
+        raise
     except CudaupError as exc:
         if debug:
             raise
