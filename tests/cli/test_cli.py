@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -266,3 +267,30 @@ def test_a_terminal_that_cannot_print_the_marks(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode("ascii")  # nothing but ASCII came out
     assert "x cuda_13.0.1_580.82.07_linux.run" in text and "- bundles driver 580.82.07" in text
+
+
+def _without_privileges() -> list[str]:
+    """Run as this user without root's power to write anywhere (CAP_DAC_OVERRIDE): a
+    directory's mode then binds, as it does for every other user."""
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
+
+
+def test_a_directory_the_user_may_not_write(tmp_path: Path) -> None:
+    locked = tmp_path / "project"
+    locked.mkdir()
+    locked.chmod(0o555)
+    env = {**os.environ, "CUDAUP_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [*_without_privileges(), _cudaup_script(), "--json", "pin", "12.8"],
+        cwd=locked,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == EXIT_CODES["permission-denied"], done.stderr
+    assert f"permission denied: {locked / '.cuda-version'}" in done.stderr
+    assert json.loads(done.stdout)["error"]["kind"] == "permission-denied"
+    assert not (locked / ".cuda-version").exists()

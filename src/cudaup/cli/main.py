@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 from cudaup import __version__
 from cudaup.cli.commands import COMMANDS
-from cudaup.errors import CudaupError, OutputClosedError, UsageError
+from cudaup.errors import CudaupError, OutputClosedError, UsageError, from_os_error
 
 #: Global options that take a value, so that the command can be found without parsing.
 VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
@@ -178,22 +178,39 @@ def _run(argv: list[str]) -> int:
     except BrokenPipeError:
         raise
     except CudaupError as exc:
-        if debug:
-            raise
-        if json_wanted:
-            error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
-            sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
-        hint = ""
-        if exc.kind == "network" and "--offline" not in argv:
-            hint = " (without network access: --mirror URL, or --offline for resolve)"
-        sys.stderr.write(f"cudaup: error: {exc}{hint}\n")
-        return exc.exit_code
+        return _fail(exc, argv, json_wanted, debug)
     except KeyboardInterrupt:
         sys.stderr.write("cudaup: interrupted; run the same command again to resume\n")
         return 130
+    except OSError as exc:
+        # A full disk or a refusal that no handler translated is still not a bug.
+        translated = from_os_error(
+            exc, hint="choose another directory (CUDAUP_HOME, CUDAUP_CACHE_DIR, -o, --prefix)"
+        )
+        if translated is None:
+            return _internal(exc, debug)
+        return _fail(translated, argv, json_wanted, debug)
     except Exception as exc:
-        if debug:
-            raise
-        sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
-        return 1
+        return _internal(exc, debug)
     return result
+
+
+def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> int:
+    """One sentence on stderr, the error object under ``--json``, the exit code."""
+    if debug:
+        raise exc
+    if json_wanted:
+        error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
+        sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
+    hint = ""
+    if exc.kind == "network" and "--offline" not in argv:
+        hint = " (without network access: --mirror URL, or --offline for resolve)"
+    sys.stderr.write(f"cudaup: error: {exc}{hint}\n")
+    return exc.exit_code
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        raise exc
+    sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
+    return 1

@@ -12,10 +12,23 @@ import os
 import tempfile
 from pathlib import Path
 
+from cudaup.errors import from_os_error
+
 
 def atomic_write(
     path: Path, data: bytes | str, *, mode: int = 0o644, durable: bool = False
 ) -> None:
+    """Replace ``path`` with ``data``; a full disk or a refusal names ``path`` (exit 10, 14)."""
+    try:
+        _write(path, data, mode, durable)
+    except OSError as exc:
+        translated = from_os_error(exc, path=path)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+def _write(path: Path, data: bytes | str, mode: int, durable: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
