@@ -243,44 +243,44 @@ def test_a_broken_lock_is_refused_and_changes_nothing(
     _refused(sandbox, capsys, body, "source-format", says)
 
 
-def test_the_untampered_lock_installs_and_mirrors_inside_their_roots(
+@pytest.fixture
+def locked(
     sandbox: Sandbox,  # noqa: F811 - fixture
     fake_nvidia: FakeNvidiaServer,
     fake_nvidia_site: Site,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """The control: the same lock and commands work, and write only where they should."""
+) -> Sandbox:
+    """The sandbox, with the good lock in its working directory and the origins served."""
     point_env_at(monkeypatch, fake_nvidia)
     (sandbox.work / "cuda.lock.toml").write_text(tomli_w.dumps(good_lock(fake_nvidia_site)))
-    before = sandbox.snapshot()
-    install, mirror = commands(sandbox)
+    return sandbox
+
+
+def test_the_untampered_lock_installs_and_mirrors_inside_their_roots(
+    locked: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The control: the same lock and commands work, and write only where they should."""
+    before = locked.snapshot()
+    install, mirror = commands(locked)
     assert (result := run_cli(capsys, *install)).code == 0, result.err
     assert (result := run_cli(capsys, *mirror)).code == 0, result.err
-    after = sandbox.snapshot()
+    after = locked.snapshot()
     assert "opt/cudaup/home/toolkits/13.0.1/include/cuda_runtime.h" in after
     assert any(p.startswith("mirror/compute/cuda/redist/cuda_cudart/") for p in after)
-    allowed = [sandbox.home, sandbox.cache, sandbox.root / "mirror"]
-    assert sandbox.changed_outside(before, after, allowed) == set()
+    allowed = [locked.home, locked.cache, locked.root / "mirror"]
+    assert locked.changed_outside(before, after, allowed) == set()
 
 
 def test_a_link_planted_in_the_mirror_is_not_written_through(
-    sandbox: Sandbox,  # noqa: F811 - fixture
-    fake_nvidia: FakeNvidiaServer,
-    fake_nvidia_site: Site,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    locked: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    point_env_at(monkeypatch, fake_nvidia)
-    (sandbox.work / "cuda.lock.toml").write_text(tomli_w.dumps(good_lock(fake_nvidia_site)))
-    mirror = sandbox.root / "mirror"
+    mirror = locked.root / "mirror"
     mirror.mkdir()
-    (mirror / "compute").symlink_to(sandbox.decoy)  # compute/cuda/redist/… would land in the decoy
-    before = sandbox.snapshot()
-    result = run_cli(capsys, *commands(sandbox)[1])
+    (mirror / "compute").symlink_to(locked.decoy)  # compute/cuda/redist/… would land in the decoy
+    before = locked.snapshot()
+    result = run_cli(capsys, *commands(locked)[1])
     assert result.code == EXIT_CODES["integrity"] and "is a symbolic link" in result.err
-    changed = sandbox.changed_outside(before, sandbox.snapshot(), [sandbox.cache])
-    assert changed == set()
+    assert locked.changed_outside(before, locked.snapshot(), [locked.cache]) == set()
 
 
 def _wheel(record: str) -> bytes:

@@ -150,3 +150,13 @@ def test_a_hostile_wheel_record_is_refused(record: str, says: str, tmp_path: Pat
     with pytest.raises(IntegrityError, match=says):
         keep_wheel_record(tmp_path / "wheel", tmp_path / "tree")
     assert not (tmp_path / "tree").exists()
+
+
+def test_a_damaged_record_reads_as_none(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    tree = store.toolkit_dir("13.0.1")
+    tree.mkdir(parents=True)
+    for damaged in (b"[" * 100_000, b"\xff", b"[1]"):
+        (tree / RECORD).write_bytes(damaged)
+        [toolkit] = store.installed()
+        assert toolkit.record is None and toolkit.components == []

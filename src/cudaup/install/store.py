@@ -75,8 +75,8 @@ class Store:
     # -- reading ---------------------------------------------------------------------
     def _read_record(self, directory: Path) -> dict[str, Any] | None:
         try:
-            document = json.loads((directory / RECORD).read_text())
-        except (OSError, ValueError):
+            document = json.loads((directory / RECORD).read_bytes())
+        except (OSError, ValueError, RecursionError):  # a damaged record: not cudaup's
             return None
         return document if isinstance(document, dict) else None
 
