@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from cudaup.errors import CudaupError
 from cudaup.util.atomic import atomic_write
 from cudaup.util.cachedir import CacheLayout
 
@@ -113,7 +114,7 @@ class HttpCache:
                 "sha256": hashlib.sha256(body).hexdigest(),
             }
             atomic_write(meta_path, json.dumps(meta).encode())
-        except OSError:
+        except (OSError, CudaupError):  # atomic_write may name the path as a CudaupError
             pass  # a read-only or full cache must never fail the command
 
     def touch(self, entry: CachedResponse) -> None:
