@@ -9,8 +9,11 @@ import pytest
 from cudaup.core.names import (
     check_component,
     check_file_name,
+    check_file_url,
+    check_label,
     check_relative_path,
     check_release,
+    check_size,
 )
 from cudaup.errors import IntegrityError, SourceFormatError
 from cudaup.util.paths import inside
@@ -99,3 +102,79 @@ def test_inside_refuses_a_link_below_the_root(tmp_path: Path) -> None:
     linked_root = tmp_path / "linked"
     linked_root.symlink_to(root)
     assert inside(linked_root, "downloads", "x.run") == linked_root / "downloads" / "x.run"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0, 0), ("26732376", 26732376), (" 10 ", 10), (2**50, 2**50), (str(2**50), 2**50)],
+)
+def test_sizes_accepted(value: object, expected: int) -> None:
+    assert check_size(value, field="size") == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1" * 5000, "1" * 17, 2**50 + 1, -1, "-1", True, None, 1.5, "1e9", "١٢", "", "0x10"],
+)
+def test_sizes_refused_without_converting_huge_numbers(value: object) -> None:
+    with pytest.raises(SourceFormatError, match=r"^size .* in x\.json is refused"):
+        check_size(value, field="size", where="x.json")
+
+
+def test_a_size_as_text_is_refused_where_the_format_has_numbers() -> None:
+    with pytest.raises(IntegrityError, match="not an integer"):
+        check_size("10", field="size", error=IntegrityError, text=False)
+
+
+@pytest.mark.parametrize("value", ["13.0.88", "CUDA 13.0 Update 1", "580.82.07", "ü"])
+def test_labels_accepted(value: str) -> None:
+    assert check_label(value, field="label") == value
+
+
+@pytest.mark.parametrize("value", ["", "x" * 201, "a\x1b[2Jb", "a\nb", "\u202e", 5, None])
+def test_labels_refused(value: object) -> None:
+    with pytest.raises(SourceFormatError, match="^label "):
+        check_label(value, field="label")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://developer.download.nvidia.com/compute/cuda/redist/cuda_nvcc/linux-x86_64/x.tar.xz",
+        "http://127.0.0.1:8080/packages/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux_2_27_x86_64.whl",
+        "https://host/a%20b.whl",
+    ],
+)
+def test_file_urls_accepted(value: str) -> None:
+    assert check_file_url(value, field="url") == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://host/compute/..",
+        "https://host/compute/../../etc/passwd",
+        "https://host/compute/%2e%2e/x",
+        "https://host/compute/%2E%2E/x",
+        "https://host/a%2Fb",
+        "https://host/a%00b",
+        "https://host/a//b",
+        "https://host/",
+        "https://host",
+        "https://host/x.whl?a=b/c",
+        "https://host/x.whl#frag",
+        "https://host/x.whl?",
+        "https:///x.whl",
+        "file:///etc/passwd",
+        "ftp://host/x",
+        "/compute/x",
+        "https://host/a b",
+        "https://host/a\nb",
+        "https://[::1/x",
+        "https://host/" + "x" * 9000,
+        5,
+    ],
+)
+def test_file_urls_refused(value: object) -> None:
+    with pytest.raises(IntegrityError, match=r"^url .* in cuda\.lock\.toml is refused"):
+        check_file_url(value, field="url", where="cuda.lock.toml", error=IntegrityError)

@@ -121,3 +121,59 @@ def test_archive_index() -> None:
     )
     entries = parse_archive_index(text)
     assert [(e.label, e.preview) for e in entries] == [("13.4.0", True), ("13.0.1", False)]
+
+
+PAGE_URL = "https://mirror.example/cuda-13-0-1-download-archive"
+KEY = "Linux/x86_64/Ubuntu/24.04/runfile_local"
+
+
+def _button(href: str, **fields: Any) -> str:
+    releases = {KEY: _entry(f'<a id="targetDownloadButtonHref" href="{href}">x</a>', **fields)}
+    return _page({"pageData": {"releases": releases}})
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        (_button(RUNFILE.rsplit("/", 1)[0] + "/.."), "installer file name '..'"),
+        (_button("javascript:alert(1)//x.run"), "download URL 'javascript:alert(1)//x.run'"),
+        (_button(RUNFILE, size=-5), "size -5"),
+        (_button(RUNFILE, size="9" * 5000), "size '9999"),
+        (_button(RUNFILE, size=2**60), f"size {2**60}"),
+        (_page({"releases": {KEY: _entry("<p>Size: " + "9" * 30 + " bytes</p>" + RUNFILE)}}), "size '9999"),
+        ('<div data-react-props="' + "[" * 100_000 + '"></div>', "nested too deeply"),
+        ('<div data-react-props="{&quot;a&quot;: ' + "1" * 5000 + '}"></div>', "not valid JSON"),
+        ('<div data-react-props="{&quot;a&quot;: NaN}"></div>', "not valid JSON"),
+        ("<" * (10 * 1024 * 1024 + 1), "larger than"),
+    ],
+    ids=[
+        "name-dotdot", "not-http", "negative-size", "size-5000-digits", "size-over-a-pebibyte",
+        "size-in-text-too-long", "nested-100000-deep", "number-5000-digits", "nan", "oversized",
+    ],
+)  # fmt: skip
+def test_hostile_pages_are_refused_naming_the_page(page: str, says: str) -> None:
+    with pytest.raises(SourceFormatError) as caught:
+        parse_archive_page(page, PAGE_URL)
+    assert PAGE_URL in str(caught.value) and says in str(caught.value)
+
+
+def test_releases_nested_as_deep_as_json_allows_are_still_found() -> None:
+    """The search is a loop: a payload nested 900 deep (json's limit is about 1000)
+    would overflow a recursive search started from inside the parser."""
+    node: dict[str, Any] = {"releases": {KEY: _entry(f'<a href="{RUNFILE}">x</a>')}}
+    for _ in range(900):
+        node = {"n": node}
+    assert parse_archive_page(_page(node)).downloads[0].url == RUNFILE
+
+
+@pytest.mark.parametrize(
+    "details", ["<a " * 300_000, "<" * 1_000_000, "<a href='" * 100_000], ids=["a", "lt", "href"]
+)
+def test_hostile_details_are_scanned_in_linear_time(details: str) -> None:
+    releases = {KEY: _entry(details + f'<a id="targetDownloadButtonHref" href="{RUNFILE}">')}
+    assert parse_archive_page(_page({"releases": releases})).downloads[0].url == RUNFILE
+
+
+def test_index_release_numbers_are_bounded() -> None:
+    text = f'<a href="/cuda-{"1" * 5000}-0-0-download-archive">CUDA Toolkit x</a>'
+    assert parse_archive_index(text + "<a " * 100_000) == []

@@ -32,3 +32,33 @@ def test_paths_comments_and_wrong_lengths() -> None:
     }
     with pytest.raises(SourceFormatError):
         parse_checksum_file("<html>Not Found</html>", "md5")
+
+
+MD5 = "8c56e3cb1ab74370aafed5a4600bc5bc"
+URL = "https://mirror.example/compute/cuda/13.0.1/docs/sidebar/md5sum.txt"
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("..", "'..'"),
+        ("local_installers/..", "'..'"),
+        ("cuda.run/", "''"),
+        ("C:evil.run", "'C:evil.run'"),
+        ("a\x1b[2Jb.run", "'a\\\\x1b\\[2Jb.run'"),
+        ("x" * 300 + ".run", "'xxxx"),
+    ],
+)
+def test_names_that_are_not_plain_file_names_are_refused(name: str, shown: str) -> None:
+    with pytest.raises(SourceFormatError, match=f"^file name {shown}.* in {URL} is refused"):
+        parse_checksum_file(f"{MD5}  {name}\n", "md5", URL)
+
+
+def test_directories_are_dropped_whatever_the_separator() -> None:
+    text = f"{MD5}  ..\\..\\windows\\cuda.exe\n{MD5.upper()}  ../../etc/cuda.run\n"
+    assert parse_checksum_file(text, "md5") == {"cuda.exe": MD5, "cuda.run": MD5}
+
+
+def test_an_oversized_file_is_refused() -> None:
+    with pytest.raises(SourceFormatError, match=f"^{URL} is larger than"):
+        parse_checksum_file(f"{MD5}  x.run\n" * 40_000, "md5", URL)

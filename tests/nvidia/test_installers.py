@@ -4,6 +4,7 @@ import csv
 
 import pytest
 
+from cudaup.errors import SourceFormatError
 from cudaup.nvidia.installers import classify_installer
 from tests.nvidia.samples import DATA
 
@@ -59,3 +60,9 @@ def test_names(name: str, platform: str, driver: str | None, network: bool) -> N
 )
 def test_non_installers(name: str) -> None:
     assert classify_installer(name) is None
+
+
+@pytest.mark.parametrize("name", ["..", "a/cuda_13.0.1_linux.run", "cuda\x00.run", "", "x" * 256])
+def test_names_that_are_not_file_names_are_refused(name: str) -> None:
+    with pytest.raises(SourceFormatError, match="^installer file name"):
+        classify_installer(name)

@@ -35,3 +35,43 @@ def test_quotes_duplicates_and_neighbours(quote: str) -> None:
 def test_a_non_html_answer_is_a_format_error() -> None:
     with pytest.raises(SourceFormatError):
         parse_redist_listing("Service Unavailable")
+
+
+def test_release_numbers_too_long_to_be_releases_are_not_listed() -> None:
+    html = (
+        f"<li><a href='redistrib_{'9' * 5000}.0.0.json'>x</a></li>"
+        "<li><a href='redistrib_1234567.0.json'>x</a></li>"
+        "<li><a href='redistrib_13.0.1.json'>redistrib_13.0.1.json</a></li>"
+    )
+    assert [r.label for r in parse_redist_listing(html)] == ["13.0.1"]
+
+
+def test_comments_are_not_the_listing_even_unclosed() -> None:
+    html = (
+        "<li><a href='redistrib_13.0.1.json'>x</a></li><!-- <a href='redistrib_9.0.0.json'>"
+        "--><li><a href='redistrib_13.0.2.json'>x</a></li>"
+        "<!-- <li><a href='redistrib_8.0.0.json'>x</a></li>"
+    )
+    assert [r.label for r in parse_redist_listing(html)] == ["13.0.2", "13.0.1"]
+
+
+@pytest.mark.parametrize(
+    ("hostile", "labels"),
+    [
+        ("<a a=" * 40_000, ["1.0.0"]),
+        ('<a x="' * 40_000, ["1.0.0"]),
+        ("<!--" * 100_000, []),  # the link is inside the unclosed comment
+        ("<a href='" + "/x" * 100_000, ["1.0.0"]),
+    ],
+    ids=["unquoted-values", "unclosed-quotes", "unclosed-comments", "long-href"],
+)
+def test_hostile_markup_is_parsed_in_linear_time(hostile: str, labels: list[str]) -> None:
+    """Milliseconds now; the earlier patterns took quadratic time on the first and third
+    (about two minutes each at this size, hours at 10 MB)."""
+    found = parse_redist_listing(hostile + "<li><a href='redistrib_1.0.0.json'>x</a>")
+    assert [r.label for r in found] == labels
+
+
+def test_oversized_listing_names_its_url() -> None:
+    with pytest.raises(SourceFormatError, match="^https://m/ is larger than"):
+        parse_redist_listing("<" * (10 * 1024 * 1024 + 1), "https://m/")

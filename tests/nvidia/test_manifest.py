@@ -80,15 +80,22 @@ def test_variants_and_unknown_fields() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"relative_path": "../../etc/passwd"}, "unsafe relative_path"),
-        ({"relative_path": "/abs/x.tar.xz"}, "unsafe relative_path"),
-        ({"relative_path": "https://evil.example/x.tar.xz"}, "unsafe relative_path"),
+        ({"relative_path": "../../etc/passwd"}, "relative_path '../../etc/passwd' in cuda_nvcc"),
+        ({"relative_path": "/abs/x.tar.xz"}, "relative_path '/abs/x.tar.xz' in cuda_nvcc"),
+        ({"relative_path": "https://evil.example/x.tar.xz"}, "relative_path 'https:"),
+        ({"relative_path": "c:\\x.tar.xz"}, "relative_path"),
+        ({"relative_path": "a/\x1b[2J.tar.xz"}, "control characters"),
+        ({"relative_path": ["a"]}, "relative_path \\['a'\\] .* not a string"),
+        ({"relative_path": None}, "missing relative_path"),
         ({"sha256": "abc"}, "sha256"),
         ({"sha256": None}, "sha256"),
         ({"md5": "zz"}, "md5"),
-        ({"size": "-1"}, "size"),
-        ({"size": True}, "size"),
-        ({"size": None}, "size"),
+        ({"size": "-1"}, "size '-1'"),
+        ({"size": True}, "size True"),
+        ({"size": None}, "size None"),
+        ({"size": "1" * 5000}, "size '1111"),
+        ({"size": 2**50 + 1}, f"size {2**50 + 1}"),
+        ({"size": 1.5}, "size 1.5"),
     ],
 )
 def test_hostile_or_broken_entries_are_rejected(change: dict[str, object], message: str) -> None:
@@ -103,9 +110,35 @@ def test_hostile_or_broken_entries_are_rejected(change: dict[str, object], messa
         (b"\xef\xbb\xbf{}", "byte-order mark"),
         (b'{"release_label": "1.0.0", "cuda_nvcc": {', "not valid JSON"),
         (b"[1, 2]", "not a JSON object"),
-        (b" " * (10 * 1024 * 1024 + 1), "larger than 10 MB"),
+        (b" " * (10 * 1024 * 1024 + 1), "larger than 10485760 bytes"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"cuda_nvcc": {"version": "1", "x-y": {"size": ' + b"9" * 5000 + b"}}}", "not valid"),
+        (b'{"cuda_nvcc": {"version": "\xff"}}', "not UTF-8"),
+        (b'{"cuda_nvcc": {"version": 13}}', "cuda_nvcc version 13 .* not a string"),
+        (b'{"cuda_nvcc": {"version": "1\\u001b[2J"}}', "control characters"),
+        (b'{"cuda_nvcc": {"name": "x"}}', "component 'cuda_nvcc' has no version"),
     ],
 )
 def test_broken_documents(data: bytes, message: str) -> None:
     with pytest.raises(SourceFormatError, match=message):
         parse_manifest(data)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../../../../tmp/x", "cuda/nvcc", "cuda\\nvcc", "..", ".hidden", "-rf", "a b", "x" * 129],
+)
+def test_component_keys_that_are_not_plain_names_are_refused(key: str) -> None:
+    document = json.loads(_doc())
+    document[key] = document.pop("cuda_nvcc")
+    url = "https://mirror.example/compute/cuda/redist/redistrib_1.0.0.json"
+    with pytest.raises(SourceFormatError, match=r"^component key .* in https://mirror\.example/"):
+        parse_manifest(json.dumps(document).encode(), url)
+
+
+def test_refusals_name_the_document_they_came_from() -> None:
+    url = "https://mirror.example/compute/cuda/redist/redistrib_1.0.0.json"
+    with pytest.raises(SourceFormatError, match=f"in {url} is refused"):
+        parse_manifest(_doc(relative_path="../x"), url)
+    with pytest.raises(SourceFormatError, match=f"^duplicate key 'a' in {url}$"):
+        parse_manifest(b'{"a": 1, "a": 2}', url)

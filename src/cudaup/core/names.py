@@ -3,12 +3,15 @@
 Manifests, lock files, package indexes, wheels and mirrors all hand cudaup
 strings that end up as parts of paths: component keys (``cuda_nvcc``), file
 names (``cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz``), relative paths
-(``cuda_nvcc/linux-x86_64/…``) and release numbers (``13.0.1``, a directory in
-the store).  Each is checked here, before it is used, against what such a name
-may look like; anything else (``..``, a separator where none belongs, an
-absolute path, a drive letter, control characters, an empty or overlong name)
-is refused with an error that names the field, the value and where it came
-from.  The caller chooses the error: a source document's is
+(``cuda_nvcc/linux-x86_64/…``), release numbers (``13.0.1``, a directory in
+the store) and file URLs (whose path becomes a mirror's path and whose last
+segment becomes a file name).  Each is checked here, before it is used, against
+what such a name may look like; anything else (``..``, a separator where none
+belongs, an absolute path, a drive letter, control characters, an empty or
+overlong name) is refused with an error that names the field, the value and
+where it came from.  Sizes (a number that decides how much is read or
+allocated) and one-line labels (text that reaches a terminal) are checked here
+too.  The caller chooses the error: a source document's is
 :class:`~cudaup.errors.SourceFormatError` (exit 8), a lock's
 :class:`~cudaup.errors.IntegrityError` (exit 7).
 
@@ -18,6 +21,7 @@ Pure: strings in, the same strings out (or an error).
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit
 
 from cudaup.errors import CudaupError, SourceFormatError
 
@@ -25,6 +29,12 @@ from cudaup.errors import CudaupError, SourceFormatError
 MAX_NAME = 255
 #: The longest relative path a source may give (Linux's PATH_MAX).
 MAX_PATH = 4095
+#: The largest file size a source may state (1 PiB): larger is a lie, not a file.
+MAX_SIZE = 2**50
+#: The longest URL a source may give.
+MAX_URL = 8192
+#: The longest one-line label (a version, a release label, a driver).
+MAX_LABEL = 200
 
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _RELEASE = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
@@ -110,4 +120,73 @@ def check_release(
         raise _refuse(error, field, value, where, "not a string")
     if not _RELEASE.match(value):
         raise _refuse(error, field, value, where, "a release is dotted numbers such as 13.0.1")
+    return value
+
+
+def check_size(
+    value: object,
+    *,
+    field: str,
+    where: str = "",
+    error: type[CudaupError] = SourceFormatError,
+    text: bool = True,
+) -> int:
+    """A byte count: a non-negative integer up to :data:`MAX_SIZE` (or, with ``text``,
+    its decimal digits as a string, as NVIDIA's manifests write it)."""
+    if isinstance(value, str) and text:
+        digits = value.strip()
+        # Counting digits first: int() of thousands of digits is refused (or slow).
+        if not digits.isascii() or not digits.isdigit() or len(digits) > len(str(MAX_SIZE)):
+            raise _refuse(error, field, value, where, f"not a size (0 to {MAX_SIZE} bytes)")
+        number = int(digits)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise _refuse(error, field, value, where, "not an integer")
+    if not 0 <= number <= MAX_SIZE:
+        raise _refuse(error, field, value, where, f"not a size (0 to {MAX_SIZE} bytes)")
+    return number
+
+
+def check_label(
+    value: object, *, field: str, where: str = "", error: type[CudaupError] = SourceFormatError
+) -> str:
+    """One line of printable text (``13.0.88``, ``CUDA 13.0 Update 1``, ``580.82.07``).
+
+    Never a path; refused when it holds control characters (a terminal would act
+    on them) or is empty or overlong."""
+    if not isinstance(value, str):
+        raise _refuse(error, field, value, where, "not a string")
+    if not value or len(value) > MAX_LABEL:
+        raise _refuse(error, field, value, where, f"empty or longer than {MAX_LABEL} characters")
+    if not value.isprintable():
+        raise _refuse(error, field, value, where, "it contains control characters")
+    return value
+
+
+def check_file_url(
+    value: object, *, field: str, where: str = "", error: type[CudaupError] = SourceFormatError
+) -> str:
+    """An ``http(s)`` URL of one file: its path (percent-decoded) is plain names only,
+    so that both the path (a mirror's layout) and its last segment (a file name) are
+    safe to use on disk.  No query, no fragment, no whitespace."""
+    if not isinstance(value, str):
+        raise _refuse(error, field, value, where, "not a string")
+    if len(value) > MAX_URL:
+        raise _refuse(error, field, value, where, f"longer than {MAX_URL} characters")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise _refuse(error, field, value, where, "it contains whitespace or control characters")
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise _refuse(error, field, value, where, "not a URL") from None
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise _refuse(error, field, value, where, "not an http(s) URL")
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise _refuse(error, field, value, where, "a file URL has no query or fragment")
+    path = parts.path.removeprefix("/")
+    for segment in path.split("/"):
+        problem = _segment_problem(unquote(segment))
+        if problem:
+            raise _refuse(error, field, value, where, f"its path is unsafe: {problem}")
     return value

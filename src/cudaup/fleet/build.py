@@ -19,6 +19,7 @@ from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.offers import Planner, Target, python_version
 from cudaup.resolve.resolver import Resolver
+from cudaup.util.paths import inside
 
 
 @dataclass
@@ -63,7 +64,7 @@ def build_lock(
             target = Target(python_version(python), platform, None, None)
             result = Planner(settings).plan(requirements, table, target)
             name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name
-            export_pylock(result, output.parent / name, table)
+            export_pylock(result, inside(output.parent, name, field="pylock"), table)
             line = f"{result.choice.line[0]}.{result.choice.line[1]}"
             lock.wheels.append(LockedWheels(platform, name, line))
     return BuiltLock(lock, notes)

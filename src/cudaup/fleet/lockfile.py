@@ -32,13 +32,19 @@ in a diff::
 
 Reading validates every field; a hand-edited lock whose hash is not 64 hex
 digits is refused before anything is downloaded, and one whose hash is wrong
-fails the download's verification before anything is installed.
+fails the download's verification before anything is installed.  A lock is
+input from outside like any document: a broken one (not TOML, not UTF-8,
+nested too deeply, over 16 MB, a field of the wrong type) is
+:class:`~cudaup.errors.SourceFormatError` (exit 8), and every value that would
+choose a path (``release``, component names, file URLs and the names they end
+in, source URLs, the ``pylock`` file name) or reach a terminal (``label``,
+``driver``, versions) is checked by :mod:`cudaup.core.names` and refused as
+:class:`~cudaup.errors.IntegrityError` (exit 7), naming the field and the value.
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,14 +53,28 @@ from typing import Any
 import tomli_w
 
 from cudaup import __version__
+from cudaup.core.documents import load_toml
 from cudaup.core.model import Artifact, Channel, Resolution, SourceRef
+from cudaup.core.names import (
+    check_component,
+    check_file_name,
+    check_file_url,
+    check_label,
+    check_relative_path,
+    check_release,
+    check_size,
+)
 from cudaup.core.platforms import Platform, parse_platform
-from cudaup.errors import SourceFormatError, UsageError
+from cudaup.errors import IntegrityError, SourceFormatError, UsageError
 from cudaup.util.atomic import atomic_write
 
 LOCK_VERSION = 1
+#: A lock of every platform with every component is a few hundred KB.
+MAX_LOCK_BYTES = 16 * 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+#: PEP 751's name of a lock file: ``pylock.toml`` or ``pylock.<name>.toml``.
+_PYLOCK_NAME = re.compile(r"^pylock(?:\.[^.]+)?\.toml$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,14 +229,35 @@ def _text(entry: dict[str, Any], key: str, where: str, *, optional: bool = False
     return value
 
 
+def _label(entry: dict[str, Any], key: str, where: str) -> str | None:
+    """An optional one-line text field (never a path)."""
+    value = _text(entry, key, where, optional=True)
+    return (
+        None if value is None else check_label(value, field=key, where=where, error=IntegrityError)
+    )
+
+
+def _list(entry: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = entry.get(key, [])
+    if not isinstance(value, list):
+        raise SourceFormatError(f"{where}: {key!r} must be an array")
+    return value
+
+
+def _platform(entry: dict[str, Any], where: str) -> Platform:
+    text = _text(entry, "platform", where)
+    assert text is not None
+    try:
+        return parse_platform(text)
+    except UsageError as exc:
+        raise SourceFormatError(f"{where}: {exc}") from None
+
+
 def _file(entry: Any, where: str) -> LockedFile:
     if not isinstance(entry, dict):
         raise SourceFormatError(f"{where}: expected a table")
-    url = _text(entry, "url", where)
-    assert url is not None
-    size = entry.get("size")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise SourceFormatError(f"{where}: 'size' must be a non-negative integer")
+    url = check_file_url(_text(entry, "url", where), field="url", where=where, error=IntegrityError)
+    size = check_size(entry.get("size"), field="size", where=where, text=False)
     sha256, md5 = entry.get("sha256"), entry.get("md5")
     if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.match(sha256)):
         raise SourceFormatError(f"{where}: 'sha256' must be 64 lower-case hex digits")
@@ -224,53 +265,89 @@ def _file(entry: Any, where: str) -> LockedFile:
         raise SourceFormatError(f"{where}: 'md5' must be 32 lower-case hex digits")
     if sha256 is None and md5 is None:
         raise SourceFormatError(f"{where}: a locked file needs a sha256 or md5")
-    component = _text(entry, "component", where)
-    assert component is not None
-    return LockedFile(
-        component, _text(entry, "version", where, optional=True), url, size, sha256, md5
+    component = check_component(
+        _text(entry, "component", where), field="component", where=where, error=IntegrityError
+    )
+    return LockedFile(component, _label(entry, "version", where), url, size, sha256, md5)
+
+
+def _toolkit(entry: Any, where: str) -> LockedToolkit:
+    if not isinstance(entry, dict):
+        raise SourceFormatError(f"{where}: expected a table")
+    channel = _text(entry, "channel", where)
+    if channel not in {"installer", "redist", "pypi"}:
+        raise SourceFormatError(f"{where}: unknown channel {channel!r}")
+    files = tuple(
+        _file(f, f"{where}.files[{i}]") for i, f in enumerate(_list(entry, "files", where))
+    )
+    if not files:
+        raise SourceFormatError(f"{where}: no files")
+    # The release names the store's directory (toolkits/<release>): a release number only.
+    release = check_release(
+        _text(entry, "release", where), field="release", where=where, error=IntegrityError
+    )
+    components = tuple(
+        check_component(c, field="component", where=where, error=IntegrityError)
+        for c in _list(entry, "components", where)
+    )
+    sources: list[str] = []
+    for i, source in enumerate(_list(entry, "sources", where)):
+        if not isinstance(source, dict):
+            raise SourceFormatError(f"{where}.sources[{i}]: expected a table")
+        sources.append(
+            check_file_url(
+                _text(source, "url", f"{where}.sources[{i}]"),
+                field="url",
+                where=f"{where}.sources[{i}]",
+                error=IntegrityError,
+            )
+        )
+    return LockedToolkit(
+        platform=_platform(entry, where),
+        release=release,
+        label=_label(entry, "label", where) or "",
+        channel=channel,  # type: ignore[arg-type]
+        components=components,
+        driver=_label(entry, "driver", where),
+        files=files,
+        sources=tuple(sources),
     )
 
 
+def _wheels(entry: Any, where: str) -> LockedWheels:
+    if not isinstance(entry, dict):
+        raise SourceFormatError(f"{where}: expected a table")
+    # The PEP 751 file is read from beside the lock: a plain name, PEP 751's pattern.
+    pylock = check_file_name(
+        _text(entry, "pylock", where), field="pylock", where=where, error=IntegrityError
+    )
+    if not _PYLOCK_NAME.match(pylock):
+        raise IntegrityError(
+            f"pylock {pylock!r} in {where} is refused: a PEP 751 lock is named pylock.<name>.toml"
+        )
+    return LockedWheels(_platform(entry, where), pylock, _label(entry, "cuda-line", where))
+
+
 def read_lock(path: Path) -> LockFile:
+    """The lock at ``path``, every field checked (see the module docstring)."""
     try:
-        document = tomllib.loads(path.read_text())
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read the lock {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SourceFormatError(f"{path} is not valid TOML ({exc})") from None
-    if document.get("lock-version") != LOCK_VERSION:
+    document = load_toml(data, what=str(path), max_bytes=MAX_LOCK_BYTES)
+    version = document.get("lock-version")
+    if type(version) is not int or version != LOCK_VERSION:
         raise SourceFormatError(
-            f"{path}: lock-version {document.get('lock-version')!r} is not one this cudaup reads ({LOCK_VERSION})"
+            f"{path}: lock-version {version!r} is not one this cudaup reads ({LOCK_VERSION})"
         )
-    lock = LockFile(str(document.get("request", "")))
-    for index, entry in enumerate(document.get("toolkits", [])):
-        where = f"{path.name}: toolkits[{index}]"
-        if not isinstance(entry, dict):
-            raise SourceFormatError(f"{where}: expected a table")
-        channel = _text(entry, "channel", where)
-        if channel not in {"installer", "redist", "pypi"}:
-            raise SourceFormatError(f"{where}: unknown channel {channel!r}")
-        files = tuple(_file(f, f"{where}.files[{i}]") for i, f in enumerate(entry.get("files", [])))
-        if not files:
-            raise SourceFormatError(f"{where}: no files")
-        lock.toolkits.append(
-            LockedToolkit(
-                platform=parse_platform(_text(entry, "platform", where) or ""),
-                release=_text(entry, "release", where) or "",
-                label=_text(entry, "label", where, optional=True) or "",
-                channel=channel,  # type: ignore[arg-type]
-                components=tuple(entry.get("components", [])),
-                driver=_text(entry, "driver", where, optional=True),
-                files=files,
-                sources=tuple(
-                    s["url"] for s in entry.get("sources", []) if isinstance(s, dict) and "url" in s
-                ),
-            )
-        )
-    for entry in document.get("wheels", []):
-        lock.wheels.append(
-            LockedWheels(parse_platform(entry["platform"]), entry["pylock"], entry.get("cuda-line"))
-        )
+    request = document.get("request", "")
+    if not isinstance(request, str):
+        raise SourceFormatError(f"{path}: 'request' must be a string")
+    lock = LockFile(request)
+    for index, entry in enumerate(_list(document, "toolkits", str(path))):
+        lock.toolkits.append(_toolkit(entry, f"{path} toolkits[{index}]"))
+    for index, entry in enumerate(_list(document, "wheels", str(path))):
+        lock.wheels.append(_wheels(entry, f"{path} wheels[{index}]"))
     return lock
 
 
@@ -306,13 +383,19 @@ def rewrite_urls(toolkit: LockedToolkit, move: Callable[[str], str]) -> LockedTo
 
 
 def mirror_path(url: str, origins: Sequence[str]) -> str:
-    """Where a file lives in a mirror: its path at the origin; PyPI files under packages/."""
+    """Where a file lives in a mirror: its path at the origin; PyPI files under packages/.
+
+    ``url`` comes from a lock (or a PEP 751 file beside it): it must be a file URL
+    of plain names, and the result is a relative path of plain names, so that
+    ``inside(mirror, *path.split("/"))`` stays in the mirror."""
+    check_file_url(url, field="url", error=IntegrityError)
     for origin in origins:
         if url.startswith(origin.rstrip("/") + "/"):
-            return url[len(origin.rstrip("/")) + 1 :]
-    if "://" in url:
-        return "packages/" + url.rsplit("/", 1)[-1]
-    raise UsageError(f"cannot place {url} in a mirror")
+            relative = url[len(origin.rstrip("/")) + 1 :]
+            return check_relative_path(
+                relative, field="mirror path", where=url, error=IntegrityError
+            )
+    return "packages/" + url.rsplit("/", 1)[-1]
 
 
 def mirror_url(url: str, mirror: str, origins: Sequence[str]) -> str:

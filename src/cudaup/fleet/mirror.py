@@ -9,6 +9,12 @@ pypi channel and the ``--with`` locks) kept under ``packages/``.  With
 ``--mirror URL`` pointing every host there, ``resolve``, ``install`` and
 ``pip install --index-url URL/simple`` answer as the origins did.  A second
 run fetches only what is missing or changed, and re-verifies what it keeps.
+
+Every path the mirror writes comes from :func:`~cudaup.fleet.lockfile.mirror_path`
+(a checked relative path) and is built by :func:`cudaup.util.paths.inside`, so a
+lock cannot make it write outside ``DIR``, nor through a symbolic link planted
+below it; the PEP 751 file is read from beside the lock only under its checked
+name.
 """
 
 from __future__ import annotations
@@ -16,12 +22,11 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from cudaup.config import (
     DEFAULT_ARCHIVE_URL,
@@ -29,11 +34,14 @@ from cudaup.config import (
     DEFAULT_PRERELEASE_URL,
     Settings,
 )
+from cudaup.core.documents import load_toml
+from cudaup.core.names import check_size
 from cudaup.download import DownloadRequest, Progress, fetch, is_verified
-from cudaup.errors import NetworkError
-from cudaup.fleet.lockfile import LockFile, mirror_path
+from cudaup.errors import IntegrityError, NetworkError, SourceFormatError
+from cudaup.fleet.lockfile import MAX_LOCK_BYTES, LockFile, mirror_path
 from cudaup.net.http import HttpClient
 from cudaup.util.atomic import atomic_write
+from cudaup.util.paths import inside
 
 _MANIFEST = re.compile(r"redistrib_(\d+(?:\.\d+){1,3})\.json$")
 
@@ -55,14 +63,41 @@ class MirrorReport:
         return {"fetched": self.fetched, "kept": self.kept, "documents": self.documents}
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _tables(value: object, what: str) -> list[dict[str, object]]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise SourceFormatError(f"{what} must be an array of tables")
+    return value
+
+
 def _pylock_wheels(path: Path) -> Iterable[tuple[str, int | None, str]]:
     """(url, size, sha256) of every wheel a PEP 751 lock names."""
-    document = tomllib.loads(path.read_text())
-    for package in document.get("packages", []):
-        for wheel in package.get("wheels", []):
-            sha = wheel.get("hashes", {}).get("sha256")
-            if wheel.get("url") and sha:
-                yield wheel["url"], wheel.get("size"), sha
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SourceFormatError(f"cannot read the PEP 751 lock {path}: {exc.strerror}") from None
+    document = load_toml(data, what=str(path), max_bytes=MAX_LOCK_BYTES)
+    for package in _tables(document.get("packages", []), f"{path}: 'packages'"):
+        for wheel in _tables(package.get("wheels", []), f"{path}: 'wheels'"):
+            hashes = wheel.get("hashes", {})
+            sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+            url, size = wheel.get("url"), wheel.get("size")
+            if not url or not sha:
+                continue
+            if not isinstance(url, str) or not isinstance(sha, str) or not _SHA256.match(sha):
+                raise SourceFormatError(f"{path}: a wheel's url or sha256 is malformed ({url!r})")
+            yield (
+                url,
+                None if size is None else check_size(size, field="size", where=url, text=False),
+                sha,
+            )
+
+
+def _in_mirror(directory: Path, relative: str) -> Path:
+    """``directory/relative``, built by :func:`inside` (``relative`` is already checked)."""
+    return inside(directory, *relative.split("/"), field="mirror path")
 
 
 def build_mirror(
@@ -80,12 +115,13 @@ def build_mirror(
         (f.url, f.size, f.sha256, f.md5) for toolkit in lock.toolkits for f in toolkit.files
     ]
     for wheels in lock.wheels:
-        files += [
-            (url, size, sha, None) for url, size, sha in _pylock_wheels(lock_dir / wheels.pylock)
-        ]
+        pylock = inside(lock_dir, wheels.pylock, field="pylock")
+        files += [(url, size, sha, None) for url, size, sha in _pylock_wheels(pylock)]
     for url, size, sha256, md5 in files:
         relative = mirror_path(url, roots)
-        target = directory / relative
+        if relative.endswith(".whl"):
+            _check_wheel_name(relative.rsplit("/", 1)[-1], url)
+        target = _in_mirror(directory, relative)
         request = DownloadRequest(settings.rewrite(url), target.name, size, sha256, md5)
         if is_verified(target, request):
             report.kept.append(relative)
@@ -99,18 +135,28 @@ def build_mirror(
             if not response.ok:
                 raise NetworkError(f"{url} answered HTTP {response.status} while mirroring")
             if not relative.endswith(".whl"):
-                atomic_write(directory / relative, response.body)
+                atomic_write(_in_mirror(directory, relative), response.body)
             else:
-                atomic_write(directory / "packages" / relative.rsplit("/", 1)[-1], response.body)
+                name = _check_wheel_name(relative.rsplit("/", 1)[-1], url)
+                atomic_write(inside(directory, "packages", name), response.body)
             report.documents.append(relative)
     _write_listing(directory)
     _write_simple_index(directory)
     return report
 
 
+def _check_wheel_name(name: str, url: str) -> str:
+    """A wheel's file name as PEP 427 writes it: the simple index is built from it."""
+    try:
+        parse_wheel_filename(name)
+    except (InvalidWheelFilename, ValueError):
+        raise IntegrityError(f"{url} is refused: {name!r} is not a wheel's file name") from None
+    return name
+
+
 def _write_listing(directory: Path) -> None:
     """``compute/cuda/redist/`` in the shape of NVIDIA's auto-generated index."""
-    redist = directory / "compute" / "cuda" / "redist"
+    redist = inside(directory, "compute", "cuda", "redist")
     if not redist.is_dir():
         return
     items = [
@@ -119,7 +165,7 @@ def _write_listing(directory: Path) -> None:
         if _MANIFEST.match(p.name)
     ]
     items += [
-        f"<li><span class='dir'><a href='{p.name}/'>{p.name}/</a></span></li>"
+        f"<li><span class='dir'><a href='{html.escape(p.name)}/'>{html.escape(p.name)}/</a></span></li>"
         for p in sorted(redist.iterdir())
         if p.is_dir()
     ]
@@ -128,20 +174,22 @@ def _write_listing(directory: Path) -> None:
         + "\n".join(items)
         + "\n</ul>\n"
     )
-    atomic_write(redist / "index.html", body)
+    atomic_write(inside(redist, "index.html"), body)
 
 
 def _write_simple_index(directory: Path) -> None:
     """A static PEP 503 index of every wheel under ``packages/``."""
-    packages = directory / "packages"
+    packages = inside(directory, "packages")
     if not packages.is_dir():
         return
     projects: dict[str, list[Path]] = {}
     for wheel in sorted(packages.glob("*.whl")):
-        projects.setdefault(canonicalize_name(parse_wheel_filename(wheel.name)[0]), []).append(
-            wheel
-        )
-    simple = directory / "simple"
+        try:
+            name = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+        except (InvalidWheelFilename, ValueError):
+            continue  # not put there by a mirror run: not listed
+        projects.setdefault(name, []).append(wheel)
+    simple = inside(directory, "simple")
     for project, wheels in projects.items():
         links = []
         for wheel in wheels:
@@ -154,6 +202,8 @@ def _write_simple_index(directory: Path) -> None:
             + "\n".join(links)
             + "\n</body></html>\n"
         )
-        atomic_write(simple / project / "index.html", page)
+        atomic_write(inside(simple, project, "index.html"), page)
     root = "\n".join(f'<a href="{p}/">{p}</a><br/>' for p in sorted(projects))
-    atomic_write(simple / "index.html", f"<!DOCTYPE html>\n<html><body>\n{root}\n</body></html>\n")
+    atomic_write(
+        inside(simple, "index.html"), f"<!DOCTYPE html>\n<html><body>\n{root}\n</body></html>\n"
+    )

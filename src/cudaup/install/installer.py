@@ -237,7 +237,7 @@ def materialize(
             f"no checksum is published for {', '.join(unverified)}; --allow-unverified installs it anyway"
         )
     wanted = {a.component for a in resolution.artifacts}
-    final = options.prefix if options.prefix is not None else store.toolkits_dir / release
+    final = options.prefix if options.prefix is not None else store.toolkit_dir(release)
     # The cache lock (shared) keeps `cudaup cache prune` from removing unpacked trees
     # (or a runfile) between their download and their use here.
     with store.lock(release), using_cache(settings.cache_root):

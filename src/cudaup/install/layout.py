@@ -8,18 +8,27 @@ component tree into the toolkit (same filesystem: renames, no copies);
 channels leave out: ``lib64`` (a link to ``lib``), unversioned ``.so`` links
 (``libcudart.so -> libcudart.so.13``), and ``version.json`` in NVIDIA's format so
 that ``doctor`` identifies the release exactly.
+
+Destinations named by outside values are built by :func:`cudaup.util.paths.inside`:
+``licenses/<component>/`` from a checked component name, ``dist-info/<name>``
+from a wheel's own ``*.dist-info`` directory; a wheel's ``RECORD`` must list
+relative paths only (a ``../`` there is a hostile wheel, refused).
 """
 
 from __future__ import annotations
 
+import csv
 import filecmp
+import io
 import json
 import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from cudaup.core.names import check_component, check_relative_path
 from cudaup.errors import IntegrityError
+from cudaup.util.paths import inside
 
 _SONAME = re.compile(r"^(lib[\w+-]+?\.so)\.(\d+(?:\.\d+)*)$")
 #: Top-level files of a component archive (LICENSE, README…) would collide between
@@ -35,16 +44,17 @@ def merge_tree(source: Path, destination: Path, component: str) -> list[str]:
     since two components would disagree about what the toolkit contains.
     """
     collisions: list[str] = []
+    check_component(component, field="component", where=str(source), error=IntegrityError)
     destination.mkdir(parents=True, exist_ok=True)
     for entry in sorted(source.iterdir()):
         if entry.name.startswith("."):
             continue  # e.g. the cccl wheel's nvidia/cu13/.metadata
         if entry.is_file() and not entry.is_symlink():
-            target = destination / LICENSES / component / entry.name
+            target = inside(destination, LICENSES, component, entry.name)
             target.parent.mkdir(parents=True, exist_ok=True)
             entry.replace(target)
             continue
-        _merge_entry(entry, destination / entry.name, entry.name, collisions)
+        _merge_entry(entry, inside(destination, entry.name), entry.name, collisions)
     return collisions
 
 
@@ -58,7 +68,7 @@ def _merge_entry(entry: Path, target: Path, relative: str, collisions: list[str]
                 f"{relative} is a directory in one component and a file in another"
             )
         for child in sorted(entry.iterdir()):
-            _merge_entry(child, target / child.name, f"{relative}/{child.name}", collisions)
+            _merge_entry(child, inside(target, child.name), f"{relative}/{child.name}", collisions)
         return
     if not target.exists() and not target.is_symlink():
         entry.replace(target)
@@ -87,10 +97,41 @@ def wheel_roots(extracted: Path) -> list[Path]:
     return [p for p in sorted(nvidia.iterdir()) if p.is_dir() and p.name != "__pycache__"]
 
 
+#: A RECORD lists every file of a wheel; NVIDIA's largest list a few thousand.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def check_wheel_record(record: Path) -> None:
+    """Refuse a ``RECORD`` that lists a path outside the wheel (``../x``, ``/etc/x``).
+
+    cudaup places files by the archive's own (checked) member names, never by
+    RECORD; but the RECORD is kept in the toolkit, where a tool that trusts it
+    (an uninstaller) would act on those paths."""
+    try:
+        with record.open("rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise IntegrityError(f"cannot read {record}: {exc.strerror}") from None
+    if len(data) > MAX_RECORD_BYTES:
+        raise IntegrityError(f"{record} is larger than {MAX_RECORD_BYTES} bytes")
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise IntegrityError(f"{record} is not a wheel RECORD ({exc})") from None
+    for row in rows:
+        if row:
+            check_relative_path(
+                row[0], field="RECORD path", where=str(record), error=IntegrityError
+            )
+
+
 def keep_wheel_record(extracted: Path, destination: Path) -> None:
     """Keep each wheel's ``*.dist-info`` under ``dist-info/`` (doctor reads versions there)."""
     for info in extracted.glob("*.dist-info"):
-        target = destination / "dist-info" / info.name
+        record = info / "RECORD"
+        if record.is_file() and not record.is_symlink():
+            check_wheel_record(record)
+        target = inside(destination, "dist-info", info.name)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
             shutil.rmtree(target)

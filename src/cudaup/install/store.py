@@ -14,12 +14,21 @@ Layout of ``$CUDAUP_HOME`` (default: the user data dir)::
 A tree becomes visible only by ``rename`` from its staging directory on the
 same filesystem, so ``list`` and ``which`` never see half a toolkit, and a
 failure or Ctrl-C during a build leaves the earlier install untouched.
+
+Every directory the store writes, renames or deletes is built by
+:func:`cudaup.util.paths.inside` from a checked name: a release (``13.0.1``,
+:func:`cudaup.core.names.check_release`) for ``toolkits/<release>``, a plain
+name for staging, trash and locks.  A release that came from a tampered lock or
+manifest therefore cannot name a directory outside the store.  ``external.json``
+is read the same way: an entry is a release and an absolute path, and a tree
+there is removed only when it carries cudaup's record (cudaup made it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import shutil
 from collections.abc import Iterator, Mapping
@@ -31,9 +40,11 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from cudaup.config import home_dir
+from cudaup.core.names import check_file_name, check_release
 from cudaup.core.versions import parse_request
-from cudaup.errors import LockedError
+from cudaup.errors import CudaupError, IntegrityError, LockedError
 from cudaup.util.atomic import atomic_write
+from cudaup.util.paths import inside
 
 RECORD = "cudaup-record.json"
 
@@ -64,17 +75,34 @@ class Store:
     # -- reading ---------------------------------------------------------------------
     def _read_record(self, directory: Path) -> dict[str, Any] | None:
         try:
-            document = json.loads((directory / RECORD).read_text())
-        except (OSError, ValueError):
+            document = json.loads((directory / RECORD).read_bytes())
+        except (OSError, ValueError, RecursionError):  # a damaged record: not cudaup's
             return None
         return document if isinstance(document, dict) else None
 
+    def toolkit_dir(self, release: str) -> Path:
+        """``toolkits/<release>``; ``release`` must be a release number (it names the directory)."""
+        check_release(release, field="release", where=str(self.toolkits_dir), error=IntegrityError)
+        return inside(self.toolkits_dir, release, field="release")
+
     def external(self) -> dict[str, str]:
+        """Toolkits installed with ``--prefix``: release → absolute path.  Entries that are
+        not a release and an absolute, normalised path are not cudaup's and are left out."""
         try:
-            document = json.loads((self.home / "external.json").read_text())
-        except (OSError, ValueError):
+            document = json.loads((self.home / "external.json").read_bytes())
+        except (OSError, ValueError, RecursionError):
             return {}
-        return {str(k): str(v) for k, v in document.items()} if isinstance(document, dict) else {}
+        if not isinstance(document, dict):
+            return {}
+        return {
+            version: path
+            for version, path in document.items()
+            if _is_release(version)
+            and isinstance(path, str)
+            and path.isprintable()
+            and Path(path).is_absolute()
+            and os.path.normpath(path) == path
+        }
 
     def installed(self) -> list[InstalledToolkit]:
         """Every toolkit cudaup installed, newest first (staging and trash are invisible)."""
@@ -129,9 +157,10 @@ class Store:
     # -- writing -------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, name: str, timeout: float = 3600) -> Iterator[None]:
-
+        """Hold ``locks/<name>.lock`` (``name``: a release or another plain name)."""
+        path = inside(self.locks_dir, f"{name}.lock", field="lock name")
         self.locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.locks_dir / f"{name}.lock"))
+        lock = FileLock(str(path))
         try:
             lock.acquire(timeout=timeout)
         except Timeout:
@@ -146,8 +175,9 @@ class Store:
     @contextlib.contextmanager
     def staging(self, parent: Path, name: str) -> Iterator[Path]:
         """A fresh directory beside ``parent/name``; removed unless it was published."""
+        check_file_name(name, field="toolkit directory", where=str(parent), error=IntegrityError)
+        staging = inside(parent, f".staging-{name}-{secrets.token_hex(4)}")
         parent.mkdir(parents=True, exist_ok=True)
-        staging = parent / f".staging-{name}-{secrets.token_hex(4)}"
         staging.mkdir()
         try:
             yield staging
@@ -158,7 +188,7 @@ class Store:
     def publish(self, staging: Path, final: Path) -> None:
         """Make ``staging`` visible as ``final`` in one rename; an older tree is swapped out."""
         if final.exists():
-            trash = final.parent / f".trash-{final.name}-{secrets.token_hex(4)}"
+            trash = _trash_for(final)
             final.rename(trash)
             try:
                 staging.rename(final)
@@ -170,7 +200,14 @@ class Store:
             staging.rename(final)
 
     def remove(self, toolkit: InstalledToolkit) -> None:
-        trash = toolkit.path.parent / f".trash-{toolkit.path.name}-{secrets.token_hex(4)}"
+        """Delete an installed toolkit: renamed to a trash name first, then removed."""
+        if toolkit.external and toolkit.record is None:
+            raise IntegrityError(
+                f"{toolkit.path} has no {RECORD}: cudaup did not install it there, so it "
+                f"does not delete it; remove {toolkit.version} from "
+                f"{self.home / 'external.json'} by hand"
+            )
+        trash = _trash_for(toolkit.path)
         toolkit.path.rename(trash)
         if toolkit.external:
             external = self.external()
@@ -179,23 +216,38 @@ class Store:
         shutil.rmtree(trash, ignore_errors=True)
 
     def add_external(self, version: str, path: Path) -> None:
+        check_release(version, field="release", error=IntegrityError)
         external = self.external()
-        external[version] = str(path)
+        external[version] = os.path.normpath(path.absolute())
         atomic_write(self.home / "external.json", json.dumps(external, indent=1))
 
     def write_record(self, directory: Path, record: dict[str, Any]) -> None:
-        atomic_write(directory / RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        atomic_write(inside(directory, RECORD), json.dumps(record, indent=1, sort_keys=True) + "\n")
 
     def sweep(self, parent: Path, name: str) -> None:
         """Remove the staging and trash of ``name`` that a killed process left behind.
 
         Call it only while holding ``name``'s lock: then no live process owns them.
         """
+        check_file_name(name, field="toolkit directory", where=str(parent), error=IntegrityError)
         if not parent.is_dir():
             return
         for entry in parent.iterdir():
             if entry.name.startswith((f".staging-{name}-", f".trash-{name}-")):
                 shutil.rmtree(entry, ignore_errors=True)
+
+
+def _trash_for(path: Path) -> Path:
+    """A fresh name beside ``path`` for the tree on its way out."""
+    return inside(path.parent, f".trash-{path.name}-{secrets.token_hex(4)}")
+
+
+def _is_release(value: object) -> bool:
+    try:
+        check_release(value, field="release")
+    except CudaupError:
+        return False
+    return True
 
 
 def _sort_key(version: str) -> tuple[int, Version | str]:

@@ -1,22 +1,39 @@
 """A small on-disk HTTP cache for listings, manifests, pages and index answers.
 
 Each entry is a body file plus a JSON metadata file (status, validators, time
-stored), written atomically with ``os.replace`` so concurrent cudaup processes
-never read half an entry.  Freshness is decided by the caller's TTL; stale
-entries keep their ``ETag``/``Last-Modified`` for a conditional request.
+stored, the body's size and SHA-256), written atomically with ``os.replace`` so
+concurrent cudaup processes never read half an entry.  Freshness is decided by
+the caller's TTL; stale entries keep their ``ETag``/``Last-Modified`` for a
+conditional request.
+
+A cached manifest vouches for the checksums of everything installed from it, so
+an entry is used only when it is exactly what this cache wrote: metadata that is
+valid JSON of the right shape, a body of the recorded size and SHA-256, and both
+files owned by this user (or root) and writable by no one else.  Anything else
+(torn, corrupt, nested too deeply, planted by another local user) is a miss:
+the document is fetched again, never trusted and never a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeGuard
 
+from cudaup.errors import CudaupError
 from cudaup.util.atomic import atomic_write
 from cudaup.util.cachedir import CacheLayout
 
+#: Metadata files are a few hundred bytes; a larger one is not ours.
+_MAX_META_BYTES = 64 * 1024
+#: Bodies are capped by the HTTP client (20 MB by default); this bounds a planted one.
+_MAX_BODY_BYTES = 256 * 1024 * 1024
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is cudaup's cache.\n"
 
 
@@ -46,20 +63,36 @@ class HttpCache:
         return base.with_suffix(".json"), base.with_suffix(".body")
 
     def lookup(self, url: str) -> CachedResponse | None:
+        """The entry for ``url``, or None when there is none usable (see the module doc)."""
         meta_path, body_path = self._paths(url)
-        try:
-            meta = json.loads(meta_path.read_text())
-            body = body_path.read_bytes()
-        except (OSError, ValueError):
+        meta_bytes = _read_own(meta_path, _MAX_META_BYTES)
+        body = _read_own(body_path, _MAX_BODY_BYTES)
+        if meta_bytes is None or body is None:
             return None
-        if meta.get("url") != url or meta.get("size") != len(body):
-            return None  # a torn or foreign entry: treat as absent
+        try:
+            meta = json.loads(meta_bytes)
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deeply
+            return None
+        if not isinstance(meta, dict):
+            return None
+        status, stored_at = meta.get("status"), meta.get("stored_at")
+        etag, last_modified = meta.get("etag"), meta.get("last_modified")
+        if (
+            meta.get("url") != url
+            or meta.get("size") != len(body)
+            or meta.get("sha256") != hashlib.sha256(body).hexdigest()
+            or not _is_int(status, 100, 599)
+            or not _is_time(stored_at)
+            or not isinstance(etag, str | None)
+            or not isinstance(last_modified, str | None)
+        ):
+            return None  # a torn, corrupt or foreign entry: treat as absent
         return CachedResponse(
             url=url,
-            status=int(meta["status"]),
-            etag=meta.get("etag"),
-            last_modified=meta.get("last_modified"),
-            stored_at=float(meta["stored_at"]),
+            status=status,
+            etag=etag,
+            last_modified=last_modified,
+            stored_at=float(stored_at),
             body=body,
         )
 
@@ -78,9 +111,10 @@ class HttpCache:
                 "last_modified": last_modified,
                 "stored_at": time.time(),
                 "size": len(body),
+                "sha256": hashlib.sha256(body).hexdigest(),
             }
             atomic_write(meta_path, json.dumps(meta).encode())
-        except OSError:
+        except (OSError, CudaupError):  # atomic_write may name the path as a CudaupError
             pass  # a read-only or full cache must never fail the command
 
     def touch(self, entry: CachedResponse) -> None:
@@ -91,3 +125,42 @@ class HttpCache:
         tag = self.root / "CACHEDIR.TAG"
         if not tag.exists():
             atomic_write(tag, _TAG.encode())
+
+
+def _read_own(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file this user (or root) owns, no one else
+    may write, of at most ``limit`` bytes; otherwise None.  Checked on the open file
+    (never through a link), so a swap between the check and the read cannot slip through."""
+    try:
+        # O_NONBLOCK: opening a FIFO planted here must not hang.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_uid not in {os.geteuid(), 0}
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):  # the file may have grown since the fstat
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                return None
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _is_int(value: Any, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_time(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -8,28 +8,40 @@ entries whose ``details`` HTML carries the download button
 ``releases``/``structure`` keys sit, whether md5 and size are fields or text
 in ``details``) are handled by searching rather than by assuming one shape.
 Also parses the archive index ``/cuda-toolkit-archive``.
+
+The payload is decoded by :mod:`cudaup.core.documents` (deep nesting, huge
+numbers and broken JSON are refused); a download URL must be ``http(s)`` and
+end in a plain file name (it names the download), and a size must be 0 to
+2**50 bytes; otherwise the page is refused, naming it.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from cudaup.core.documents import load_json
+from cudaup.core.names import check_file_name, check_size
 from cudaup.core.platforms import Platform
 from cudaup.errors import SourceFormatError
 
+MAX_PAGE_BYTES = 10 * 1024 * 1024
+
 _PROPS = re.compile(r"""data-react-props\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
-_ANCHOR = re.compile(r"<a\b([^>]*)>", re.IGNORECASE)
+# Tags never span a '<': each match stops at the next one, so a page without '>'
+# costs linear time, not a scan to its end from every '<a'.
+_ANCHOR = re.compile(r"<a\b([^<>]*)>", re.IGNORECASE)
+_TAG = re.compile(r"<[^<>]+>")
 _ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _ANY_HREF = re.compile(r"""https?://[^\s"'<>]+""")
 _MD5_IN_TEXT = re.compile(r"md5[^0-9a-f]{0,40}?\b([0-9a-f]{32})\b", re.IGNORECASE)
+# \b before the digits: a match starts only where a run of digits starts (linear time).
 _SIZE_IN_TEXT = re.compile(r"(?:size[^0-9]{0,20}?)?\b(\d{6,})\s*(?:bytes|B)\b", re.IGNORECASE)
 _TITLE_VERSION = re.compile(r"CUDA Toolkit\s+(\d+\.\d+(?:\.\d+)?)(?:\s+(Update\s+\d+|GA))?", re.I)
 _INDEX_LINK = re.compile(
-    r"""<a\b[^>]*href\s*=\s*["']([^"']*cuda-(\d+)-(\d+)-(\d+)-download-archive[^"']*)["'][^>]*>"""
+    r"""<a\b[^<>]*href\s*=\s*["']([^"'<>]*cuda-(\d{1,6})-(\d{1,6})-(\d{1,6})-download-archive[^"'<>]*)["'][^<>]*>"""
     r"""\s*(CUDA Toolkit[^<]*)</a>""",
     re.IGNORECASE,
 )
@@ -99,16 +111,20 @@ def _platform_of(key: str) -> Platform | None:
     return None
 
 
-def _find_releases(node: Any) -> dict[str, Any] | None:
-    """The ``releases`` mapping, wherever it sits in the payload."""
-    if isinstance(node, dict):
+def _find_releases(payload: Any) -> dict[str, Any] | None:
+    """The ``releases`` mapping, wherever it sits in the payload (depth first, in order).
+
+    A loop with its own stack, not recursion: the payload may be nested as deep as
+    the JSON decoder allowed, and recursing that deep again would overflow."""
+    stack = [payload]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
         releases = node.get("releases")
         if isinstance(releases, dict) and any(isinstance(v, dict) for v in releases.values()):
             return releases
-        for value in node.values():
-            found = _find_releases(value)
-            if found is not None:
-                return found
+        stack.extend(reversed(node.values()))
     return None
 
 
@@ -150,32 +166,42 @@ def _md5_of(entry: dict[str, Any], details: str) -> str | None:
     value = _field(entry, "md5")
     if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{32}", value.strip()):
         return value.strip().lower()
-    match = _MD5_IN_TEXT.search(html.unescape(re.sub(r"<[^>]+>", " ", details)))
+    match = _MD5_IN_TEXT.search(html.unescape(_TAG.sub(" ", details)))
     return match.group(1).lower() if match else None
 
 
-def _size_of(entry: dict[str, Any], details: str) -> int | None:
+def _size_of(entry: dict[str, Any], details: str, where: str) -> int | None:
     value = _field(entry, "size", "bytes", "length")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    match = _SIZE_IN_TEXT.search(re.sub(r"<[^>]+>", " ", details).replace(",", ""))
-    return int(match.group(1)) if match else None
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        return check_size(value, field="size", where=where)
+    match = _SIZE_IN_TEXT.search(_TAG.sub(" ", details).replace(",", ""))
+    return check_size(match.group(1), field="size", where=where) if match else None
 
 
-def parse_archive_page(page: str) -> ArchivePage:
+def _checked_url(url: str, where: str) -> str:
+    """The download URL, refused unless it is http(s) and names a plain file."""
+    url = url.strip()
+    if not url.lower().startswith(("https://", "http://")):
+        raise SourceFormatError(f"download URL {url[:200]!r} in {where} is not an http(s) URL")
+    check_file_name(url.rsplit("/", 1)[-1], field="installer file name", where=where)
+    return url
+
+
+def parse_archive_page(page: str, source: str = "the download-archive page") -> ArchivePage:
     """Every standalone installer (runfile, local exe) the page offers."""
+    if len(page) > MAX_PAGE_BYTES:
+        raise SourceFormatError(f"{source} is larger than {MAX_PAGE_BYTES} bytes")
     match = _PROPS.search(page)
     if match is None:
-        raise SourceFormatError("the download-archive page has no data-react-props payload")
-    try:
-        payload = json.loads(html.unescape(match.group(1) or match.group(2) or ""))
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"the download-archive payload is not JSON ({exc})") from None
+        raise SourceFormatError(f"{source} has no data-react-props payload")
+    payload = load_json(
+        html.unescape(match.group(1) or match.group(2) or ""),
+        what=f"the data-react-props payload of {source}",
+        max_bytes=MAX_PAGE_BYTES,
+    )
     releases = _find_releases(payload)
     if releases is None:
-        raise SourceFormatError("the download-archive payload has no releases mapping")
+        raise SourceFormatError(f"the data-react-props payload of {source} has no releases mapping")
     title: str | None = None
     if isinstance(payload, dict):
         header = (
@@ -194,9 +220,14 @@ def parse_archive_page(page: str) -> ArchivePage:
         url = _download_url(details)
         if platform is None or url is None:
             continue
+        where = f"{key} in {source}"
         downloads.append(
             PageDownload(
-                key, platform, url.strip(), _md5_of(entry, details), _size_of(entry, details)
+                key,
+                platform,
+                _checked_url(url, where),
+                _md5_of(entry, details),
+                _size_of(entry, details, where),
             )
         )
     return ArchivePage(title=title if isinstance(title, str) else None, downloads=tuple(downloads))
@@ -214,8 +245,10 @@ def title_label(title: str | None) -> str | None:
     return f"{parts[0]}.{parts[1]}.{patch}"
 
 
-def parse_archive_index(page: str) -> list[ArchiveIndexEntry]:
+def parse_archive_index(page: str, source: str = "the archive index") -> list[ArchiveIndexEntry]:
     """Releases linked from ``/cuda-toolkit-archive`` (previews included)."""
+    if len(page) > MAX_PAGE_BYTES:
+        raise SourceFormatError(f"{source} is larger than {MAX_PAGE_BYTES} bytes")
     entries: dict[str, ArchiveIndexEntry] = {}
     for match in _INDEX_LINK.finditer(page):
         url, major, minor, patch, text = match.groups()

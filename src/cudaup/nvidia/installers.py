@@ -5,7 +5,9 @@ and out of the name), so the platform is read from tokens, not one strict
 pattern: a name seen for the first time tomorrow still classifies as long as it
 keeps the ``.run``/``.exe`` extension and says ``sbsa``/``arm64``/``ppc64le``
 where it is not x86_64.  This module only *reads* names that a source listed;
-cudaup never builds a file name and presents it as fact.
+cudaup never builds a file name and presents it as fact.  A name that is not a
+plain file name (``..``, a separator, control characters) is refused: the name
+of an installer becomes the name of its download.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cudaup.core.names import check_file_name
 from cudaup.core.platforms import Platform
 
 _VERSION = re.compile(r"^cuda_(\d+\.\d+\.\d+)")
@@ -30,8 +33,11 @@ class InstallerName:
 
 
 def classify_installer(filename: str) -> InstallerName | None:
-    """What a listed installer file is for, or ``None`` if it is not one."""
-    lowered = filename.lower()
+    """What a listed installer file is for, or ``None`` if it is not one.
+
+    Raises :class:`~cudaup.errors.SourceFormatError` for a name that is not a plain
+    file name."""
+    lowered = check_file_name(filename, field="installer file name").lower()
     tokens = set(re.split(r"[_.\-]", lowered))
     platform: Platform
     if lowered.endswith(".run"):

@@ -9,17 +9,21 @@ Format (verified on real 12.8.0 and 13.0.0 manifests)::
 Older manifests lack ``release_label``/``release_product``/``license_path``;
 cuDNN-style manifests nest one more level of variants under a platform.  Any
 key with a ``-`` (or ``source``) is a platform, as in NVIDIA's own parser.
-Hostile or broken data is rejected: duplicate keys, ``..``/absolute/URL paths,
-malformed digests or sizes, and documents over 10 MB.
+Hostile or broken data is rejected (:mod:`cudaup.core.names` checks every
+name): duplicate keys, component keys that are not plain names, ``..``,
+absolute, backslash or URL paths, malformed digests, sizes that are not 0 to
+2**50 bytes, wrong types, and documents over 10 MB, not UTF-8, with a
+byte-order mark or nested too deeply.  Every refusal names the document.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cudaup.core.documents import load_json
+from cudaup.core.names import check_component, check_label, check_relative_path, check_size
 from cudaup.errors import SourceFormatError
 
 MAX_MANIFEST_BYTES = 10 * 1024 * 1024
@@ -90,77 +94,68 @@ class Manifest:
         return tuple(seen)
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise SourceFormatError(f"duplicate key {key!r} in the redist manifest")
-        result[key] = value
-    return result
+class _Duplicates:
+    """``object_pairs_hook`` refusing a key given twice (JSON allows it; a manifest must not)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise SourceFormatError(f"duplicate key {key!r} in {self.where}")
+            result[key] = value
+        return result
 
 
 def _is_platform_key(key: str) -> bool:
     return ("-" in key or key == "source") and not key.endswith("_variant")
 
 
-def _check_relative_path(path: str, where: str) -> str:
-    if (
-        not path
-        or path.startswith(("/", "\\"))
-        or "://" in path
-        or re.match(r"^[A-Za-z]:", path)
-        or any(part in {"..", ""} for part in path.replace("\\", "/").split("/"))
-    ):
-        raise SourceFormatError(f"unsafe relative_path {path!r} for {where} in the redist manifest")
-    return path
-
-
-def _parse_archive(component: str, platform: str, data: Any, variant: str | None) -> Archive:
-    where = f"{component} {platform}" + (f" {variant}" if variant else "")
+def _parse_archive(
+    component: str, platform: str, data: Any, variant: str | None, source: str
+) -> Archive:
+    where = f"{component} {platform}" + (f" {variant}" if variant else "") + f" in {source}"
     if not isinstance(data, dict):
-        raise SourceFormatError(f"{where}: expected an object in the redist manifest")
+        raise SourceFormatError(f"{where}: expected an object")
     relative_path = data.get("relative_path")
     sha256 = data.get("sha256")
     md5 = data.get("md5")
-    size = data.get("size")
-    if not isinstance(relative_path, str):
-        raise SourceFormatError(f"{where}: missing relative_path in the redist manifest")
+    if relative_path is None:
+        raise SourceFormatError(f"{where}: missing relative_path")
     if not isinstance(sha256, str) or not _SHA256.match(sha256):
-        raise SourceFormatError(f"{where}: missing or malformed sha256 in the redist manifest")
+        raise SourceFormatError(f"{where}: missing or malformed sha256")
     if md5 is not None and (not isinstance(md5, str) or not _MD5.match(md5)):
-        raise SourceFormatError(f"{where}: malformed md5 in the redist manifest")
-    if isinstance(size, bool) or not isinstance(size, (str, int)) or not str(size).isdigit():
-        raise SourceFormatError(f"{where}: missing or malformed size in the redist manifest")
+        raise SourceFormatError(f"{where}: malformed md5")
     return Archive(
         component=component,
         platform=platform,
-        relative_path=_check_relative_path(relative_path, where),
+        relative_path=check_relative_path(relative_path, field="relative_path", where=where),
         sha256=sha256.lower(),
         md5=md5.lower() if isinstance(md5, str) else None,
-        size=int(size),
+        size=check_size(data.get("size"), field="size", where=where),
         variant=variant,
     )
 
 
-def parse_manifest(data: bytes) -> Manifest:
-    """Parse one ``redistrib_X.Y.Z.json`` document."""
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise SourceFormatError("the redist manifest is larger than 10 MB; refusing to parse it")
-    if data.startswith(b"\xef\xbb\xbf"):
-        raise SourceFormatError("the redist manifest starts with a byte-order mark")
-    try:
-        document = json.loads(data, object_pairs_hook=_reject_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SourceFormatError(f"the redist manifest is not valid JSON ({exc})") from None
+def parse_manifest(data: bytes, source: str = "the redist manifest") -> Manifest:
+    """Parse one ``redistrib_X.Y.Z.json`` document; ``source`` (its URL) names it in errors."""
+    document = load_json(
+        data, what=source, max_bytes=MAX_MANIFEST_BYTES, object_pairs_hook=_Duplicates(source)
+    )
     if not isinstance(document, dict):
-        raise SourceFormatError("the redist manifest is not a JSON object")
+        raise SourceFormatError(f"{source} is not a JSON object")
     components: dict[str, Component] = {}
     for key, value in document.items():
         if not isinstance(value, dict):
             continue  # release_date, release_label, release_product, and future scalars
+        # The key names directories (licenses/<component>/, the unpacked cache): a plain name.
+        check_component(key, field="component key", where=source)
         version = value.get("version")
-        if not isinstance(version, str):
-            raise SourceFormatError(f"component {key!r} has no version in the redist manifest")
+        if version is None:
+            raise SourceFormatError(f"component {key!r} has no version in {source}")
+        check_label(version, field=f"{key} version", where=source)
         archives: list[Archive] = []
         for platform, entry in value.items():
             if platform in _COMPONENT_FIELDS or not _is_platform_key(platform):
@@ -168,9 +163,9 @@ def parse_manifest(data: bytes) -> Manifest:
             if isinstance(entry, dict) and "relative_path" not in entry:
                 # cuDNN-style variants: {"cuda12": {relative_path, ...}, ...}
                 for variant, nested in entry.items():
-                    archives.append(_parse_archive(key, platform, nested, variant))
+                    archives.append(_parse_archive(key, platform, nested, variant, source))
             else:
-                archives.append(_parse_archive(key, platform, entry, None))
+                archives.append(_parse_archive(key, platform, entry, None, source))
         name = value.get("name")
         license_name = value.get("license")
         components[key] = Component(

@@ -7,18 +7,24 @@ one; otherwise from the wheel itself, downloaded when small (the
 ``cuda-toolkit`` meta-package is ~2 KB) or read with HTTP range requests on the
 zip's central directory when large.  Versions come from file names, never the
 ``versions`` array, which PyPI leaves incomplete.
+
+Every file name an index gives is a plain file name (checked by
+:mod:`cudaup.core.names`: it becomes the name of a download), every field has
+the type PEP 691 gives it, sizes are 0 to 2**50 bytes, and a page or metadata
+file that is broken, oversized, not UTF-8 or nested too deeply is refused as
+:class:`~cudaup.errors.SourceFormatError` naming its URL.
 """
 
 from __future__ import annotations
 
 import html
 import io
-import json
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Any
+from typing import IO, Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from packaging.metadata import Metadata
@@ -31,12 +37,19 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from cudaup.core.documents import decode_text, load_json
+from cudaup.core.names import check_file_name, check_size
 from cudaup.errors import NetworkError, RemoteFileMissingError, SourceFormatError
 from cudaup.net.http import HttpClient
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 #: Wheels up to this size are downloaded whole to read METADATA; larger ones are range-read.
 SMALL_WHEEL = 4 * 1024 * 1024
+#: The largest project page read (PyPI's largest are a few MB).
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+#: The largest core metadata file read (NVIDIA's are a few KB).
+MAX_METADATA_BYTES = 4 * 1024 * 1024
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,28 +80,50 @@ def _truthy_metadata(value: Any) -> bool:
     return bool(value) and value is not False
 
 
+def _optional_text(entry: dict[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise SourceFormatError(f"{where}: {key!r} is {type(value).__name__}, not a string")
+    return value
+
+
+def _sha256(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _SHA256.match(value):
+        raise SourceFormatError(f"{where}: sha256 {str(value)[:80]!r} is not 64 hex digits")
+    return value.lower()
+
+
 def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
     """Files of a PEP 691 JSON project page."""
-    try:
-        document = json.loads(data)
-        entries = document["files"]
-    except (ValueError, KeyError, TypeError):
-        raise SourceFormatError(f"{page_url} is not a PEP 691 project page") from None
+    document = load_json(data, what=page_url, max_bytes=MAX_PAGE_BYTES)
+    entries = document.get("files") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise SourceFormatError(f"{page_url} is not a PEP 691 project page")
     files: list[DistFile] = []
     for entry in entries:
         if not isinstance(entry, dict) or "filename" not in entry or "url" not in entry:
             continue
+        filename = check_file_name(entry["filename"], field="filename", where=page_url)
+        where = f"{filename} in {page_url}"
+        url = entry["url"]
+        if not isinstance(url, str):
+            raise SourceFormatError(f"{where}: 'url' is not a string")
         hashes = entry.get("hashes") or {}
-        yanked = entry.get("yanked", False)
+        if not isinstance(hashes, dict):
+            raise SourceFormatError(f"{where}: 'hashes' is not an object")
         size = entry.get("size")
         files.append(
             DistFile(
-                filename=entry["filename"],
-                url=urljoin(page_url, entry["url"]),
-                sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
-                size=size if isinstance(size, int) else None,
-                requires_python=entry.get("requires-python"),
-                yanked=bool(yanked),
+                filename=filename,
+                url=urljoin(page_url, url),
+                sha256=_sha256(hashes.get("sha256"), where),
+                size=None
+                if size is None
+                else check_size(size, field="size", where=where, text=False),
+                requires_python=_optional_text(entry, "requires-python", where),
+                yanked=bool(entry.get("yanked", False)),
                 core_metadata=_truthy_metadata(
                     entry.get("core-metadata", entry.get("dist-info-metadata"))
                 ),
@@ -108,17 +143,36 @@ class _AnchorParser(HTMLParser):
 
 
 def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
-    """Files of a PEP 503 HTML project page (relative and cross-host links)."""
+    """Files of a PEP 503 HTML project page (relative and cross-host links).
+
+    A link to a directory (``../``, a name ending in ``/``) is not a file and is
+    passed over; any other link must end in a plain file name."""
+    if len(text) > MAX_PAGE_BYTES:
+        raise SourceFormatError(f"{page_url} is larger than {MAX_PAGE_BYTES} bytes")
     parser = _AnchorParser()
-    parser.feed(text)
+    try:
+        parser.feed(text)
+        parser.close()
+    except (AssertionError, ValueError) as exc:  # html.parser's own complaints
+        raise SourceFormatError(f"{page_url} is not an HTML page ({exc})") from None
     files: list[DistFile] = []
     for attrs in parser.anchors:
         href = attrs.get("href")
         if not href:
             continue
-        absolute, fragment = urldefrag(urljoin(page_url, href))
-        filename = unquote(absolute.rsplit("/", 1)[-1])
-        sha256 = fragment.split("=", 1)[1] if fragment.startswith("sha256=") else None
+        try:
+            absolute, fragment = urldefrag(urljoin(page_url, href))
+        except ValueError:  # e.g. an unbalanced '[' in the host
+            raise SourceFormatError(f"{page_url} links to {href[:200]!r}, not a URL") from None
+        if absolute.endswith("/"):
+            continue
+        filename = check_file_name(
+            unquote(absolute.rsplit("/", 1)[-1]), field="file name", where=page_url
+        )
+        where = f"{filename} in {page_url}"
+        sha256 = (
+            _sha256(fragment.split("=", 1)[1], where) if fragment.startswith("sha256=") else None
+        )
         requires = attrs.get("data-requires-python")
         metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
         files.append(
@@ -206,14 +260,17 @@ class PackageIndex:
         body = response.body.lstrip()
         if body.startswith(b"{"):
             return parse_simple_json(response.body, url)
-        return parse_simple_html(response.text(), url)
+        text = decode_text(response.body, what=url, max_bytes=MAX_PAGE_BYTES, bom="strip")
+        return parse_simple_html(text, url)
 
     def metadata(self, file: DistFile) -> Metadata:
         """Core metadata of a wheel, as cheaply as the index allows."""
         if file.core_metadata:
-            response = self.http.get(file.url + ".metadata", cache="metadata")
+            response = self.http.get(
+                file.url + ".metadata", cache="metadata", max_bytes=MAX_METADATA_BYTES
+            )
             if response.ok:
-                return _parse_metadata(response.body, file.filename)
+                return _parse_metadata(response.body, f"{file.url}.metadata")
         if file.size is not None and file.size > SMALL_WHEEL:
             return self._metadata_by_range(file, file.size)
         response = self.http.get(file.url, cache="metadata", max_bytes=64 * 1024 * 1024)
@@ -221,22 +278,46 @@ class PackageIndex:
             raise RemoteFileMissingError(
                 f"{file.url} answered HTTP {response.status}", file.url, response.status
             )
-        return _metadata_from_wheel(zipfile.ZipFile(io.BytesIO(response.body)), file.filename)
+        return _metadata_from_wheel(lambda: io.BytesIO(response.body), file.url)
 
     def _metadata_by_range(self, file: DistFile, size: int) -> Metadata:
-        view = io.BufferedReader(_HttpRangeFile(self.http, file.url, size), buffer_size=65536)
-        return _metadata_from_wheel(zipfile.ZipFile(view), file.filename)
+        return _metadata_from_wheel(
+            lambda: io.BufferedReader(_HttpRangeFile(self.http, file.url, size), buffer_size=65536),
+            file.url,
+        )
 
 
-def _metadata_from_wheel(archive: zipfile.ZipFile, filename: str) -> Metadata:
-    names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-    if len(names) != 1:
-        raise SourceFormatError(f"{filename} has no single *.dist-info/METADATA")
-    return _parse_metadata(archive.read(names[0]), filename)
-
-
-def _parse_metadata(data: bytes, filename: str) -> Metadata:
+def _metadata_from_wheel(open_wheel: Callable[[], IO[bytes]], url: str) -> Metadata:
+    """The core metadata inside a wheel; a file that is not a zip is refused, not a crash."""
     try:
-        return Metadata.from_email(data, validate=False)
-    except Exception as exc:  # packaging raises an ExceptionGroup of field errors
-        raise SourceFormatError(f"cannot read the metadata of {filename}: {exc}") from None
+        with zipfile.ZipFile(open_wheel()) as archive:
+            members = [
+                info
+                for info in archive.infolist()
+                if re.fullmatch(r"[^/]+\.dist-info/METADATA", info.filename)
+            ]
+            if len(members) != 1:
+                raise SourceFormatError(f"{url} has no single *.dist-info/METADATA")
+            if members[0].file_size > MAX_METADATA_BYTES:
+                raise SourceFormatError(
+                    f"{url}: {members[0].filename} is larger than {MAX_METADATA_BYTES} bytes"
+                )
+            data = archive.read(members[0])
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+        raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
+    except (ValueError, RuntimeError) as exc:  # zipfile: bad offsets, encrypted members
+        raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
+    return _parse_metadata(data, url)
+
+
+def _parse_metadata(data: bytes, where: str) -> Metadata:
+    """Core metadata, with the fields cudaup reads (extras, requirements) validated here
+    so that a malformed one is a refusal now, not an exception where it is used."""
+    if len(data) > MAX_METADATA_BYTES:
+        raise SourceFormatError(f"{where} is larger than {MAX_METADATA_BYTES} bytes")
+    try:
+        metadata = Metadata.from_email(data, validate=False)
+        _ = metadata.requires_dist, metadata.provides_extra
+    except Exception as exc:  # packaging raises InvalidMetadata or an ExceptionGroup of them
+        raise SourceFormatError(f"cannot read the core metadata of {where}: {exc}") from None
+    return metadata

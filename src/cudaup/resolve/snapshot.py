@@ -2,23 +2,35 @@
 
 Never preferred over a live answer: it is read only when ``--offline`` is
 given, every answer from it names the snapshot and its date, and nothing from
-it counts as verified (no probe confirmed the file).
+it counts as verified (no probe confirmed the file).  It is read like any other
+document: every release, file name, URL, size and digest is checked on load, and
+a damaged file is refused (:class:`~cudaup.errors.SourceFormatError`), never a crash.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from packaging.version import Version
 
+from cudaup.core.documents import load_json
 from cudaup.core.model import Artifact, Release, Resolution, SourceRef
-from cudaup.core.platforms import Platform
+from cudaup.core.names import check_file_url, check_label, check_release, check_size
+from cudaup.core.platforms import PLATFORMS, Platform
 from cudaup.core.versions import ReleaseRequest, nearest, nvidia_label
-from cudaup.errors import ArtifactNotFoundError, OfflineError, ReleaseNotFoundError
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    OfflineError,
+    ReleaseNotFoundError,
+    SourceFormatError,
+)
 from cudaup.resolve.choose import JETSON_NO_RUNFILE
+
+MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +40,27 @@ class Snapshot:
 
     @classmethod
     def load(cls) -> Snapshot:
+        path = resources.files("cudaup").joinpath("data/snapshot.json")
         try:
-            text = resources.files("cudaup").joinpath("data/snapshot.json").read_text()
-            data = json.loads(text)
-        except (OSError, ValueError) as exc:
+            data = path.read_bytes()
+        except OSError as exc:
             raise OfflineError(f"cudaup's offline snapshot cannot be read ({exc})") from None
-        return cls(generated=data["generated"], releases=data["releases"])
+        return cls.parse(data, f"cudaup's offline snapshot {path}")
+
+    @classmethod
+    def parse(cls, data: bytes, where: str) -> Snapshot:
+        """Check every entry of a snapshot document (see the module docstring)."""
+        document = load_json(data, what=where, max_bytes=MAX_SNAPSHOT_BYTES)
+        if not isinstance(document, dict) or not isinstance(document.get("releases"), dict):
+            raise SourceFormatError(f"{where} has no 'releases' object")
+        generated = check_label(document.get("generated"), field="generated", where=where)
+        releases: dict[str, list[dict[str, Any]]] = {}
+        for label, entries in document["releases"].items():
+            check_release(label, field="release", where=where)
+            if not isinstance(entries, list):
+                raise SourceFormatError(f"{where}: release {label} is not a list")
+            releases[label] = [_entry(entry, f"{label} in {where}") for entry in entries]
+        return cls(generated=generated, releases=releases)
 
     def resolve(self, request: ReleaseRequest, platform: Platform) -> Resolution:
         if platform == "linux-aarch64":
@@ -84,3 +111,28 @@ class Snapshot:
         raise ArtifactNotFoundError(
             f"no release matching {request.describe()} in the offline snapshot has an installer for {platform}"
         )
+
+
+def _entry(entry: object, where: str) -> dict[str, Any]:
+    """One installer of the snapshot, every field checked; the filename is the URL's."""
+    if not isinstance(entry, dict):
+        raise SourceFormatError(f"{where}: an installer entry is not an object")
+    platform = entry.get("platform")
+    if platform not in PLATFORMS:
+        raise SourceFormatError(f"{where}: unknown platform {str(platform)[:80]!r}")
+    url = check_file_url(entry.get("url"), field="url", where=where)
+    filename = entry.get("filename")
+    if filename != url.rsplit("/", 1)[-1]:
+        raise SourceFormatError(f"{where}: filename {str(filename)[:200]!r} is not the URL's")
+    md5 = entry.get("md5")
+    if not isinstance(md5, str) or not _MD5.match(md5):
+        raise SourceFormatError(f"{where}: md5 of {filename} is not 32 lower-case hex digits")
+    driver = entry.get("driver")
+    return {
+        "platform": platform,
+        "url": url,
+        "filename": filename,
+        "size": check_size(entry.get("size"), field="size", where=where, text=False),
+        "md5": md5,
+        "driver": None if driver is None else check_label(driver, field="driver", where=where),
+    }

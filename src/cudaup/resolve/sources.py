@@ -4,22 +4,27 @@ The I/O edge for the resolver.  Each method fetches one document through the
 cached HTTP client and hands it to the matching pure parser in
 :mod:`cudaup.nvidia`; a 404 is an answer (``None``), not an error.  URLs the
 documents give on NVIDIA's default hosts are moved onto the configured bases.
+Text is decoded strictly (UTF-8; a byte-order mark only before HTML), and every
+parser is told the document's URL, so a refusal names where it came from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from cudaup.core.documents import decode_text
+from cudaup.core.names import check_size
 from cudaup.errors import NetworkError
 from cudaup.net.http import CacheKind, HttpClient, Response
 from cudaup.nvidia.archive_page import (
+    MAX_PAGE_BYTES,
     ArchiveIndexEntry,
     ArchivePage,
     parse_archive_index,
     parse_archive_page,
 )
-from cudaup.nvidia.checksums import Algorithm, parse_checksum_file
-from cudaup.nvidia.listing import ListedRelease, parse_redist_listing
+from cudaup.nvidia.checksums import MAX_CHECKSUM_FILE_BYTES, Algorithm, parse_checksum_file
+from cudaup.nvidia.listing import MAX_LISTING_BYTES, ListedRelease, parse_redist_listing
 from cudaup.nvidia.manifest import Manifest, parse_manifest
 
 
@@ -76,37 +81,44 @@ class NvidiaSource:
         return response
 
     def listing(self) -> list[ListedRelease]:
-        response = self._get(self.listing_url(), "listing")
+        url = self.listing_url()
+        response = self._get(url, "listing")
         if response is None:
-            raise NetworkError(f"{self.listing_url()} answered 404: is this an NVIDIA mirror?")
-        return parse_redist_listing(response.text())
+            raise NetworkError(f"{url} answered 404: is this an NVIDIA mirror?")
+        return parse_redist_listing(_html(response, MAX_LISTING_BYTES), url)
 
     def manifest(self, label: str) -> Manifest | None:
-        response = self._get(self.manifest_url(label), "manifest")
-        return parse_manifest(response.body) if response else None
+        url = self.manifest_url(label)
+        response = self._get(url, "manifest")
+        return parse_manifest(response.body, url) if response else None
 
     def checksums(self, url: str, algorithm: Algorithm) -> dict[str, str] | None:
         response = self._get(url, "checksums")
-        return parse_checksum_file(response.text(), algorithm) if response else None
+        if response is None:
+            return None
+        text = decode_text(response.body, what=url, max_bytes=MAX_CHECKSUM_FILE_BYTES)
+        return parse_checksum_file(text, algorithm, url)
 
     def md5sums(self, label: str) -> dict[str, str] | None:
         return self.checksums(self.md5sum_url(label), "md5")
 
     def archive_page(self, label: str) -> ArchivePage | None:
-        response = self._get(self.page_url(label), "page")
+        url = self.page_url(label)
+        response = self._get(url, "page")
         if response is None:
             return None
-        page = parse_archive_page(response.text())
+        page = parse_archive_page(_html(response, MAX_PAGE_BYTES), url)
         downloads = tuple(replace(d, url=self.settings.rewrite(d.url)) for d in page.downloads)
         return replace(page, downloads=downloads)
 
     def archive_index(self) -> list[ArchiveIndexEntry]:
-        response = self._get(self.archive_index_url(), "listing")
+        url = self.archive_index_url()
+        response = self._get(url, "listing")
         if response is None:
             return []
         return [
             replace(e, url=self.settings.rewrite(e.url))
-            for e in parse_archive_index(response.text())
+            for e in parse_archive_index(_html(response, MAX_PAGE_BYTES), url)
         ]
 
     # -- probing ---------------------------------------------------------------
@@ -124,7 +136,9 @@ class NvidiaSource:
             total = headers.get("Content-Range", "").rsplit("/", 1)[-1]
             size_text = total if status == 206 else headers.get("Content-Length")
             response = Response(url, 200 if status == 206 else status, headers, b"")
-        size = int(size_text) if size_text and size_text.isdigit() else None
+        size = (
+            check_size(size_text, field="size", where=f"the answer of {url}") if size_text else None
+        )
         return ProbeResult(
             url=response.url,
             status=response.status,
@@ -133,3 +147,8 @@ class NvidiaSource:
             last_modified=response.headers.get("Last-Modified"),
             accept_ranges=response.headers.get("Accept-Ranges", "").lower() == "bytes",
         )
+
+
+def _html(response: Response, max_bytes: int) -> str:
+    """An HTML document's text: UTF-8, a leading byte-order mark allowed (HTML allows one)."""
+    return decode_text(response.body, what=response.url, max_bytes=max_bytes, bom="strip")

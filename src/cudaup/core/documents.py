@@ -1,0 +1,81 @@
+"""Decoding documents from outside without crashing: JSON, TOML and text.
+
+Every parser of a manifest, page, index, lock or cache entry starts here, so the
+ways a document can be broken are handled once: too large, not UTF-8, a
+byte-order mark where the format has none, nested deeper than the decoder can
+recurse (``RecursionError``), integers too long for ``int()`` (Python refuses
+more than 4300 digits with ``ValueError``), ``NaN``, and plain syntax errors.
+Each becomes :class:`~cudaup.errors.SourceFormatError` naming the document (its
+URL or path), never another exception.
+
+Pure: bytes in, values out.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from typing import Any, Literal
+
+from cudaup.errors import SourceFormatError
+
+_BOM = b"\xef\xbb\xbf"
+Pairs = Callable[[list[tuple[str, Any]]], Any]
+
+
+def _too_large(data: bytes | str, max_bytes: int, what: str) -> None:
+    if len(data) > max_bytes:
+        raise SourceFormatError(f"{what} is larger than {max_bytes} bytes; refusing to parse it")
+
+
+def decode_text(
+    data: bytes, *, what: str, max_bytes: int, bom: Literal["refuse", "strip"] = "refuse"
+) -> str:
+    """``data`` as UTF-8 text.  A leading byte-order mark is refused, or stripped where
+    the format allows one (HTML)."""
+    _too_large(data, max_bytes, what)
+    if data.startswith(_BOM):
+        if bom == "refuse":
+            raise SourceFormatError(f"{what} starts with a byte-order mark")
+        data = data[len(_BOM) :]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"{what} is not UTF-8 (at byte {exc.start})") from None
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_json(
+    data: bytes | str, *, what: str, max_bytes: int, object_pairs_hook: Pairs | None = None
+) -> Any:
+    """The value of one JSON document (any type: callers check the shape they need)."""
+    text = decode_text(data, what=what, max_bytes=max_bytes) if isinstance(data, bytes) else data
+    _too_large(text, max_bytes, what)
+    if text.startswith("\ufeff"):
+        raise SourceFormatError(f"{what} starts with a byte-order mark")
+    try:
+        return json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
+    except RecursionError:
+        raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
+    except ValueError as exc:  # JSONDecodeError, int() over 4300 digits, NaN
+        raise SourceFormatError(f"{what} is not valid JSON ({_short(exc)})") from None
+
+
+def load_toml(data: bytes, *, what: str, max_bytes: int) -> dict[str, Any]:
+    """The table of one TOML document."""
+    text = decode_text(data, what=what, max_bytes=max_bytes)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
+    except ValueError as exc:  # TOMLDecodeError, int() over 4300 digits
+        raise SourceFormatError(f"{what} is not valid TOML ({_short(exc)})") from None
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "…"
