@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
+import cudaup
 from tests.fakenvidia import FakeNvidiaServer
 from tests.github_runner import ACTION_FILE, REPO, ActionRun, ActionRunner
 from tests.helpers import point_env_at, run_cli
@@ -272,7 +273,7 @@ def test_action_installs_exports_and_a_warm_job_downloads_nothing(
     assert second.step("resolve").outputs["cache-key"] == key
     lock = Path(first.step("resolve").outputs["lock"])
     digest = hashlib.sha256(lock.read_bytes()).hexdigest()
-    assert key == f"cudaup-0.1.0-Linux-X64-{digest}"
+    assert key == f"cudaup-{cudaup.__version__}-Linux-X64-{digest}"
     # The first job fetched the archives while installing; the warm one fetched nothing.
     assert set(used[0]["install"]) == {
         f"{component}-linux-x86_64-13.0.88-archive.tar.xz"
@@ -286,22 +287,23 @@ def test_action_installs_exports_and_a_warm_job_downloads_nothing(
     assert nvcc.stat().st_nlink >= 2
 
 
-def test_cache_key_follows_the_files_and_lock_files_install_as_written(
+def test_cache_key_follows_the_files_and_a_lock_file_installs_as_written(
     tmp_path: Path, action_path: Path, fake_nvidia: FakeNvidiaServer
 ) -> None:
     hosts = {"CUDAUP_NVIDIA_DOWNLOAD_URL": fake_nvidia.download_url}
     counter = iter(range(100))
 
-    def resolve(**inputs: str) -> ActionRun:
+    def resolve(inputs: dict[str, str], *, install: bool = False) -> ActionRun:
         job = runner(tmp_path / f"job{next(counter)}", action_path, **hosts)
         stand_in_for_setup(job)
-        for name in ("cuda.lock.toml", "broken.lock.toml"):
+        for name in ("cuda.lock.toml", "edited.lock.toml"):
             if (tmp_path / name).exists():
                 shutil.copy(tmp_path / name, job.workspace / name)
-        return job.run(inputs, skip=frozenset({"setup", "install", "env"}))
+        skip = {"setup"} if install else {"setup", "install", "env"}
+        return job.run(inputs, skip=frozenset(skip))
 
     def key(**inputs: str) -> str:
-        return succeeded(resolve(**inputs)).step("resolve").outputs["cache-key"]
+        return succeeded(resolve(inputs)).step("resolve").outputs["cache-key"]
 
     base = {"cuda": "13.0.1", "channel": "redist"}
     first = key(**base)
@@ -310,25 +312,28 @@ def test_cache_key_follows_the_files_and_lock_files_install_as_written(
     assert key(**{**base, "components": "cudart"}) != first
     assert key(**{**base, "components": "all"}) != first
 
-    # A lock file as input: its bytes are the key; the install follows it exactly.
-    run = succeeded(resolve(**base))
+    # A lock file as input: its bytes make the key, and the install follows it.
+    run = succeeded(resolve(base))
     shutil.copy(run.step("resolve").outputs["lock"], tmp_path / "cuda.lock.toml")
-    assert key(cuda="cuda.lock.toml") == first
-    edited = (
-        (tmp_path / "cuda.lock.toml").read_text().replace('request = "13.0.1"', 'request = "13.0"')
+    from_lock = succeeded(resolve({"cuda": "cuda.lock.toml"}, install=True))
+    assert from_lock.step("resolve").outputs["cache-key"] == first
+    assert from_lock.step("resolve").outputs["lock"].endswith("/workspace/cuda.lock.toml")
+    assert from_lock.outputs["cuda-version"] == "13.0.1"
+    text = (tmp_path / "cuda.lock.toml").read_text()
+    (tmp_path / "edited.lock.toml").write_text(
+        text.replace('request = "13.0.1"', 'request = "13.0"')
     )
-    (tmp_path / "broken.lock.toml").write_text(edited)
-    assert key(cuda="broken.lock.toml") != first
+    assert key(cuda="edited.lock.toml") != first
 
-    missing = resolve(cuda="missing.lock.toml")
+    missing = resolve({"cuda": "missing.lock.toml"})
     assert missing.failed is not None and missing.failed.id == "resolve"
     assert "there is no lock file missing.lock.toml in " in missing.failed.stdout
-    installer = resolve(cuda="13.0.1", channel="installer")
+    installer = resolve({"cuda": "13.0.1", "channel": "installer"})
     assert installer.failed is not None
     assert "the installer channel installs the whole toolkit, so set components: all" in (
         installer.failed.stdout
     )
-    nothing = resolve(cuda="12.7", channel="redist")  # no such release: cudaup's own error
+    nothing = resolve({"cuda": "12.7", "channel": "redist"})  # no such release: cudaup's own error
     assert nothing.failed is not None and nothing.failed.returncode == 3
     assert "there is no CUDA 12.7.x" in nothing.failed.stderr
 

@@ -279,14 +279,13 @@ def cmd_env(args: argparse.Namespace) -> int:
     if shell == "dockerfile":
         text = environment.render_dockerfile(toolkit)  # checks the paths first
         document["variables"] = environment.dockerfile_env(toolkit)
-    elif shell == "github":
-        variables = environment.toolkit_env(toolkit, store)
-        document["variables"] = variables
-        text, document["files"] = _github_env(active, toolkit, variables, output=args.output)
     else:
         variables = environment.toolkit_env(toolkit, store)
         document["variables"] = variables
-        text = environment.render_env(variables, shell)
+        if shell == "github":
+            text, document["files"] = _github_env(active, toolkit, variables, output=args.output)
+        else:
+            text = environment.render_env(variables, shell)
     if args.json:
         emit_json(document)
     else:

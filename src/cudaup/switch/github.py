@@ -11,9 +11,9 @@ step has ended:
 * ``$GITHUB_OUTPUT``: the step's outputs, in ``$GITHUB_ENV``'s format.
 
 The runner reads them as UTF-8 and splits lines at ``\\n``.  Every block is
-checked before anything is written, each file gets one ``write``, and a failure
-part way truncates the files already written back to their sizes before, so a
-step that fails leaves no half variable behind.
+built and checked before anything is written, each file is opened before any is
+written to, and a failure part way truncates the files already written back to
+their sizes before: a step that fails leaves no half variable behind.
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ def _opened(appends: Sequence[Append]) -> Iterator[list[tuple[int, int]]]:
 
 
 def append_all(appends: Sequence[Append]) -> None:
-    """Append each block to its file: all of them, or (on a failure) none of them."""
+    """Append each block to its file (one block a file): all of them, or (on a failure)
+    none of them."""
     with _opened(appends) as opened:
         written: list[tuple[int, int]] = []
         for append, (fd, size) in zip(appends, opened, strict=True):
