@@ -10,12 +10,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from cudaup.cli.common import emit_json
 from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.switch import environment, pins, selection, shim, shims, system_link
+from cudaup.switch import environment, github, pins, selection, shim, shims, system_link
 
 _CHOOSE = (
     "a version request (13.0, 12.8.1, cu128: the newest installed match) or a toolkit directory"
@@ -41,7 +42,17 @@ def add_pin(parser: argparse.ArgumentParser) -> None:
 
 def add_env(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("version", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
-    parser.add_argument("--shell", choices=environment.SHELLS, help="syntax (default: from $SHELL)")
+    parser.add_argument(
+        "--shell",
+        choices=environment.TARGETS,
+        help="syntax (default: from $SHELL); github: append to $GITHUB_ENV and $GITHUB_PATH; "
+        "dockerfile: ENV lines",
+    )
+    parser.add_argument(
+        "--output",
+        action="store_true",
+        help="with --shell github: cuda-version and cuda-home to $GITHUB_OUTPUT too",
+    )
     parser.set_defaults(handler=cmd_env)
 
 
@@ -258,18 +269,56 @@ def cmd_pin(args: argparse.Namespace) -> int:
 # -- env / run -----------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
 
+    shell: environment.Target = args.shell or environment.detect_shell()
+    if args.output and shell != "github":
+        raise UsageError("--output goes with --shell github (it writes to $GITHUB_OUTPUT)")
     store = Store.from_env()
     active = selection.select(store, request=args.version)
     toolkit = active.require()
-    variables = environment.toolkit_env(toolkit, store)
-    shell: environment.Shell = args.shell or environment.detect_shell()
-    if args.json:
-        emit_json(
-            {"schema": 1, "shell": shell, "toolkit": active.to_json(), "variables": variables}
-        )
+    document: dict[str, Any] = {"schema": 1, "shell": shell, "toolkit": active.to_json()}
+    if shell == "dockerfile":
+        text = environment.render_dockerfile(toolkit)  # checks the paths first
+        document["variables"] = environment.dockerfile_env(toolkit)
     else:
-        sys.stdout.write(environment.render_env(variables, shell))
+        variables = environment.toolkit_env(toolkit, store)
+        document["variables"] = variables
+        if shell == "github":
+            text, document["files"] = _github_env(active, toolkit, variables, output=args.output)
+        else:
+            text = environment.render_env(variables, shell)
+    if args.json:
+        emit_json(document)
+    else:
+        sys.stdout.write(text)
     return 0
+
+
+def _github_env(
+    active: selection.Active, toolkit: Path, variables: dict[str, str], *, output: bool
+) -> tuple[str, dict[str, str]]:
+    """Append the environment (with ``output``, the outputs too) to the runner's files.
+
+    Returns what went where, in words for the step's log, and the files written.
+    """
+    outputs = None
+    if output:
+        if active.version is None:
+            raise UsageError(
+                f"cudaup did not install the toolkit at {toolkit}, so it does not know its exact "
+                "release for cuda-version; name one it installed, or drop --output"
+            )
+        outputs = {"cuda-version": active.version, "cuda-home": str(toolkit)}
+    appends = environment.github_appends(variables, toolkit, outputs)
+    github.append_all(appends)
+    lines = [
+        active.describe(),
+        f"  ${github.ENV_FILE}     {', '.join(environment.GITHUB_VARIABLES)}",
+        f"  ${github.PATH_FILE}    {toolkit / 'bin'}",
+    ]
+    if outputs:
+        pairs = ", ".join(f"{name}={value}" for name, value in outputs.items())
+        lines.append(f"  ${github.OUTPUT_FILE}  {pairs}")
+    return "\n".join(lines) + "\n", {a.variable: str(a.path) for a in appends}
 
 
 def cmd_run(args: argparse.Namespace) -> int:

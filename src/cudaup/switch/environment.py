@@ -1,16 +1,20 @@
 """The environment a toolkit needs (``CUDA_HOME``, ``CUDA_PATH``, ``PATH``,
-``LD_LIBRARY_PATH``) and how to print it for a shell: ``eval "$(cudaup env)"``."""
+``LD_LIBRARY_PATH``) and how to hand it on: printed for a shell (``eval "$(cudaup
+env)"``), as a Dockerfile's ``ENV`` lines, or appended to a GitHub Actions step's
+``$GITHUB_ENV``/``$GITHUB_PATH``/``$GITHUB_OUTPUT`` (:mod:`cudaup.switch.github`)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from cudaup.errors import UsageError
 from cudaup.install.store import Store
-from cudaup.switch import shim
+from cudaup.switch import github, shim
 
 # -- environments ----------------------------------------------------------------------
 #: The variables ``cudaup env`` sets, in the order it prints them.
@@ -19,6 +23,9 @@ ENV_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "LD_LIBRARY_PATH")
 
 Shell = Literal["bash", "zsh", "fish", "sh"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "sh")
+#: What ``cudaup env --shell`` takes: a shell, or where the environment goes instead.
+Target = Literal["bash", "zsh", "fish", "sh", "github", "dockerfile"]
+TARGETS: tuple[Target, ...] = (*SHELLS, "github", "dockerfile")
 
 
 def toolkit_env(
@@ -59,3 +66,68 @@ def render_env(variables: Mapping[str, str], shell: Shell) -> str:
         else:
             lines.append(f"export {name}={shlex.quote(value)}")
     return "\n".join(lines) + "\n"
+
+
+# -- Dockerfiles ---------------------------------------------------------------------------
+def _dockerfile_escaped(what: str, value: str) -> str:
+    """``value`` for a Dockerfile's double quotes: ``\\``, ``"`` and ``$`` escaped."""
+    if "\n" in value or "\r" in value:
+        raise UsageError(f"{what} {value!r} has a line break, which a Dockerfile cannot hold")
+    github.utf8(what, value, "a Dockerfile")
+    return re.sub(r'([\\"$])', r"\\\1", value)
+
+
+def dockerfile_env(toolkit: Path, *, escaped: bool = False) -> dict[str, str]:
+    """What a Dockerfile's ``ENV`` sets to make ``toolkit`` the image's CUDA.
+
+    ``PATH`` and ``LD_LIBRARY_PATH`` extend the image's own values through Docker's
+    ``${PATH}`` references (expanded at build time), never with those of the machine
+    that ran cudaup.  ``escaped``: the paths ready for double quotes.
+    """
+
+    def path(what: str, value: str) -> str:
+        return _dockerfile_escaped(what, value) if escaped else value
+
+    home = path("the toolkit path", str(toolkit))
+    library = path("the library path", shim.library_dir(str(toolkit)))
+    return {
+        "CUDA_HOME": home,
+        "CUDA_PATH": home,
+        "PATH": f"{home}/bin:${{PATH}}",
+        "LD_LIBRARY_PATH": f"{library}${{LD_LIBRARY_PATH:+:${{LD_LIBRARY_PATH}}}}",
+    }
+
+
+def render_dockerfile(toolkit: Path) -> str:
+    """``ENV NAME="value"`` lines for :func:`dockerfile_env`."""
+    variables = dockerfile_env(toolkit, escaped=True)
+    return "".join(f'ENV {name}="{value}"\n' for name, value in variables.items())
+
+
+# -- GitHub Actions -----------------------------------------------------------------------
+#: The variables that go to ``$GITHUB_ENV``; ``PATH`` goes through ``$GITHUB_PATH``.
+GITHUB_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")
+
+
+def github_appends(
+    variables: Mapping[str, str],
+    toolkit: Path,
+    outputs: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[github.Append]:
+    """What ``cudaup env --shell github`` appends: the variables to ``$GITHUB_ENV``, the
+    toolkit's ``bin`` to ``$GITHUB_PATH``, and ``outputs`` (if any) to ``$GITHUB_OUTPUT``.
+
+    Every block is built (and checked) before anything is written.
+    """
+    blocks = [
+        (
+            github.ENV_FILE,
+            b"".join(github.key_value(name, variables[name]) for name in GITHUB_VARIABLES),
+        ),
+        (github.PATH_FILE, github.path_entry(str(toolkit / "bin"))),
+    ]
+    if outputs is not None:
+        data = b"".join(github.key_value(k, v, output=True) for k, v in outputs.items())
+        blocks.append((github.OUTPUT_FILE, data))
+    return [github.Append(name, github.command_file(name, environ), data) for name, data in blocks]

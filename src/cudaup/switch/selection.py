@@ -30,7 +30,6 @@ from packaging.version import InvalidVersion, Version
 from cudaup.core.versions import parse_request
 from cudaup.errors import (
     ArtifactNotFoundError,
-    CudaupError,
     ReleaseNotFoundError,
     UsageError,
 )
@@ -85,9 +84,8 @@ class Active:
         message = self.problem or "no CUDA toolkit is chosen here"
         if self.failure == "not-installed":
             raise ReleaseNotFoundError(message)
-        if self.failure in {"not-a-request", "not-a-directory", "empty"}:
-            raise UsageError(message)
-        raise CudaupError(message)
+        # Nothing chosen ("none") is the user's to fix too: exit 1 is kept for bugs.
+        raise UsageError(message)
 
     def to_json(self) -> dict[str, Any]:
         return {
