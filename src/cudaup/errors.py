@@ -136,6 +136,23 @@ class ProblemsFoundError(CudaupError):
     kind = "problems-found"
 
 
+class ConflictError(CudaupError):
+    """The machine is not in the state the command needs, and cudaup will not force it:
+    a real directory where ``/usr/local/cuda`` should be a link, nothing to undo, a link
+    now managed another way.  The message says what to do."""
+
+    exit_code = 16
+    kind = "conflict"
+
+
+class ExternalToolError(CudaupError):
+    """A program cudaup runs for the user failed or timed out (NVIDIA's runfile
+    installer, ``update-alternatives``); the message names it and where its log is."""
+
+    exit_code = 17
+    kind = "external-tool"
+
+
 class OutputClosedError(CudaupError):
     """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
 

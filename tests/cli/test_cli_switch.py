@@ -19,6 +19,7 @@ import pytest
 
 from cudaup.cli import main
 from cudaup.cli.main import build_parser
+from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import pins
@@ -354,7 +355,7 @@ def test_default_system_and_undo_with_a_plain_link(
     assert document["after"]["target"] == "/usr/local/cuda-13.0"
     assert readlink(root.path("/usr/local/cuda")) == "/usr/local/cuda-13.0"
     code, _, err = cudaup(capsys, "undo")
-    assert code == 1
+    assert code == EXIT_CODES["conflict"]
     assert "nothing to undo" in err
 
 
@@ -365,7 +366,7 @@ def test_default_system_refuses_a_real_directory(
     make_tree(root.path("/usr/local/cuda-12.8"), "12.8")
     make_tree(root.path("/usr/local/cuda"), "runfile")
     code, _, err = cudaup(capsys, "default", "--system", "/usr/local/cuda-12.8")
-    assert code == 1
+    assert code == EXIT_CODES["conflict"]
     assert "/usr/local/cuda is a real directory, not a link; cudaup will not replace it" in err
 
 

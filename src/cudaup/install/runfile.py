@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cudaup.errors import CudaupError
+from cudaup.errors import ExternalToolError
 from cudaup.machine.sysroot import SystemRoot
 
 RUNFILE_TIMEOUT = 3600.0
@@ -44,7 +44,7 @@ def run_runfile(runfile: Path, target: Path, log_dir: Path, root: SystemRoot) ->
                     env={**os.environ, "TMPDIR": tmp},
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
-                raise CudaupError(
+                raise ExternalToolError(
                     f"the installer did not finish within {RUNFILE_TIMEOUT:.0f} s; log: {log}"
                 ) from None
     link_after = root.readlink("/usr/local/cuda")
@@ -55,5 +55,5 @@ def run_runfile(runfile: Path, target: Path, log_dir: Path, root: SystemRoot) ->
         if link_before is not None:
             link.symlink_to(link_before)
     if done.returncode != 0:
-        raise CudaupError(f"the installer failed (exit {done.returncode}); its log: {log}")
+        raise ExternalToolError(f"the installer failed (exit {done.returncode}); its log: {log}")
     return log

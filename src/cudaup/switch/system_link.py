@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudaup.errors import (
-    CudaupError,
+    ConflictError,
+    ExternalToolError,
+    PermissionDeniedError,
     ReleaseNotFoundError,
+    SourceFormatError,
     UsageError,
+    from_os_error,
 )
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
@@ -68,7 +72,7 @@ class LinkState:
     def from_json(cls, document: Mapping[str, Any]) -> LinkState:
         kind = document.get("kind")
         if kind not in {"absent", "link", "directory", "file"}:
-            raise CudaupError(f"system-link.json holds an unknown link kind {kind!r}")
+            raise SourceFormatError(f"system-link.json holds an unknown link kind {kind!r}")
         return cls(
             kind=kind,
             target=document.get("target"),
@@ -163,8 +167,12 @@ def read_history(store: Store) -> list[dict[str, Any]]:
         document = json.loads(_history_path(store).read_text())
     except FileNotFoundError:
         return []
-    except (OSError, ValueError) as exc:
-        raise CudaupError(f"cannot read {_history_path(store)}: {exc}") from None
+    except OSError as exc:
+        raise from_os_error(exc, path=_history_path(store)) or SourceFormatError(
+            f"cannot read {_history_path(store)}: {exc.strerror}"
+        ) from None
+    except ValueError as exc:
+        raise SourceFormatError(f"{_history_path(store)} is not valid JSON ({exc})") from None
     history = document.get("history") if isinstance(document, dict) else None
     return [entry for entry in history or [] if isinstance(entry, dict)]
 
@@ -176,7 +184,9 @@ def _write_history(store: Store, history: list[dict[str, Any]]) -> None:
 
 def _require_privileges(root: SystemRoot, retry: str) -> None:
     if root.is_real and os.geteuid() != 0:
-        raise CudaupError(f'changing {LINK} needs root; run: sudo "$(command -v cudaup)" {retry}')
+        raise PermissionDeniedError(
+            f'changing {LINK} needs root; run: sudo "$(command -v cudaup)" {retry}'
+        )
 
 
 def system_target(
@@ -239,7 +249,7 @@ def _alternatives_tool(env: Mapping[str, str]) -> str:
         )
         if found:
             return found
-    raise CudaupError(
+    raise ExternalToolError(
         f"{LINK} is managed by update-alternatives, but update-alternatives is not on PATH"
     )
 
@@ -252,7 +262,7 @@ def _alternatives(root: SystemRoot, env: Mapping[str, str], *args: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
-        raise CudaupError(
+        raise ExternalToolError(
             f"{shlex.join(argv)} failed: {detail[-1] if detail else f'exit {done.returncode}'}"
         )
 
@@ -278,7 +288,7 @@ def _replace_link(root: SystemRoot, target: str | None) -> None:
 def _refuse_real(state: LinkState, root: SystemRoot) -> None:
     if state.kind in {"directory", "file"}:
         what = "a real directory" if state.kind == "directory" else "a file"
-        raise CudaupError(
+        raise ConflictError(
             f"{root.display(root.path(LINK))} is {what}, not a link; cudaup will not replace "
             f"it (move it aside, e.g. to {LINK}-X.Y, and run this again)"
         )
@@ -346,7 +356,7 @@ def undo_system_link(
     with store.lock("system-link", timeout=60):
         history = read_history(store)
         if not history:
-            raise CudaupError(
+            raise ConflictError(
                 f"nothing to undo: cudaup has not changed {LINK} ({_history_path(store)} "
                 "records no change)"
             )
@@ -363,7 +373,7 @@ def undo_system_link(
         if entry.get("method") == "update-alternatives":
             name = before.alternative or current.alternative
             if name is None or current.alternative != name:
-                raise CudaupError(
+                raise ConflictError(
                     f"{LINK} is no longer managed by update-alternatives; cudaup will not "
                     f"guess how to restore it (it pointed at {before.points_at})"
                 )
