@@ -96,7 +96,16 @@ def test_the_wrong_driver_url_is_explained(
     ) in result.out
     # the probe went to the configured base, not to NVIDIA
     assert result.out.startswith(nvidia.download_url)
-    assert "cudaup:" in result.err
+    assert result.out.count("404: no such file") == 1 and result.err == ""  # said once
+
+
+def test_probe_needs_a_full_url(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_cli(capsys, "probe", "developer.download.nvidia.com/compute/cuda/x.run")
+    assert result.code == EXIT_CODES["usage"]
+    assert result.err == (
+        "cudaup: error: probe takes a full URL (https://host/path), not "
+        "'developer.download.nvidia.com/compute/cuda/x.run'\n"
+    )
 
 
 def test_probe_json_and_existing_file(
@@ -198,6 +207,22 @@ def test_versions(
     assert set(releases) >= {r.version for r in fake_nvidia_site.catalog}
     human = run_cli(capsys, "versions")
     assert "CUDA 13.4 Developer Preview" in human.out and "CUDA 13.0 Update 1" in human.out
+
+
+def test_versions_offline_has_the_live_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    document = run_cli(capsys, "versions", "--offline", "--json").json()
+    releases = document["releases"]
+    assert document["snapshot"]  # its date
+    assert [r["version"] for r in releases][:2] == ["13.4.1", "13.4.0"]  # newest first
+    by_version = {r["version"]: r for r in releases}
+    assert by_version["13.0.1"]["driver"] == "580.82.07"
+    assert by_version["13.0.1"]["label"] == "CUDA 13.0 Update 1"
+    # what the snapshot does not know is null, never an empty answer
+    assert by_version["13.0.1"]["redist_platforms"] is None and by_version["13.0.1"]["date"] is None
+    human = run_cli(capsys, "versions", "--offline")
+    header, first = human.out.splitlines()[:2]
+    assert header.startswith("version   label") and first.startswith("13.4.1    CUDA 13.4 Update 1")
+    assert "offline snapshot of" in human.out
 
 
 def test_offline_snapshot(capsys: pytest.CaptureFixture[str]) -> None:

@@ -125,3 +125,22 @@ def test_bad_options(
 def test_checksum_flags_belong_to_urls(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     result = run_cli(capsys, "download", "13.0.1", "--md5", "0" * 32, "-o", str(tmp_path))
     assert result.code == EXIT_CODES["usage"] and "bare URL" in result.err
+
+
+def test_output_that_is_a_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me\n")
+    result = run_cli(
+        capsys,
+        "download",
+        "https://example.invalid/x.run",
+        "--sha256",
+        "0" * 64,
+        "-o",
+        str(existing),
+    )
+    assert result.code == EXIT_CODES["usage"]
+    assert f"{existing} is a file" in result.err
+    assert existing.read_text() == "keep me\n"

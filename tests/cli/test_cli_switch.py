@@ -23,6 +23,7 @@ from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import pins
+from tests import fakemachine as fm
 from tests.helpers import require_tool
 from tests.switch.test_switch import make_toolkit, make_tree, readlink
 
@@ -404,3 +405,31 @@ def test_shell_choices_match_the_library() -> None:
     parser = build_parser("env")
     for shell in environment.TARGETS:
         assert parser.parse_args(["env", "--shell", shell]).shell == shell
+
+
+def test_list_marks_a_default_given_as_a_request(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for version in ("13.0.1", "13.0.2", "12.8.1"):
+        make_toolkit(store, version)
+    assert cudaup(capsys, "default", "13.0")[0] == 0
+    document = cudaup_json(capsys, "list")
+    assert [t["version"] for t in document["installed"] if t["default"]] == ["13.0.2"]
+    assert document["default"] == "13.0"
+    code, out, _ = cudaup(capsys, "list")
+    assert code == 0
+    marked = [line.split()[1] for line in out.splitlines() if line.startswith("* ")]
+    assert marked == ["13.0.2"]
+
+
+def test_uninstall_names_who_owns_a_toolkit_cudaup_did_not_install(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = SystemRoot.from_env()
+    # nvcc 12.6.85 with cudart 12.6.77 is 12.6.3 and nothing else
+    tree = fm.toolkit_tree(root.path("/opt/cuda-12.6"), nvcc="12.6.85", cudart="12.6.77")
+    monkeypatch.setenv("CUDA_HOME", str(tree))  # the environment names real paths
+    code, _, err = cudaup(capsys, "uninstall", "12.6.3")
+    assert code == EXIT_CODES["usage"]
+    assert "was not installed by cudaup (found via CUDA_HOME)" in err, err
+    assert "not cudaup, not cudaup" not in err and tree.is_dir()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 from cudaup.cli.common import (
     add_channel,
@@ -18,9 +18,9 @@ from cudaup.cli.common import (
 from cudaup.core.components import split_components
 from cudaup.core.model import Resolution
 from cudaup.core.versions import parse_request
-from cudaup.errors import OfflineError, RemoteFileMissingError
+from cudaup.errors import OfflineError, RemoteFileMissingError, UsageError
 from cudaup.resolve.probe import probe_url
-from cudaup.resolve.releases import list_releases
+from cudaup.resolve.releases import list_releases, snapshot_releases
 from cudaup.resolve.resolver import Resolver
 from cudaup.resolve.snapshot import Snapshot
 
@@ -92,50 +92,42 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_versions(args: argparse.Namespace) -> int:
+def _platforms(names: tuple[str, ...] | None) -> str:
+    if names is None:
+        return "?"
+    return ",".join(p.replace("linux-", "").replace("windows-", "win-") for p in names) or "-"
 
+
+def cmd_versions(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    if settings.offline:
-        snapshot = Snapshot.load()
-        rows = [
-            {"version": v, "installer_platforms": sorted(e["platform"] for e in entries)}
-            for v, entries in snapshot.releases.items()
-        ]
-        if args.json:
-            emit_json({"schema": 1, "snapshot": snapshot.generated, "releases": rows})
-        else:
-            for row in rows:
-                print(f"{row['version']:<10} {', '.join(row['installer_platforms'])}")
-            print(f"note: offline snapshot of {snapshot.generated}")
-        return 0
-    releases = list_releases(Resolver(settings))
+    snapshot = Snapshot.load() if settings.offline else None
+    releases = snapshot_releases(snapshot) if snapshot else list_releases(Resolver(settings))
     if args.json:
-        emit_json({"schema": 1, "releases": [r.to_json() for r in releases]})
+        document: dict[str, object] = {"schema": 1, "releases": [r.to_json() for r in releases]}
+        if snapshot:
+            document["snapshot"] = snapshot.generated
+        emit_json(document)
         return 0
     print(
         f"{'version':<9} {'label':<30} {'date':<10}  {'driver':<11} platforms (installer | redist)"
     )
     for r in releases:
-        installers = (
-            ",".join(
-                p.replace("linux-", "").replace("windows-", "win-") for p in r.installer_platforms
-            )
-            or "-"
-        )
-        redist = (
-            ",".join(
-                p.replace("linux-", "").replace("windows-", "win-") for p in r.redist_platforms
-            )
-            or "-"
-        )
         print(
-            f"{r.version:<9} {r.label:<30} {r.date or '':<10}  {r.driver or '-':<11} {installers} | {redist}"
+            f"{r.version:<9} {r.label:<30} {r.date or '':<10}  {r.driver or '-':<11} "
+            f"{_platforms(r.installer_platforms)} | {_platforms(r.redist_platforms)}"
+        )
+    if snapshot:
+        print(
+            f"note: from cudaup's offline snapshot of {snapshot.generated} (installers only: "
+            "dates and redist platforms are not in it, shown as blank and ?)"
         )
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-
+    parts = urlsplit(args.url)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise UsageError(f"probe takes a full URL (https://host/path), not {args.url!r}")
     report = probe_url(Resolver(settings_of(args)), args.url)
     if args.json:
         emit_json(report.to_json())
@@ -145,7 +137,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if report.suggestion:
             print(f"    url     {report.suggestion['url']}")
             print(f"    md5     {report.suggestion['md5'] or 'none published'}")
-    if not report.exists:
-        sys.stderr.write(f"cudaup: {report.explanation}\n")
+    if not report.exists:  # the explanation above is the answer: said once, with exit 6
         return RemoteFileMissingError.exit_code
     return 0

@@ -24,6 +24,7 @@ from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
+from cudaup.switch.selection import resolve_default
 from cudaup.switch.shims import refresh_shims
 from cudaup.util.cachedir import inspect
 
@@ -124,15 +125,18 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
             if args.version in t.identity.candidates or t.identity.line == args.version
         ]
         if others:
-            owner = others[0].owner or "not cudaup"
+            other = others[0]
             hint = (
-                f"remove it with {others[0].path}/bin/cuda-uninstaller"
-                if owner == "runfile installer"
+                f"remove it with {other.path}/bin/cuda-uninstaller"
+                if other.owner == "runfile installer"
                 else "remove it with the tool that installed it"
             )
-            raise UsageError(
-                f"CUDA {args.version} at {others[0].path} is owned by {owner}, not cudaup; {hint}"
+            owner = (
+                f"is owned by {other.owner}"
+                if other.owner
+                else f"was not installed by cudaup (found via {', '.join(other.found_via)})"
             )
+            raise UsageError(f"CUDA {args.version} at {other.path} {owner}; {hint}")
         installed = ", ".join(t.version for t in store.installed()) or "none"
         raise ArtifactNotFoundError(
             f"cudaup has no CUDA {args.version} installed (installed: {installed})"
@@ -165,6 +169,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     store = Store.from_env()
     installed = store.installed()
     default = store.default()
+    # The default may be a request (13.0): it names whichever installed toolkit it resolves to.
+    chosen = resolve_default(store)
+    default_path = chosen.path.resolve() if chosen is not None and chosen.path else None
     mine = {t.path.resolve() for t in installed}
     others = [
         t
@@ -179,7 +186,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             "default": default,
             "installed": [
                 {"version": t.version, "path": str(t.path), "components": t.components,
-                 "channel": (t.record or {}).get("channel"), "default": default in {t.version, str(t.path)}}
+                 "channel": (t.record or {}).get("channel"), "default": t.path.resolve() == default_path}
                 for t in installed
             ],
             "other": [t.to_json() for t in others],
@@ -188,7 +195,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not installed:
         print("installed by cudaup: none")
     for toolkit in installed:
-        mark = "*" if default in {toolkit.version, str(toolkit.path)} else " "
+        mark = "*" if toolkit.path.resolve() == default_path else " "
         channel = (toolkit.record or {}).get("channel", "?")
         print(
             f"{mark} {toolkit.version:<9} {toolkit.path}  ({channel}: {', '.join(toolkit.components)})"

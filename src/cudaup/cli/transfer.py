@@ -55,6 +55,9 @@ def add_cache(parser: argparse.ArgumentParser) -> None:
 def cmd_download(args: argparse.Namespace) -> int:
     warm_up()  # the CA certificates load in the background while the request is prepared
 
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"-o names the directory to write into, and {output} is a file")
     settings = settings_of(args)
     http = HttpClient(settings)
     if "://" in args.target:
@@ -75,7 +78,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
         results = fetch_many(
             requests,
-            Path(args.output),
+            output,
             http=http,
             connections=args.connections,
             progress=display,

@@ -15,6 +15,7 @@ from packaging.version import Version
 from cudaup.core.versions import nvidia_label
 from cudaup.resolve.choose import installer_platforms
 from cudaup.resolve.resolver import Resolver
+from cudaup.resolve.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,8 @@ class ReleaseSummary:
     date: str | None
     driver: str | None
     installer_platforms: tuple[str, ...]
-    redist_platforms: tuple[str, ...]
+    #: None: not known (the offline snapshot lists installers only)
+    redist_platforms: tuple[str, ...] | None
     preview: bool
 
     def to_json(self) -> dict[str, Any]:
@@ -55,6 +57,26 @@ def list_releases(resolver: Resolver, *, include_index: bool = True) -> list[Rel
                 installer_platforms=tuple(installer_platforms(item)),
                 redist_platforms=item.manifest.platforms if item.manifest else (),
                 preview=item.preview,
+            )
+        )
+    return sorted(summaries, key=lambda s: Version(s.version), reverse=True)
+
+
+def snapshot_releases(snapshot: Snapshot) -> list[ReleaseSummary]:
+    """The offline snapshot's releases, newest first, in the same shape as the live list;
+    what it does not record (dates, redist platforms) is None, never a guess."""
+    summaries = []
+    for label, entries in snapshot.releases.items():
+        drivers = {str(e["driver"]) for e in entries if e.get("driver")}
+        summaries.append(
+            ReleaseSummary(
+                version=label,
+                label=nvidia_label(Version(label)),
+                date=None,
+                driver=drivers.pop() if len(drivers) == 1 else None,
+                installer_platforms=tuple(sorted(str(e["platform"]) for e in entries)),
+                redist_platforms=None,
+                preview=False,
             )
         )
     return sorted(summaries, key=lambda s: Version(s.version), reverse=True)
