@@ -83,6 +83,15 @@ def test_lock_round_trip_and_check(
     (env / "tampered.toml").write_text(tampered)
     changed = run_cli(capsys, "lock", "--check", "tampered.toml")
     assert changed.code == EXIT_CODES["integrity"] and "changed:" in changed.out
+    # Two archives gone at the origin: both are reported, not just the first one met.
+    resources = fake_nvidia_fresh.site.resources
+    assert isinstance(resources, dict)
+    for file in files:
+        del resources[fake_nvidia_fresh.local_url(file["url"])[len(fake_nvidia_fresh.base_url) :]]
+    gone = run_cli(capsys, "lock", "--check", "cuda.lock.toml", "--json")
+    assert gone.code == EXIT_CODES["integrity"]
+    reported = [c for c in gone.json()["changes"] if "is no longer served (HTTP 404" in c]
+    assert sorted(c.split(":")[1].split()[0] for c in reported) == ["cuda_cudart", "cuda_nvcc"]
 
 
 def test_tampered_lock_fails_before_anything_is_written(

@@ -58,22 +58,36 @@ def cmd_lock(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.check:
         changes = check_lock(read_lock(Path(args.check)), settings)
-        if args.json:
-            emit_json(
-                {"schema": 1, "lock": args.check, "unchanged": not changes, "changes": changes}
+        failure = (
+            IntegrityError(
+                f"{args.check}: the origins no longer serve what the lock names "
+                f"({len(changes)} change(s))"
             )
+            if changes
+            else None
+        )
+        if args.json:  # one object: the changes, and the error when there are any
+            document: dict[str, object] = {
+                "schema": 1,
+                "lock": args.check,
+                "unchanged": not changes,
+                "changes": changes,
+            }
+            if failure is not None:
+                document["error"] = {
+                    "kind": failure.kind,
+                    "message": str(failure),
+                    "exit_code": failure.exit_code,
+                }
+            emit_json(document)
         else:
             for change in changes:
                 print(f"changed: {change}")
-            print(
-                "the origins still serve exactly these bytes"
-                if not changes
-                else f"{len(changes)} change(s)"
-            )
-        if changes:
-            raise IntegrityError(
-                f"{args.check}: the origins no longer serve what the lock names ({len(changes)} change(s))"
-            )
+            if not changes:
+                print("the origins still serve exactly these bytes")
+        if failure is not None:
+            sys.stderr.write(f"cudaup: error: {failure}\n")
+            return failure.exit_code
         return 0
     if not args.version:
         raise UsageError("name a release to lock (13.0.1, 13.0, cu130) or give --check FILE")

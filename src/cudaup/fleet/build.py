@@ -6,12 +6,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cudaup.config import Settings
 from cudaup.core.platforms import Platform
-from cudaup.errors import UsageError
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    ReleaseNotFoundError,
+    RemoteFileMissingError,
+    UsageError,
+)
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
 from cudaup.plan.choice import parse_requirements
@@ -71,13 +76,35 @@ def build_lock(
 
 
 def check_lock(lock: LockFile, settings: Settings) -> list[str]:
-    """Every way in which the origins no longer serve what ``lock`` names (empty: none)."""
-    resolver = Resolver(settings)
+    """Every way in which the origins no longer serve what ``lock`` names (empty: none).
+
+    All of it, not the first problem: each toolkit is resolved again from its documents
+    (no probes, so one missing file does not hide the others) and compared, then every
+    locked file is asked for on its own.
+    """
+    resolver = Resolver(replace(settings, probe=False))
     changes: list[str] = []
     for toolkit in lock.toolkits:
-        live = resolver.resolve(
-            toolkit.release, platform=toolkit.platform, channel=toolkit.channel,
-            components=None if toolkit.channel == "installer" else list(toolkit.components),
-        )  # fmt: skip
-        changes += compare(toolkit, locked_toolkit(live, settings.canonical))
-    return changes
+        try:
+            live = resolver.resolve(
+                toolkit.release, platform=toolkit.platform, channel=toolkit.channel,
+                components=None if toolkit.channel == "installer" else list(toolkit.components),
+            )  # fmt: skip
+        except (ReleaseNotFoundError, ArtifactNotFoundError, RemoteFileMissingError) as exc:
+            changes.append(f"{toolkit.platform}: CUDA {toolkit.release} no longer resolves ({exc})")
+        else:
+            changes += compare(toolkit, locked_toolkit(live, settings.canonical))
+        for file in toolkit.files:
+            url = settings.rewrite(file.url)
+            answer = resolver.nvidia.probe(url)
+            if not answer.exists:
+                changes.append(
+                    f"{toolkit.platform}: {file.component} is no longer served "
+                    f"(HTTP {answer.status} for {url})"
+                )
+            elif answer.size is not None and answer.size != file.size:
+                changes.append(
+                    f"{toolkit.platform}: {file.component} is {answer.size} bytes at {url}, "
+                    f"the lock says {file.size}"
+                )
+    return list(dict.fromkeys(changes))
