@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tomllib
@@ -12,6 +13,7 @@ import pytest
 from cudaup.errors import EXIT_CODES
 from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia import FakeNvidiaServer, build_site
+from tests.fakenvidia.fixtures import MakeFakeNvidia
 from tests.helpers import point_env_at, run_cli
 from tests.nginx import Nginx
 
@@ -43,6 +45,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_lock_round_trip_and_check(
     fake_nvidia_fresh: FakeNvidiaServer,
+    make_fake_nvidia: MakeFakeNvidia,
     env: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -84,10 +87,12 @@ def test_lock_round_trip_and_check(
     changed = run_cli(capsys, "lock", "--check", "tampered.toml")
     assert changed.code == EXIT_CODES["integrity"] and "changed:" in changed.out
     # Two archives gone at the origin: both are reported, not just the first one met.
-    resources = fake_nvidia_fresh.site.resources
-    assert isinstance(resources, dict)
+    # (A copy of the shared site, so that other tests still find them.)
+    resources = dict(fake_nvidia_fresh.site.resources)
     for file in files:
         del resources[fake_nvidia_fresh.local_url(file["url"])[len(fake_nvidia_fresh.base_url) :]]
+    origin = make_fake_nvidia(dataclasses.replace(fake_nvidia_fresh.site, resources=resources))
+    point_env_at(monkeypatch, origin)
     gone = run_cli(capsys, "lock", "--check", "cuda.lock.toml", "--json")
     assert gone.code == EXIT_CODES["integrity"]
     reported = [c for c in gone.json()["changes"] if "is no longer served (HTTP 404" in c]
