@@ -117,7 +117,26 @@ def loosen_mode(nvcc: Path) -> str:
     return "bin/nvcc has mode 775 (writable by group or others), not 755"
 
 
-@pytest.mark.parametrize("tamper", [truncate, replace, add_extra, loosen_mode])
+def link_a_directory_away(nvcc: Path) -> str:
+    """bin/ becomes a link to a directory elsewhere, holding the same files."""
+    elsewhere = nvcc.parent.parent.parent / "elsewhere"
+    nvcc.parent.rename(elsewhere)
+    nvcc.parent.symlink_to(elsewhere)
+    return "bin is a symlink, not a dir"
+
+
+def steer_the_manifest(nvcc: Path) -> str:
+    manifest = nvcc.parent.parent.parent / "manifest.json"
+    document = json.loads(manifest.read_text())
+    document["entries"].append({"path": "../../../../escape", "type": "dir", "mode": 493})
+    manifest.write_text(json.dumps(document))
+    return "its manifest has a bad path"
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [truncate, replace, add_extra, loosen_mode, link_a_directory_away, steer_the_manifest],
+)
 def test_a_tampered_tree_is_unpacked_again_and_the_install_is_clean(
     fake_nvidia: FakeNvidiaServer, store: Store, cache: Path, tmp_path: Path, tamper: object
 ) -> None:
@@ -162,21 +181,31 @@ def test_reuse_checks_sizes_and_modes_and_first_use_after_boot_checks_digests(
     assert json.loads(stamp.read_text())["boot"] != "another-boot"  # stamped anew
 
 
-def test_a_change_in_place_is_found_after_a_restart_or_with_verify(
-    fake_nvidia: FakeNvidiaServer, store: Store, cache: Path, tmp_path: Path
-) -> None:
+def change_in_place(nvcc: Path, text: bytes) -> None:
     """Same size, same mode, same inode, mtime put back: only the digests can tell."""
-    install_at(fake_nvidia, store, tmp_path / "clean", link_mode="copy")
-    clean = snapshot(tmp_path / "clean")
-    nvcc = nvcc_entry(cache) / "tree/bin/nvcc"
     before = nvcc.stat()
     with nvcc.open("r+b") as handle:
-        handle.write(b"#!/bin/sh\nexit 9\n")
+        handle.write(text)
     os.utime(nvcc, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_change_in_place_is_found_with_verify_and_after_a_restart(
+    fake_nvidia: FakeNvidiaServer, store: Store, cache: Path, tmp_path: Path
+) -> None:
+    install_at(fake_nvidia, store, tmp_path / "clean", link_mode="copy")
+    clean = snapshot(tmp_path / "clean")
+    change_in_place(nvcc_entry(cache) / "tree/bin/nvcc", b"#!/bin/sh\nexit 9\n")
     verified = install_at(fake_nvidia, store, tmp_path / "verified", verify=True)
     assert snapshot(tmp_path / "verified") == clean
     assert any("sha256 differs" in note for note in verified.notes), verified.notes
     assert "tree: digests" in record_of(tmp_path / "verified", "cuda_cudart")["checks"]  # type: ignore[operator]
+
+    change_in_place(nvcc_entry(cache) / "tree/bin/nvcc", b"#!/bin/sh\nexit 8\n")
+    stamp = nvcc_entry(cache) / "verified.json"
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "boot": "before-reboot"}))
+    restarted = install_at(fake_nvidia, store, tmp_path / "restarted")
+    assert snapshot(tmp_path / "restarted") == clean
+    assert any("sha256 differs" in note for note in restarted.notes), restarted.notes
 
 
 def test_a_tree_from_an_older_cudaup_has_no_manifest_and_is_unpacked_again(
@@ -190,27 +219,46 @@ def test_a_tree_from_an_older_cudaup_has_no_manifest_and_is_unpacked_again(
     assert (nvcc_entry(cache) / "manifest.json").is_file()
 
 
+def cli_install(capsys: pytest.CaptureFixture[str], prefix: Path, *extra: str) -> list[str]:
+    """``cudaup install`` of the release into ``prefix``; its notes."""
+    result = run_cli(
+        capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
+        "--platform", "linux-x86_64", "--prefix", str(prefix), "--json", *extra,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    notes = result.json()["notes"]
+    assert isinstance(notes, list)
+    return notes
+
+
 @ROOT_ONLY
 @pytest.mark.parametrize("what", ["tree", "manifest.json"])
 def test_a_tree_another_user_owns_is_never_linked_nor_deleted(
-    fake_nvidia: FakeNvidiaServer, store: Store, cache: Path, tmp_path: Path, what: str
+    fake_nvidia: FakeNvidiaServer,
+    store: Store,
+    cache: Path,
+    tmp_path: Path,
+    what: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    install_at(fake_nvidia, store, tmp_path / "clean")
+    point_env_at(monkeypatch, fake_nvidia)
+    cli_install(capsys, tmp_path / "clean")
     entry = nvcc_entry(cache)
     if what == "tree":
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(entry)], check=True)
     else:
         os.chown(entry / what, NOBODY, NOBODY)
     planted = entry / "tree/bin/nvcc"
-    result = install_at(fake_nvidia, store, tmp_path / "again")
+    notes = cli_install(capsys, tmp_path / "again")
     assert snapshot(tmp_path / "again") == snapshot(tmp_path / "clean")
     nvcc = (tmp_path / "again/bin/nvcc").stat()
     assert nvcc.st_ino != planted.stat().st_ino and nvcc.st_nlink == 1
     assert planted.is_file() and (entry / "manifest.json").stat().st_uid == NOBODY  # left alone
     assert any(
         f"belongs to uid {NOBODY}" in note and "never deletes another user's files" in note
-        for note in result.notes
-    ), result.notes
+        for note in notes
+    ), notes
     assert record_of(tmp_path / "again", "cuda_nvcc")["tree"] == "private"
 
 
@@ -228,17 +276,22 @@ def test_an_unpacked_directory_another_user_owns_is_not_used_at_all(
 
 
 def test_trees_writable_by_group_or_others_are_refused(
-    fake_nvidia: FakeNvidiaServer, store: Store, cache: Path, tmp_path: Path
+    fake_nvidia: FakeNvidiaServer,
+    store: Store,
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    install_at(fake_nvidia, store, tmp_path / "clean")
-    entry = nvcc_entry(cache)
-    entry.chmod(0o777)
-    discarded = install_at(fake_nvidia, store, tmp_path / "again")
-    assert any("writable by group or others" in n and "discarded" in n for n in discarded.notes)
+    point_env_at(monkeypatch, fake_nvidia)
+    cli_install(capsys, tmp_path / "clean")
+    nvcc_entry(cache).chmod(0o777)
+    discarded = cli_install(capsys, tmp_path / "again")
+    assert any("writable by group or others" in n and "discarded" in n for n in discarded)
     assert record_of(tmp_path / "again", "cuda_nvcc")["tree"] == "unpacked"
     (cache / "unpacked").chmod(0o775)
-    unused = install_at(fake_nvidia, store, tmp_path / "third")
-    assert any("is writable by group or others" in n for n in unused.notes), unused.notes
+    unused = cli_install(capsys, tmp_path / "third")
+    assert any("is writable by group or others" in n for n in unused), unused
     assert record_of(tmp_path / "third", "cuda_cudart")["tree"] == "private"
     assert snapshot(tmp_path / "third") == snapshot(tmp_path / "clean")
 
@@ -260,13 +313,6 @@ def test_link_mode_copy_shares_nothing_with_the_cache(
 
 
 # -- through the command line ---------------------------------------------------------
-def cli_install(capsys: pytest.CaptureFixture[str], *extra: str) -> object:
-    return run_cli(
-        capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
-        "--platform", "linux-x86_64", *extra,
-    )  # fmt: skip
-
-
 def test_cli_tampered_tree_verify_and_copy(
     fake_nvidia: FakeNvidiaServer,
     store: Store,
@@ -276,15 +322,9 @@ def test_cli_tampered_tree_verify_and_copy(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     point_env_at(monkeypatch, fake_nvidia)
-    first = run_cli(capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
-                    "--platform", "linux-x86_64", "--prefix", str(tmp_path / "a"), "-q")  # fmt: skip
-    assert first.code == 0, first.err
+    cli_install(capsys, tmp_path / "a")
     truncate(nvcc_entry(cache) / "tree/bin/nvcc")
-    again = run_cli(capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
-                    "--platform", "linux-x86_64", "--prefix", str(tmp_path / "b"), "--verify",
-                    "--link-mode", "copy", "--json")  # fmt: skip
-    assert again.code == 0, again.err
-    notes = again.json()["notes"]
+    notes = cli_install(capsys, tmp_path / "b", "--verify", "--link-mode", "copy")
     assert any("bin/nvcc has 3 bytes" in note for note in notes), notes
     assert (tmp_path / "b/bin/nvcc").stat().st_nlink == 1
     assert record_of(tmp_path / "b", "cuda_cudart")["checks"] == [

@@ -125,15 +125,18 @@ class Manifest:
         return cls(archive, sha256, entries, tuple(checked))
 
 
+def _checked_path(path: object) -> str:
+    """A manifest path: plain names joined by ``/``; it chooses where links are made."""
+    try:
+        return check_relative_path(path, field="path", error=CudaupError)
+    except CudaupError as exc:
+        raise DamagedTreeError(f"its manifest has a bad path: {exc}") from None
+
+
 def _entry(row: object) -> TreeEntry:
     if not isinstance(row, dict):
         raise DamagedTreeError("its manifest has an entry that is not an object")
-    path, kind = row.get("path"), row.get("type")
-    try:
-        check_relative_path(path, field="manifest path", error=CudaupError)
-    except CudaupError as exc:
-        raise DamagedTreeError(f"its manifest has a bad path: {exc}") from None
-    assert isinstance(path, str)
+    path, kind = _checked_path(row.get("path")), row.get("type")
     mode, size, sha256, target = (
         row.get("mode", 0),
         row.get("size", 0),
@@ -197,6 +200,7 @@ def describe(root: Path, digests: Mapping[str, str]) -> tuple[TreeEntry, ...]:
     """The manifest entries of a tree just written, with the digests computed as it was."""
     entries = []
     for path, seen in sorted(scan(root).items(), key=lambda item: item[0].split("/")):
+        _checked_path(path)  # what a manifest may not hold, a tree may not either
         if seen.kind is None:
             raise DamagedTreeError(f"{path} is neither a file, a directory nor a symlink")
         digest = digests.get(path, "") if seen.kind == "file" else ""
@@ -313,8 +317,8 @@ def read_owned(path: Path, uid: int, limit: int = MAX_DOCUMENT) -> bytes:
             if owner != uid:
                 raise ForeignTreeError(f"{path.name} belongs to uid {owner}") from None
         raise DamagedTreeError(f"{path.name} cannot be opened ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if info.st_uid != uid:
             raise ForeignTreeError(f"{path.name} belongs to uid {info.st_uid}")
         if not stat.S_ISREG(info.st_mode):
@@ -323,4 +327,8 @@ def read_owned(path: Path, uid: int, limit: int = MAX_DOCUMENT) -> bytes:
             raise DamagedTreeError(f"{path.name} is writable by group or others")
         if info.st_size > limit:
             raise DamagedTreeError(f"{path.name} is over {limit} bytes")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
         return handle.read(limit + 1)

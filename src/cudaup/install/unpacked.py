@@ -70,7 +70,7 @@ from cudaup.install.tree import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
-from cudaup.util.faults import Place, cache_place, explained
+from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
 from cudaup.util.paths import inside
@@ -255,8 +255,8 @@ class _Stager:
                 if problem is None:
                     entry.stamp(self.boot, self.uid)
         except OSError as exc:
-            if exc.errno in {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}:
-                raise
+            if exc.errno in DENIED | DISK_FULL:
+                raise  # the install's fault, not the tree's: explained by the caller
             problem = f"it cannot be read ({exc.strerror}: {exc.filename})"
         return problem or "", linked
 
@@ -276,13 +276,17 @@ class _Stager:
             with explained(f"cannot unpack {artifact.filename}", self.root, self.places):
                 staging.mkdir(0o755)
                 (staging / TREE).mkdir(0o755)
-            archive, extracted = self._fetch_extracting(artifact, staging / TREE)
+            try:
+                archive, extracted = self._fetch_extracting(artifact, staging / TREE)
+            except InsufficientSpaceError as exc:
+                raise InsufficientSpaceError(
+                    f"{exc}; free space in cudaup's cache ({self.root.parent}), or set "
+                    "CUDAUP_CACHE_DIR to a directory on a larger disk"
+                ) from exc
             with explained(f"cannot unpack {artifact.filename}", staging, self.places):
                 try:
                     entries = describe(staging / TREE, extracted.digests)
-                except (
-                    DamagedTreeError
-                ) as exc:  # only if something wrote into our private directory
+                except DamagedTreeError as exc:  # something else wrote into our directory
                     raise IntegrityError(f"{artifact.filename}: {exc}") from None
                 checked = (CHECK_DOWNLOAD, *([CHECK_RECORD] if extracted.record_checked else []))
                 manifest = Manifest(artifact.filename, entry.key, entries, checked)
@@ -319,17 +323,11 @@ class _Stager:
         return Staged(artifact, part, "private", checks, False)
 
     def _fetch_extracting(self, artifact: Artifact, destination: Path) -> tuple[Path, Extracted]:
-        try:
-            return _fetch_extracting(
-                artifact, self.downloads, destination, http=self.http, strip_top=self.strip_top,
-                connections=self.per_file, progress=self.progress, slots=self.slots,
-                cancel=self.cancel,
-            )  # fmt: skip
-        except InsufficientSpaceError as exc:
-            raise InsufficientSpaceError(
-                f"{exc} (free some space there, or set CUDAUP_CACHE_DIR, or CUDAUP_HOME or "
-                "--prefix, to a larger disk)"
-            ) from exc
+        return _fetch_extracting(
+            artifact, self.downloads, destination, http=self.http, strip_top=self.strip_top,
+            connections=self.per_file, progress=self.progress, slots=self.slots,
+            cancel=self.cancel,
+        )  # fmt: skip
 
 
 class _Entry:

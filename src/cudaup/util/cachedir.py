@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.errors import LockedError
-from cudaup.util.faults import DENIED, cache_place, denied, remove_tree
+from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree
 
 AREAS = ("http", "downloads", "unpacked", "locks")
 LOCK_NAME = "unpacked.lock"
@@ -225,6 +225,11 @@ def _prunable(root: Path) -> list[Path]:
 
 def inspect(root: Path) -> CacheInfo:
     """What the cache holds, area by area (hard-linked files counted once)."""
+    with explained("cannot measure the cache", root, [cache_place(root)]):
+        return _inspect(root)
+
+
+def _inspect(root: Path) -> CacheInfo:
     prunable = {path: _measure(path, set())[1] for path in _prunable(root) if _owner(path) is None}
     unused = {
         path: size
@@ -318,7 +323,10 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
     re-run resumes them), the HTTP cache (small, and it saves round trips).
     """
     report = Cleanup(root)
-    with _flock(root, exclusive=True, wait=wait):
+    with (
+        explained("cannot prune the cache", root, [cache_place(root)]),
+        _flock(root, exclusive=True, wait=wait),
+    ):
         # Under the exclusive lock no install is at work: any staging is dead.
         for path in _prunable(root):
             _remove(path, report, root)
@@ -332,7 +340,10 @@ def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
     take the cache lock) may hold one; removing it would let a second process in.
     """
     report = Cleanup(root)
-    with _flock(root, exclusive=True, wait=wait):
+    with (
+        explained("cannot clean the cache", root, [cache_place(root)]),
+        _flock(root, exclusive=True, wait=wait),
+    ):
         for name in AREAS:
             if name == "locks":
                 continue
