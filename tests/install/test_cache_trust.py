@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -219,38 +220,44 @@ def test_a_tree_from_an_older_cudaup_has_no_manifest_and_is_unpacked_again(
     assert (nvcc_entry(cache) / "manifest.json").is_file()
 
 
-def cli_install(capsys: pytest.CaptureFixture[str], prefix: Path, *extra: str) -> list[str]:
-    """``cudaup install`` of the release into ``prefix``; its notes."""
-    result = run_cli(
-        capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
-        "--platform", "linux-x86_64", "--prefix", str(prefix), "--json", *extra,
-    )  # fmt: skip
-    assert result.code == 0, result.err
-    notes = result.json()["notes"]
-    assert isinstance(notes, list)
-    return notes
+CliInstall = Callable[..., list[str]]
+
+
+@pytest.fixture
+def cli_install(
+    fake_nvidia: FakeNvidiaServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> CliInstall:
+    """``cudaup install`` of the release into a prefix, from the fake NVIDIA server; its notes."""
+    point_env_at(monkeypatch, fake_nvidia)
+
+    def run(prefix: Path, *extra: str) -> list[str]:
+        result = run_cli(
+            capsys, "install", RELEASE, "--channel", "redist", "--components", "nvcc",
+            "--platform", "linux-x86_64", "--prefix", str(prefix), "--json", *extra,
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        notes = result.json()["notes"]
+        assert isinstance(notes, list)
+        return notes
+
+    return run
 
 
 @ROOT_ONLY
 @pytest.mark.parametrize("what", ["tree", "manifest.json"])
 def test_a_tree_another_user_owns_is_never_linked_nor_deleted(
-    fake_nvidia: FakeNvidiaServer,
-    store: Store,
-    cache: Path,
-    tmp_path: Path,
-    what: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cli_install: CliInstall, store: Store, cache: Path, tmp_path: Path, what: str
 ) -> None:
-    point_env_at(monkeypatch, fake_nvidia)
-    cli_install(capsys, tmp_path / "clean")
+    cli_install(tmp_path / "clean")
     entry = nvcc_entry(cache)
     if what == "tree":
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(entry)], check=True)
     else:
         os.chown(entry / what, NOBODY, NOBODY)
     planted = entry / "tree/bin/nvcc"
-    notes = cli_install(capsys, tmp_path / "again")
+    notes = cli_install(tmp_path / "again")
     assert snapshot(tmp_path / "again") == snapshot(tmp_path / "clean")
     nvcc = (tmp_path / "again/bin/nvcc").stat()
     assert nvcc.st_ino != planted.stat().st_ino and nvcc.st_nlink == 1
@@ -276,21 +283,15 @@ def test_an_unpacked_directory_another_user_owns_is_not_used_at_all(
 
 
 def test_trees_writable_by_group_or_others_are_refused(
-    fake_nvidia: FakeNvidiaServer,
-    store: Store,
-    cache: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cli_install: CliInstall, store: Store, cache: Path, tmp_path: Path
 ) -> None:
-    point_env_at(monkeypatch, fake_nvidia)
-    cli_install(capsys, tmp_path / "clean")
+    cli_install(tmp_path / "clean")
     nvcc_entry(cache).chmod(0o777)
-    discarded = cli_install(capsys, tmp_path / "again")
+    discarded = cli_install(tmp_path / "again")
     assert any("writable by group or others" in n and "discarded" in n for n in discarded)
     assert record_of(tmp_path / "again", "cuda_nvcc")["tree"] == "unpacked"
     (cache / "unpacked").chmod(0o775)
-    unused = cli_install(capsys, tmp_path / "third")
+    unused = cli_install(tmp_path / "third")
     assert any("is writable by group or others" in n for n in unused), unused
     assert record_of(tmp_path / "third", "cuda_cudart")["tree"] == "private"
     assert snapshot(tmp_path / "third") == snapshot(tmp_path / "clean")
@@ -314,17 +315,15 @@ def test_link_mode_copy_shares_nothing_with_the_cache(
 
 # -- through the command line ---------------------------------------------------------
 def test_cli_tampered_tree_verify_and_copy(
-    fake_nvidia: FakeNvidiaServer,
+    cli_install: CliInstall,
     store: Store,
     cache: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    point_env_at(monkeypatch, fake_nvidia)
-    cli_install(capsys, tmp_path / "a")
+    cli_install(tmp_path / "a")
     truncate(nvcc_entry(cache) / "tree/bin/nvcc")
-    notes = cli_install(capsys, tmp_path / "b", "--verify", "--link-mode", "copy")
+    notes = cli_install(tmp_path / "b", "--verify", "--link-mode", "copy")
     assert any("bin/nvcc has 3 bytes" in note for note in notes), notes
     assert (tmp_path / "b/bin/nvcc").stat().st_nlink == 1
     assert record_of(tmp_path / "b", "cuda_cudart")["checks"] == [

@@ -120,7 +120,7 @@ def mode_of(path: Path) -> int:
 )
 def test_nvidia_archive_strip_top(tmp_path: Path, dest: Path, suffix: str, mode: TarMode) -> None:
     archive = make_tar(tmp_path / f"{TOP}{suffix}", nvidia_entries(), mode)
-    created = extract_archive(archive, dest, strip_top=True)
+    created = extract_archive(archive, dest, strip_top=True).tops
     assert created == [dest / "bin", dest / "include", dest / "lib", dest / "LICENSE"]
     assert (dest / "bin/nvcc").read_bytes() == b"#!/bin/sh\necho nvcc\n"
     assert mode_of(dest / "bin/nvcc") == 0o755
@@ -136,7 +136,7 @@ def test_nvidia_archive_strip_top(tmp_path: Path, dest: Path, suffix: str, mode:
 
 def test_without_strip_top_keeps_the_top_directory(tmp_path: Path, dest: Path) -> None:
     archive = make_tar(tmp_path / "a.tar.xz", nvidia_entries())
-    assert extract_archive(archive, dest) == [dest / TOP]
+    assert extract_archive(archive, dest).tops == [dest / TOP]
     assert (dest / TOP / "bin/nvcc").is_file()
 
 
@@ -194,7 +194,7 @@ def test_wheel_with_unix_modes(tmp_path: Path, dest: Path) -> None:
             ("nvidia_cuda_nvcc-13.0.48.dist-info/RECORD", RECORD, stat.S_IFREG | 0o644),
         ],
     )
-    created = extract_archive(wheel, dest)
+    created = extract_archive(wheel, dest).tops
     assert created == [dest / "nvidia", dest / "nvidia_cuda_nvcc-13.0.48.dist-info"]
     assert mode_of(dest / "nvidia/cuda_nvcc/bin/ptxas") == 0o755
     assert mode_of(dest / "nvidia/cuda_nvcc/include/x.h") == 0o644
@@ -213,7 +213,7 @@ def test_zip_without_unix_modes(tmp_path: Path, dest: Path) -> None:
             (f"{TOP}\\include\\x.h", b"x", None),
         ],
     )
-    assert extract_archive(archive, dest, strip_top=True) == [dest / "bin", dest / "include"]
+    assert extract_archive(archive, dest, strip_top=True).tops == [dest / "bin", dest / "include"]
     assert mode_of(dest / "bin") == 0o755
     assert mode_of(dest / "bin/nvcc.exe") == 0o644
     assert (dest / "include/x.h").read_bytes() == b"x"

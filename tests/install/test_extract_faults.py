@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import InsufficientSpaceError, IntegrityError, PermissionDeniedError
-from cudaup.install.extract import Limits, extract_archive, extract_tree
+from cudaup.install.extract import Limits, extract_archive
 from tests.install.test_extract import RECORD, ZipEntry, make_zip, record_row
 from tests.sandbox import ROOT_ONLY, tmpfs
 
@@ -179,7 +179,7 @@ def test_a_wheel_is_checked_against_its_record(tmp_path: Path) -> None:
     wheel = make_zip(tmp_path / "w-1.0-py3-none-any.whl", [*FILES, (f"{DIST}/RECORD", RECORD, REG)])
     dest = tmp_path / "dest"
     dest.mkdir()
-    extracted = extract_tree(wheel, dest)
+    extracted = extract_archive(wheel, dest)
     assert extracted.record_checked
     for name, data, _mode in FILES:
         assert extracted.digests[name] == hashlib.sha256(data).hexdigest()

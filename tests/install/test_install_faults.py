@@ -19,7 +19,7 @@ from cudaup.errors import EXIT_CODES
 from cudaup.util.faults import explained, store_place
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer, payload
-from tests.helpers import CliResult, run_cli
+from tests.helpers import CliResult, point_env_at, run_cli
 from tests.install.served import serve_redist
 from tests.sandbox import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp, tmpfs
 
@@ -89,6 +89,35 @@ def test_a_store_out_of_room_while_copying_from_the_cache_is_exit_10(
         assert done.code == 0, done.err
         assert "files were copied, not hard-linked" in done.out
         assert (home / "toolkits/90.0.2/bin/nvcc").stat().st_nlink == 1
+
+
+def test_a_store_out_of_room_when_publishing_is_exit_10(
+    fake_nvidia: FakeNvidiaServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A store with room for the toolkit's files and version.json, not for its record:
+    tmpfs counts whole pages of file data only, so the room can be made exact."""
+    point_env_at(monkeypatch, fake_nvidia)
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path / "roomy"))
+    assert install(capsys, "13.0.1").code == 0
+    toolkit = tmp_path / "roomy/toolkits/13.0.1"
+    pages = sum(
+        -(-path.stat().st_size // 4096)
+        for path in toolkit.rglob("*")
+        if path.is_file() and not path.is_symlink()
+        and path.name not in {"cudaup-record.json", "version.json"}
+    )  # fmt: skip
+    with tmpfs(tmp_path / "home", size=str((pages + 1) * 4096)) as home:
+        monkeypatch.setenv("CUDAUP_HOME", str(home))
+        result = install(capsys, "13.0.1")
+        assert result.code == EXIT_CODES["insufficient-space"], result.err
+        assert f"cannot publish CUDA 13.0.1 at {home}/toolkits/13.0.1" in result.err
+        assert f"the disk is full in {home}/toolkits: it needs " in result.err
+        assert list((home / "toolkits").iterdir()) == []
 
 
 def test_a_read_only_store_is_exit_14_naming_it(

@@ -9,6 +9,7 @@ until the state it needs is reached.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -28,7 +29,7 @@ from cudaup.config import Settings
 from cudaup.core.model import Artifact
 from cudaup.download import Progress, ProgressEvent
 from cudaup.errors import IntegrityError
-from cudaup.install.extract import Extracted, extract_tree, write
+from cudaup.install.extract import Extracted, extract_archive, write
 from cudaup.install.linking import LinkMode
 from cudaup.install.unpacked import StagedTrees, stage_all
 from cudaup.net import backoff
@@ -246,13 +247,13 @@ def test_a_download_that_starts_over_is_unpacked_from_the_verified_file(
 
     def extract(archive: Path, destination: Path, **kwargs: Any) -> Extracted:
         extracted.append(archive)
-        return extract_tree(archive, destination, **kwargs)
+        return extract_archive(archive, destination, **kwargs)
 
     def progress(event: ProgressEvent) -> None:
         if event.kind == "advance" and fault_server.resources["/w.whl"] is resource:
             fault_server.add("/w.whl", v2, etag='"v2"')  # after some of v1 is on disk
 
-    monkeypatch.setattr("cudaup.install.unpacked.extract_tree", extract)
+    monkeypatch.setattr("cudaup.install.unpacked.extract_archive", extract)
     [staged] = stage(
         [artifact(fault_server, "w.whl", v2, sized=False)], tmp_path / "cache", tmp_path,
         progress=progress,
@@ -329,3 +330,15 @@ def test_staging_left_by_a_killed_process_is_swept(
     stage([artifact(fault_server, "w.whl", body)], tmp_path / "cache", tmp_path)
     assert not stale.exists()
     assert live.is_dir()
+
+
+def test_a_sha256_that_is_not_one_never_names_a_directory(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    body = wheel(FILES)
+    fault_server.add("/w.whl", body)
+    bad = dataclasses.replace(artifact(fault_server, "w.whl", body), sha256="../../" + "a" * 58)
+    with pytest.raises(IntegrityError, match="is not 64 hex digits"):
+        stage([bad], tmp_path / "cache", tmp_path)
+    assert list((tmp_path / "cache/unpacked").iterdir()) == []
+    assert not (tmp_path / ("a" * 58)).exists()

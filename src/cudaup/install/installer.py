@@ -129,9 +129,11 @@ def check_driver(
 def _record(
     resolution: Resolution,
     components: dict[str, str],
-    staged: Sequence[Staged] = (),
-    link_mode: LinkMode | None = None,
+    staged: Sequence[Staged],
+    link_mode: LinkMode,
 ) -> dict[str, Any]:
+    """The store's record of an install: what came from where, with which hashes, and
+    (redist, pypi) how each archive's tree was made and checked."""
     how = {tree.artifact.filename: tree for tree in staged}
     return {
         "schema": 1,

@@ -51,7 +51,7 @@ from cudaup.download import DownloadResult, Progress, ProgressEvent, fetch
 from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
 from cudaup.download.arrival import Arrival
 from cudaup.errors import InsufficientSpaceError, IntegrityError
-from cudaup.install.extract import Extracted, extract_tree
+from cudaup.install.extract import Extracted, extract_archive
 from cudaup.install.linking import LinkMode, materialize
 from cudaup.install.tree import (
     DamagedTreeError,
@@ -503,7 +503,7 @@ def _fetch_extracting(
     early: Exception | None = None
     extracted: Extracted | None = None
     try:
-        extracted = extract_tree(
+        extracted = extract_archive(
             downloads / artifact.filename, staging, strip_top=strip_top, opener=arrival.open,
             cancel=cancel,
         )  # fmt: skip
@@ -516,5 +516,5 @@ def _fetch_extracting(
         # The early reader's bytes were not all the verified file's (a restart).
         shutil.rmtree(staging)
         staging.mkdir(0o755)
-        extracted = extract_tree(results[0].path, staging, strip_top=strip_top, cancel=cancel)
+        extracted = extract_archive(results[0].path, staging, strip_top=strip_top, cancel=cancel)
     return results[0].path, extracted

@@ -6,7 +6,7 @@ formats, ``write`` writes without following or replacing anything, and
 """
 
 from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits
-from cudaup.install.extract.unpack import Extracted, archive_members, extract_archive, extract_tree
+from cudaup.install.extract.unpack import Extracted, archive_members, extract_archive
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -14,5 +14,4 @@ __all__ = [
     "Limits",
     "archive_members",
     "extract_archive",
-    "extract_tree",
 ]

@@ -63,36 +63,22 @@ def extract_archive(
     strip_top: bool = False,
     opener: Opener | None = None,
     cancel: threading.Event | None = None,
-) -> list[Path]:
+) -> Extracted:
     """Extract a .tar.xz/.tar.gz/.tar/.zip/.whl into ``destination``, safely.
 
-    ``destination`` must exist and be empty.  Returns the top-level entries
-    created in it.  With ``strip_top`` the archive must hold exactly one top
-    directory, whose contents land directly in ``destination`` (NVIDIA redist
-    archives: ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile
-    or damaged archive raises :class:`IntegrityError` and leaves it empty; so does
-    a wheel whose files disagree with its RECORD.
+    ``destination`` must exist and be empty.  Returns the top-level entries created
+    in it and the sha256 of every file written (computed on the way, never read
+    back).  With ``strip_top`` the archive must hold exactly one top directory, whose
+    contents land directly in ``destination`` (NVIDIA redist archives:
+    ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile or damaged
+    archive raises :class:`IntegrityError` and leaves it empty; so does a wheel whose
+    files disagree with its RECORD.
 
     ``opener`` reads the archive from elsewhere than the file ``archive`` (whose
     name still tells the format): a file still downloading, whose reads wait for
     their bytes (:class:`cudaup.download.Arrival`).  Setting ``cancel`` stops it between
     members (:class:`cudaup.util.parallel.CancelledError`), the destination cleared.
     """
-    return extract_tree(
-        archive, destination, limits=limits, strip_top=strip_top, opener=opener, cancel=cancel
-    ).tops
-
-
-def extract_tree(
-    archive: Path,
-    destination: Path,
-    *,
-    limits: Limits = DEFAULT_LIMITS,
-    strip_top: bool = False,
-    opener: Opener | None = None,
-    cancel: threading.Event | None = None,
-) -> Extracted:
-    """:func:`extract_archive`, telling also the sha256 of every file it wrote."""
     require_empty(archive, destination)
     with _reading(archive, opener) as reader:
         try:
