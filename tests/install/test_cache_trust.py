@@ -24,7 +24,7 @@ from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer
 from tests.helpers import point_env_at, run_cli, settings_for
 from tests.install.served import CUDART, make_wheel, serve_pypi
-from tests.sandbox import NOBODY, ROOT_ONLY
+from tests.osfaults import NOBODY, ROOT_ONLY
 
 RELEASE = "13.0.1"
 

@@ -23,7 +23,7 @@ import pytest
 from cudaup.errors import InsufficientSpaceError, IntegrityError, PermissionDeniedError
 from cudaup.install.extract import Limits, extract_archive
 from tests.install.test_extract import RECORD, ZipEntry, make_zip, record_row
-from tests.sandbox import ROOT_ONLY, tmpfs
+from tests.osfaults import ROOT_ONLY, tmpfs
 
 REG = stat.S_IFREG | 0o644
 

@@ -21,7 +21,7 @@ from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer, payload
 from tests.helpers import CliResult, point_env_at, run_cli
 from tests.install.served import serve_redist
-from tests.sandbox import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp, tmpfs
+from tests.osfaults import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp, tmpfs
 
 pytestmark = ROOT_ONLY
 

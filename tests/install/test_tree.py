@@ -22,7 +22,7 @@ from cudaup.install.tree import (
     read_owned,
     scan,
 )
-from tests.sandbox import NOBODY, ROOT_ONLY
+from tests.osfaults import NOBODY, ROOT_ONLY
 
 
 def make_tree(root: Path) -> Manifest:

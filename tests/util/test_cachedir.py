@@ -14,7 +14,7 @@ from cudaup.install.store import Store
 from cudaup.util import cachedir
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
-from tests.sandbox import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp
+from tests.osfaults import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp
 
 USED = "a" * 64
 UNUSED = "b" * 64
