@@ -152,8 +152,9 @@ class HeldBody(bytes):
             return super().__getitem__(key)
         start, stop, _ = key.indices(len(self))
         begin, end = self.offset + start, self.offset + stop
-        piece_is_held = end - begin <= 64 * 1024 and self.held.start < end
-        if piece_is_held and begin < self.held.stop and not self.release.wait(60):
+        is_piece = end - begin <= 64 * 1024  # not the first slice: the whole range asked for
+        overlaps = begin < self.held.stop and end > self.held.start
+        if is_piece and overlaps and not self.release.wait(60):
             self.expired.set()
             self.release.set()
         piece = HeldBody(super().__getitem__(key))
