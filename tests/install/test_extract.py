@@ -6,7 +6,9 @@ refused whole, with nothing left in the destination.
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
 import io
 import lzma
 import os
@@ -118,7 +120,7 @@ def mode_of(path: Path) -> int:
 )
 def test_nvidia_archive_strip_top(tmp_path: Path, dest: Path, suffix: str, mode: TarMode) -> None:
     archive = make_tar(tmp_path / f"{TOP}{suffix}", nvidia_entries(), mode)
-    created = extract_archive(archive, dest, strip_top=True)
+    created = extract_archive(archive, dest, strip_top=True).tops
     assert created == [dest / "bin", dest / "include", dest / "lib", dest / "LICENSE"]
     assert (dest / "bin/nvcc").read_bytes() == b"#!/bin/sh\necho nvcc\n"
     assert mode_of(dest / "bin/nvcc") == 0o755
@@ -134,7 +136,7 @@ def test_nvidia_archive_strip_top(tmp_path: Path, dest: Path, suffix: str, mode:
 
 def test_without_strip_top_keeps_the_top_directory(tmp_path: Path, dest: Path) -> None:
     archive = make_tar(tmp_path / "a.tar.xz", nvidia_entries())
-    assert extract_archive(archive, dest) == [dest / TOP]
+    assert extract_archive(archive, dest).tops == [dest / TOP]
     assert (dest / TOP / "bin/nvcc").is_file()
 
 
@@ -167,6 +169,19 @@ def test_group_and_other_write_are_dropped(tmp_path: Path, dest: Path) -> None:
     assert mode_of(dest / "ro") == 0o644  # the owner can always write and remove
 
 
+def record_row(name: str, data: bytes) -> bytes:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return f"{name},sha256={digest.decode()},{len(data)}\n".encode()
+
+
+RECORD = (
+    record_row("nvidia/cuda_nvcc/bin/ptxas", b"ptxas")
+    + record_row("nvidia/cuda_nvcc/include/x.h", b"x")
+    + record_row("nvidia/cuda_nvcc/lib/libx.so.13.0.88", b"elf")
+    + b"nvidia_cuda_nvcc-13.0.48.dist-info/RECORD,,\n"
+)
+
+
 def test_wheel_with_unix_modes(tmp_path: Path, dest: Path) -> None:
     wheel = make_zip(
         tmp_path / "nvidia_cuda_nvcc-13.0.48-py3-none-manylinux_2_27_x86_64.whl",
@@ -176,10 +191,10 @@ def test_wheel_with_unix_modes(tmp_path: Path, dest: Path) -> None:
             ("nvidia/cuda_nvcc/include/x.h", b"x", stat.S_IFREG | 0o644),
             ("nvidia/cuda_nvcc/lib/libx.so.13.0.88", b"elf", stat.S_IFREG | 0o755),
             ("nvidia/cuda_nvcc/lib/libx.so.13", b"libx.so.13.0.88", stat.S_IFLNK | 0o777),
-            ("nvidia_cuda_nvcc-13.0.48.dist-info/RECORD", b"", stat.S_IFREG | 0o644),
+            ("nvidia_cuda_nvcc-13.0.48.dist-info/RECORD", RECORD, stat.S_IFREG | 0o644),
         ],
     )
-    created = extract_archive(wheel, dest)
+    created = extract_archive(wheel, dest).tops
     assert created == [dest / "nvidia", dest / "nvidia_cuda_nvcc-13.0.48.dist-info"]
     assert mode_of(dest / "nvidia/cuda_nvcc/bin/ptxas") == 0o755
     assert mode_of(dest / "nvidia/cuda_nvcc/include/x.h") == 0o644
@@ -198,7 +213,7 @@ def test_zip_without_unix_modes(tmp_path: Path, dest: Path) -> None:
             (f"{TOP}\\include\\x.h", b"x", None),
         ],
     )
-    assert extract_archive(archive, dest, strip_top=True) == [dest / "bin", dest / "include"]
+    assert extract_archive(archive, dest, strip_top=True).tops == [dest / "bin", dest / "include"]
     assert mode_of(dest / "bin") == 0o755
     assert mode_of(dest / "bin/nvcc.exe") == 0o644
     assert (dest / "include/x.h").read_bytes() == b"x"
@@ -339,10 +354,14 @@ def test_a_tar_creates_its_symlinks_last(
     original = write.write_member
 
     def spy(
-        reader: object, member: policy.Member, destination: Path, made: set[tuple[str, ...]]
+        reader: object,
+        member: policy.Member,
+        destination: Path,
+        made: set[tuple[str, ...]],
+        digests: dict[str, str],
     ) -> None:
         order.append(member.kind)
-        original(reader, member, destination, made)  # type: ignore[arg-type]
+        original(reader, member, destination, made, digests)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write, "write_member", spy)
     extract_archive(archive, dest)
@@ -424,16 +443,16 @@ def test_disk_full_while_writing_leaves_nothing(
     real = write.write_file
     calls = []
 
-    def fill_up(source: io.BufferedReader, path: Path, member: policy.Member) -> None:
+    def fill_up(source: io.BufferedReader, path: Path, member: policy.Member) -> str:
         calls.append(path)
         if len(calls) == 2:
             path.write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(source, path, member)
+        return real(source, path, member)
 
     monkeypatch.setattr(write, "write_file", fill_up)
     archive = make_tar(tmp_path / "a.tar.xz", nvidia_entries())
-    with pytest.raises(InsufficientSpaceError, match="disk filled up"):
+    with pytest.raises(InsufficientSpaceError, match=f"disk is full in {dest}: it needs"):
         extract_archive(archive, dest, strip_top=True)
     assert list(dest.iterdir()) == []
 
@@ -587,10 +606,10 @@ def test_big_zip_members_inflate_side_by_side(
     threads: set[int] = set()
     real = write.write_file
 
-    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> None:
+    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> str:
         threads.add(threading.get_ident())
         time.sleep(0.05)  # long enough that the pool hands the others to other threads
-        real(source, path, member)  # type: ignore[arg-type]
+        return real(source, path, member)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write, "write_file", spy)
     extract_archive(archive, dest)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cudaup.errors import EXIT_CODES, LockedError
 from cudaup.install.store import Store
-from cudaup.install.unpacked import link_tree
 from cudaup.util import cachedir
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
+from tests.osfaults import NOBODY, ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp
 
 USED = "a" * 64
 UNUSED = "b" * 64
@@ -21,10 +23,10 @@ UNUSED = "b" * 64
 def populate(root: Path, toolkit: Path) -> None:
     """A cache as installs leave it: one tree linked into a toolkit, one no longer used."""
     for key in (USED, UNUSED):
-        lib = root / "unpacked" / key / "lib"
+        lib = root / "unpacked" / key / "tree" / "lib"
         lib.mkdir(parents=True)
         (lib / f"lib{key[0]}.so").write_bytes(os.urandom(300_000))
-    link_tree(root / "unpacked" / USED, toolkit)
+    shutil.copytree(root / "unpacked" / USED / "tree", toolkit, copy_function=os.link)
     (root / "unpacked" / ".tmp-0123456789abcdef-dead").mkdir()  # a killed install's
     downloads = root / "downloads"
     downloads.mkdir()
@@ -59,7 +61,7 @@ def test_prune_keeps_what_is_in_use_and_what_resumes(tmp_path: Path) -> None:
         f"unpacked/{UNUSED}",
     ]
     assert report.freed >= 500_000
-    assert (root / "unpacked" / USED / "lib/liba.so").is_file()
+    assert (root / "unpacked" / USED / "tree/lib/liba.so").is_file()
     assert (root / "downloads/big.tar.xz.part").is_file()
     assert (root / "http/entry").is_file()
     assert (toolkit / "lib/liba.so").stat().st_nlink == 2
@@ -130,3 +132,37 @@ def test_cache_commands_on_a_cache_that_does_not_exist_yet_and_bad_input(
     usage = run_cli(capsys, "cache", "frob")
     assert usage.code == EXIT_CODES["usage"]
     assert "invalid choice: 'frob'" in usage.err
+
+
+@ROOT_ONLY
+def test_prune_and_clean_keep_what_another_user_owns(tmp_path: Path) -> None:
+    root, toolkit = tmp_path / "cache", tmp_path / "toolkits/12.8.1"
+    populate(root, toolkit)
+    theirs = root / "unpacked" / UNUSED
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(theirs)], check=True)
+    assert cachedir.inspect(root).reclaimable < 300_000  # theirs is not ours to reclaim
+    pruned = cachedir.prune(root)
+    assert pruned.kept == [f"unpacked/{UNUSED} (uid {NOBODY})"]
+    assert f"unpacked/{UNUSED}" not in pruned.removed and theirs.is_dir()
+    cleaned = cachedir.clean(root)
+    assert cleaned.to_json()["kept"] == [f"unpacked/{UNUSED} (uid {NOBODY})"]
+    assert [p.name for p in (root / "unpacked").iterdir()] == [UNUSED]
+
+
+@ROOT_ONLY
+def test_a_clean_the_operating_system_refuses_is_exit_14(tmp_path: Path) -> None:
+    """The cache is the user's, but root left a directory in it the user cannot empty."""
+    with shared_tmp() as shared:
+        root = shared / "cache"
+        populate(root, shared / "toolkit")
+        stuck = root / "http" / "theirs" / "made-by-root"
+        stuck.mkdir(parents=True)
+        (stuck / "entry").write_bytes(b"x")
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(root)], check=True)
+        os.chown(stuck, 0, 0)
+        os.chown(stuck / "entry", 0, 0)
+        env = {**os.environ, "CUDAUP_CACHE_DIR": str(root), "HOME": str(shared)}
+        done = as_nobody(cudaup_argv("cache", "clean"), env)
+        assert done.returncode == EXIT_CODES["permission-denied"], done.stderr
+        assert f"cannot remove http/theirs: permission denied: {stuck}/entry" in done.stderr
+        assert "set CUDAUP_CACHE_DIR" in done.stderr

@@ -51,6 +51,15 @@ def add_install(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-unverified", action="store_true", help="install files with no published checksum"
     )
+    parser.add_argument(
+        "--link-mode",
+        choices=("hardlink", "copy"),
+        default="hardlink",
+        help="hardlink (default): share the unpacked cache's files; copy: files of its own",
+    )
+    parser.add_argument(
+        "--verify", action="store_true", help="hash every cached file before using it"
+    )
     add_connections(parser)
     parser.set_defaults(handler=cmd_install)
 
@@ -78,6 +87,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         force=args.force,
         driver=args.driver,
         connections=args.connections,
+        link_mode=args.link_mode,
+        verify=args.verify,
     )
     with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
         if args.lock:

@@ -11,14 +11,20 @@ same filesystem as its destination, then publishes it with one rename:
   its log kept in the store, ``/usr/local/cuda`` checked before and after;
 * ``auto``: ``redist`` when NVIDIA's host answers, else ``pypi`` (and says so).
 
-A lock per release serialises concurrent installs; a re-run with nothing new
-to add does nothing.  A toolkit the driver cannot run is refused unless
-``force``; with no driver (a build host), the install goes on and says so.
+The redist and pypi channels take each archive's tree from the unpacked cache
+(:mod:`cudaup.install.unpacked`), hard-linked or copied (``link_mode``) and
+checked against its manifest; the record names what was checked for each
+archive.  A lock per release serialises concurrent installs; a re-run with
+nothing new to add does nothing.  A toolkit the driver cannot run is refused
+unless ``force``; with no driver (a build host), the install goes on and says
+so.  A full disk or a refused write ends in :class:`InsufficientSpaceError` or
+:class:`PermissionDeniedError` naming the path, never in a traceback.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,15 +39,17 @@ from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
 from cudaup.errors import ArtifactNotFoundError, CudaupError, DriverTooOldError, UsageError
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
+from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpacked import link_tree, unpack_all
+from cudaup.install.unpacked import Staged, stage_all
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
 from cudaup.resolve.resolver import Resolver
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.cachedir import using as using_cache
+from cudaup.util.faults import Place, cache_place, explained, prefix_place, store_place
 
 InstallChannel = Literal["auto", "installer", "redist", "pypi"]
 
@@ -77,6 +85,10 @@ class InstallOptions:
     force: bool = False
     driver: str | None = None
     connections: int = 8
+    #: hardlink: share the cache's files (copies across filesystems); copy: files of its own
+    link_mode: LinkMode = "hardlink"
+    #: check the sha256 of every cached file before it is used, whatever its stamp says
+    verify: bool = False
 
 
 def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]) -> Channel:
@@ -114,7 +126,15 @@ def check_driver(
         notes.append(f"driver {info.version} runs CUDA {release}")
 
 
-def _record(resolution: Resolution, components: dict[str, str]) -> dict[str, Any]:
+def _record(
+    resolution: Resolution,
+    components: dict[str, str],
+    staged: Sequence[Staged],
+    link_mode: LinkMode,
+) -> dict[str, Any]:
+    """The store's record of an install: what came from where, with which hashes, and
+    (redist, pypi) how each archive's tree was made and checked."""
+    how = {tree.artifact.filename: tree for tree in staged}
     return {
         "schema": 1,
         "version": resolution.release.version,
@@ -136,40 +156,42 @@ def _record(resolution: Resolution, components: dict[str, str]) -> dict[str, Any
                     "component_version",
                 )
             }
+            | _checks(how.get(a.filename))
             for a in resolution.artifacts
         ],
+        **({"link_mode": link_mode} if staged else {}),
         "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cudaup": __version__,
     }
 
 
-def _stage_trees(
-    resolution: Resolution, unpacked: Sequence[Path], staging: Path, notes: list[str]
+def _checks(tree: Staged | None) -> dict[str, Any]:
+    """What the record says about one archive's tree: where it came from, what was checked."""
+    if tree is None:
+        return {}
+    return {"tree": tree.source, "checks": list(tree.checks), "hard_links": tree.linked}
+
+
+def _merge_trees(
+    resolution: Resolution, staged: Sequence[Staged], staging: Path
 ) -> tuple[Path, dict[str, str]]:
-    """Merge each artifact's unpacked tree (linked from the cache) into one CUDA_HOME."""
+    """Merge each artifact's staged tree into one CUDA_HOME."""
     tree = staging / "tree"
     tree.mkdir()
-    parts = staging / "parts"
-    parts.mkdir()
     versions: dict[str, str] = {}
-    copied = False
-    for index, (artifact, source) in enumerate(zip(resolution.artifacts, unpacked, strict=True)):
-        part = parts / str(index)
-        copied |= not link_tree(source, part)
+    for artifact, part in zip(resolution.artifacts, staged, strict=True):
         if resolution.channel == "redist":
-            merge_tree(part, tree, artifact.component)
+            merge_tree(part.path, tree, artifact.component)
         else:
-            roots = wheel_roots(part)
+            roots = wheel_roots(part.path)
             if not roots:
                 raise ArtifactNotFoundError(f"{artifact.filename} has no nvidia/ tree to install")
             for root in roots:
                 merge_tree(root, tree, artifact.component)
-            keep_wheel_record(part, tree)
+            keep_wheel_record(part.path, tree)
         if artifact.component_version:
             versions[artifact.component] = artifact.component_version
-        shutil.rmtree(part, ignore_errors=True)
-    if copied:
-        notes.append("the cache is on another filesystem: files were copied, not hard-linked")
+        shutil.rmtree(part.path, ignore_errors=True)
     return tree, versions
 
 
@@ -238,9 +260,16 @@ def materialize(
         )
     wanted = {a.component for a in resolution.artifacts}
     final = options.prefix if options.prefix is not None else store.toolkit_dir(release)
-    # The cache lock (shared) keeps `cudaup cache prune` from removing unpacked trees
-    # (or a runfile) between their download and their use here.
-    with store.lock(release), using_cache(settings.cache_root):
+    places = _places(settings, store, options.prefix)
+    # A write refused or a disk full anywhere below the store, the prefix or the cache
+    # becomes the error naming the path and the way round it (exit 14 or 10).  The
+    # cache lock (shared) keeps `cudaup cache prune` from removing unpacked trees (or
+    # a runfile) between their download and their use here.
+    with (
+        explained(f"cannot install CUDA {release} at {final}", final.parent, places),
+        store.lock(release),
+        using_cache(settings.cache_root),
+    ):
         store.sweep(final.parent, final.name)
         existing = _existing(store, release, final)
         if (
@@ -249,13 +278,9 @@ def materialize(
             and _same_channel(existing, channel)
         ):
             return InstallResult(
-                release,
-                existing.path,
-                channel,
-                existing.components,
-                True,
+                release, existing.path, channel, existing.components, True,
                 [*notes, "already installed"],
-            )
+            )  # fmt: skip
         if (
             existing is not None
             and existing.record
@@ -267,17 +292,15 @@ def materialize(
             if not previous <= wanted:
                 merged = sorted(previous | wanted)
                 resolution = resolver.resolve(
-                    release,
-                    platform=options.platform,
-                    channel=channel,
-                    components=merged,
-                    closure=True,
-                )
+                    release, platform=options.platform, channel=channel,
+                    components=merged, closure=True,
+                )  # fmt: skip
         with store.staging(final.parent, final.name) as staging:
+            staged: list[Staged] = []
             if channel == "installer":
                 [runfile] = fetch_many(
-                    resolution.artifacts, CacheLayout(settings.cache_root).downloads, http=http,
-                    connections=options.connections, progress=progress,
+                    resolution.artifacts, CacheLayout(settings.cache_root).downloads,
+                    http=http, connections=options.connections, progress=progress,
                     allow_unverified=options.allow_unverified,
                 )  # fmt: skip
                 tree = staging / "tree"
@@ -285,17 +308,38 @@ def materialize(
                 notes.append(f"installer log: {log}")
                 versions = {"cuda_installer": release}
             else:
-                unpacked = unpack_all(
-                    resolution.artifacts, settings.cache_root, http=http,
-                    strip_top=channel == "redist", connections=options.connections, progress=progress,
+                (staging / "parts").mkdir()
+                trees = stage_all(
+                    resolution.artifacts, settings.cache_root, staging / "parts", http=http,
+                    strip_top=channel == "redist", link_mode=options.link_mode,
+                    verify=options.verify, places=places, connections=options.connections,
+                    progress=progress,
                 )  # fmt: skip
-                tree, versions = _stage_trees(resolution, unpacked, staging, notes)
+                staged = trees.trees
+                notes += trees.notes
+                cached = [t for t in staged if t.source != "private"]
+                if options.link_mode == "hardlink" and not all(t.linked for t in cached):
+                    notes.append(
+                        "the cache is on another filesystem: files were copied, not hard-linked"
+                    )
+                tree, versions = _merge_trees(resolution, staged, staging)
                 notes += finish_layout(tree, release, versions)
-            store.write_record(tree, _record(resolution, versions))
-            store.publish(tree, final)
+            record = _record(resolution, versions, staged, options.link_mode)
+            needed = len(json.dumps(record, indent=1, sort_keys=True)) + 1
+            with explained(f"cannot publish CUDA {release} at {final}", final, places, needed):
+                store.write_record(tree, record)
+                store.publish(tree, final)
         if options.prefix is not None:
             store.add_external(release, final)
     return InstallResult(release, final, channel, sorted(versions), False, notes)
+
+
+def _places(settings: Settings, store: Store, prefix: Path | None) -> tuple[Place, ...]:
+    """Where an install writes, each with what to do when a write there is refused."""
+    places = [cache_place(settings.cache_root), store_place(store.home)]
+    if prefix is not None:
+        places.append(prefix_place(prefix))
+    return tuple(places)
 
 
 def _existing(store: Store, release: str, final: Path) -> InstalledToolkit | None:

@@ -3,7 +3,8 @@
     <cache>/
       http/       small documents (listings, manifests, index pages), revalidated by age
       downloads/  archives and runfiles; ``NAME.part`` + ``NAME.part.json`` resume
-      unpacked/   one verified, unpacked tree per archive (by sha256); installs hard-link it
+      unpacked/   one verified, unpacked archive per sha256: ``tree/`` (installs hard-link
+                  it), ``manifest.json`` (what tree/ holds), ``verified.json``
       locks/      per-file download locks, and ``unpacked.lock``
 
 An unpacked tree is hard-linked into every toolkit installed from it, so while a
@@ -12,7 +13,8 @@ toolkit is installed the tree costs no extra disk; once none is (after
 :func:`prune` removes such trees, finished downloads and what killed processes
 left; :func:`clean` removes everything but lock files.  Installs hold
 ``unpacked.lock`` shared and pruning holds it exclusively (``flock``), so a prune
-never removes a tree an install is about to link.
+never removes a tree an install is about to link.  Neither removes what another
+user owns (a shared cache): such entries are kept, and the report says so.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import shutil
 import stat
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.errors import LockedError
+from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree
 
 AREAS = ("http", "downloads", "unpacked", "locks")
 LOCK_NAME = "unpacked.lock"
@@ -120,6 +122,8 @@ class Cleanup:
     root: Path
     removed: list[str] = field(default_factory=list)
     freed: int = 0
+    #: entries left in place because another user owns them: "unpacked/<sha256> (uid 1000)"
+    kept: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,6 +131,7 @@ class Cleanup:
             "root": str(self.root),
             "removed": self.removed,
             "freed_bytes": self.freed,
+            "kept": self.kept,
         }
 
 
@@ -192,9 +197,18 @@ def _finished(downloads: Path) -> list[Path]:
         return []
 
 
+def _owner(path: Path) -> int | None:
+    """Who owns ``path`` when it is not the user running cudaup; None when it is (or gone)."""
+    try:
+        uid = path.lstat().st_uid
+    except FileNotFoundError:
+        return None
+    return uid if uid != os.geteuid() else None
+
+
 def _prunable(root: Path) -> list[Path]:
     """What :func:`prune` removes: unpacked trees no toolkit links to, staging, finished
-    downloads, and resume state whose part file is gone."""
+    downloads, and resume state whose part file is gone (what another user owns is kept)."""
     found: list[Path] = []
     with contextlib.suppress(FileNotFoundError):
         for entry in sorted(CacheLayout(root).unpacked.iterdir()):
@@ -211,7 +225,12 @@ def _prunable(root: Path) -> list[Path]:
 
 def inspect(root: Path) -> CacheInfo:
     """What the cache holds, area by area (hard-linked files counted once)."""
-    prunable = {path: _measure(path, set())[1] for path in _prunable(root)}
+    with explained("cannot measure the cache", root, [cache_place(root)]):
+        return _inspect(root)
+
+
+def _inspect(root: Path) -> CacheInfo:
+    prunable = {path: _measure(path, set())[1] for path in _prunable(root) if _owner(path) is None}
     unused = {
         path: size
         for path, size in prunable.items()
@@ -274,15 +293,24 @@ def using(root: Path) -> Iterator[None]:
 # Making room
 # ---------------------------------------------------------------------------
 def _remove(path: Path, report: Cleanup, root: Path) -> None:
+    relative = path.relative_to(root).as_posix()
+    owner = _owner(path)
+    if owner is not None:  # a shared cache: never delete another user's files
+        report.kept.append(f"{relative} (uid {owner})")
+        return
     freed = _measure(path, set())[1]
     try:
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+            remove_tree(path)
         else:
             path.unlink()
     except FileNotFoundError:
         return
-    report.removed.append(path.relative_to(root).as_posix())
+    except OSError as exc:
+        if exc.errno in DENIED:
+            raise denied(f"cannot remove {relative}", exc, [cache_place(root)], path) from None
+        raise
+    report.removed.append(relative)
     report.freed += freed
 
 
@@ -295,7 +323,10 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
     re-run resumes them), the HTTP cache (small, and it saves round trips).
     """
     report = Cleanup(root)
-    with _flock(root, exclusive=True, wait=wait):
+    with (
+        explained("cannot prune the cache", root, [cache_place(root)]),
+        _flock(root, exclusive=True, wait=wait),
+    ):
         # Under the exclusive lock no install is at work: any staging is dead.
         for path in _prunable(root):
             _remove(path, report, root)
@@ -309,7 +340,10 @@ def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
     take the cache lock) may hold one; removing it would let a second process in.
     """
     report = Cleanup(root)
-    with _flock(root, exclusive=True, wait=wait):
+    with (
+        explained("cannot clean the cache", root, [cache_place(root)]),
+        _flock(root, exclusive=True, wait=wait),
+    ):
         for name in AREAS:
             if name == "locks":
                 continue

@@ -6,6 +6,12 @@ formats, ``write`` writes without following or replacing anything, and
 """
 
 from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits
-from cudaup.install.extract.unpack import archive_members, extract_archive
+from cudaup.install.extract.unpack import Extracted, archive_members, extract_archive
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "archive_members", "extract_archive"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Extracted",
+    "Limits",
+    "archive_members",
+    "extract_archive",
+]

@@ -13,12 +13,15 @@ import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from cudaup.errors import IntegrityError, UsageError
 from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits, Opener, Reader, plan_members
 from cudaup.install.extract.tar import TarReader
+from cudaup.install.extract.wheel import check_record
 from cudaup.install.extract.write import (
+    Digests,
     check_space,
     clear,
     extract_in_one_pass,
@@ -40,6 +43,18 @@ _TAR_SUFFIXES = {".tar.xz": "xz", ".txz": "xz", ".tar.gz": "gz", ".tgz": "gz", "
 _ZIP_SUFFIXES = (".zip", ".whl")
 
 
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What one extraction wrote."""
+
+    #: the top-level entries created in the destination
+    tops: list[Path]
+    #: the sha256 of every file, by its path below the destination (``bin/nvcc``)
+    digests: Digests
+    #: whether the archive was a wheel whose RECORD every file was checked against
+    record_checked: bool
+
+
 def extract_archive(
     archive: Path,
     destination: Path,
@@ -48,14 +63,16 @@ def extract_archive(
     strip_top: bool = False,
     opener: Opener | None = None,
     cancel: threading.Event | None = None,
-) -> list[Path]:
+) -> Extracted:
     """Extract a .tar.xz/.tar.gz/.tar/.zip/.whl into ``destination``, safely.
 
-    ``destination`` must exist and be empty.  Returns the top-level entries
-    created in it.  With ``strip_top`` the archive must hold exactly one top
-    directory, whose contents land directly in ``destination`` (NVIDIA redist
-    archives: ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile
-    or damaged archive raises :class:`IntegrityError` and leaves it empty.
+    ``destination`` must exist and be empty.  Returns the top-level entries created
+    in it and the sha256 of every file written (computed on the way, never read
+    back).  With ``strip_top`` the archive must hold exactly one top directory, whose
+    contents land directly in ``destination`` (NVIDIA redist archives:
+    ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile or damaged
+    archive raises :class:`IntegrityError` and leaves it empty; so does a wheel whose
+    files disagree with its RECORD.
 
     ``opener`` reads the archive from elsewhere than the file ``archive`` (whose
     name still tells the format): a file still downloading, whose reads wait for
@@ -66,17 +83,21 @@ def extract_archive(
     with _reading(archive, opener) as reader:
         try:
             if isinstance(reader, TarReader):
-                planned = extract_in_one_pass(
+                planned, digests = extract_in_one_pass(
                     reader, archive, destination, limits, strip_top, cancel
                 )
             else:
                 planned = plan_members(reader, archive, limits, strip_top)
                 check_space(archive, destination, sum(member.size for member in planned))
-                write_members(reader, planned, archive, destination, cancel)
+                digests = write_members(reader, planned, archive, destination, cancel)
+            wheel = archive.name.lower().endswith(".whl")
+            links = {"/".join(member.parts) for member in planned if member.kind == "symlink"}
+            record_checked = wheel and check_record(archive, destination, digests, links)
         except BaseException:
             clear(destination)
             raise
-    return [destination / top for top in dict.fromkeys(member.parts[0] for member in planned)]
+    tops = [destination / top for top in dict.fromkeys(member.parts[0] for member in planned)]
+    return Extracted(tops, digests, record_checked)
 
 
 def archive_members(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import errno
+import hashlib
 import os
 import shutil
 import stat
@@ -24,10 +24,12 @@ from cudaup.install.extract.policy import (
 )
 from cudaup.install.extract.tar import TarReader
 from cudaup.install.extract.zip import ZipReader
+from cudaup.util.faults import DENIED, DISK_FULL, denied, full_disk
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
 
-_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+#: The sha256 of every file written, by its path below the destination (``bin/nvcc``).
+Digests = dict[str, str]
 _OPEN_FLAGS = (
     os.O_WRONLY
     | os.O_CREAT
@@ -87,8 +89,9 @@ def extract_in_one_pass(
     limits: Limits,
     strip_top: bool,
     cancel: threading.Event | None = None,
-) -> list[Member]:
-    """A tar's members, each checked and then written as the stream reaches it.
+) -> tuple[list[Member], Digests]:
+    """A tar's members, each checked and then written as the stream reaches it; and the
+    sha256 of each file, computed as its bytes went by (never read twice).
 
     A compressed tar can only be read front to back: listing it first and then
     writing it would decompress it twice (twice the time for a .tar.xz).  Each
@@ -101,6 +104,7 @@ def extract_in_one_pass(
     made: set[tuple[str, ...]] = set()
     planned: list[Member] = []
     links: list[Member] = []
+    digests: Digests = {}
     budget = -1  # bytes known to be free; measured again only when a member needs more
     for member in reader.members():
         check_cancelled(cancel)
@@ -119,13 +123,13 @@ def extract_in_one_pass(
                     f"{destination}, but only {budget} bytes ({budget / 2**30:.2f} GiB) are free"
                 )
         budget -= checked.size
-        with explained(archive, destination, checked):
-            write_member(reader, checked, destination, made)
+        with explained(archive, destination, checked, checker.total):
+            write_member(reader, checked, destination, made, digests)
     checker.finish()
     for link in links:
-        with explained(archive, destination, link):
-            write_member(reader, link, destination, made)
-    return planned
+        with explained(archive, destination, link, checker.total):
+            write_member(reader, link, destination, made, digests)
+    return planned, digests
 
 
 def write_members(
@@ -134,31 +138,39 @@ def write_members(
     archive: Path,
     destination: Path,
     cancel: threading.Event | None = None,
-) -> None:
+) -> Digests:
+    """Write checked members; the sha256 of each file, computed as it was written."""
     made: set[tuple[str, ...]] = set()
     deferred: list[Member] = []
+    digests: Digests = {}
+    needed = sum(member.size for member in planned)
     parallel = isinstance(reader, ZipReader)
     for member in planned:
         check_cancelled(cancel)
         if parallel and member.kind == "file" and member.size >= PARALLEL_MEMBER:
-            with explained(archive, destination, member):
+            with explained(archive, destination, member, needed):
                 make_dirs(destination, member.parts[:-1], made)
             deferred.append(member)
             continue
-        with explained(archive, destination, member):
-            write_member(reader, member, destination, made)
+        with explained(archive, destination, member, needed):
+            write_member(reader, member, destination, made, digests)
     if deferred:
 
         def one(member: Member) -> None:
             check_cancelled(cancel)
-            with explained(archive, destination, member):
-                write_member(reader, member, destination, made)
+            with explained(archive, destination, member, needed):
+                write_member(reader, member, destination, made, digests)
 
         map_concurrently(one, deferred, workers=PARALLEL_WORKERS)
+    return digests
 
 
 def write_member(
-    reader: Reader, member: Member, destination: Path, made: set[tuple[str, ...]]
+    reader: Reader,
+    member: Member,
+    destination: Path,
+    made: set[tuple[str, ...]],
+    digests: Digests,
 ) -> None:
     path = destination.joinpath(*member.parts)
     make_dirs(destination, member.parts[:-1], made)
@@ -169,12 +181,15 @@ def write_member(
         path.symlink_to(member.target)
     else:
         with reader.open(member) as source:
-            write_file(source, path, member)
+            digests["/".join(member.parts)] = write_file(source, path, member)
 
 
 @contextlib.contextmanager
-def explained(archive: Path, destination: Path, member: Member) -> Iterator[None]:
-    """Turn what can go wrong while writing one member into cudaup's errors."""
+def explained(archive: Path, destination: Path, member: Member, needed: int) -> Iterator[None]:
+    """Turn what can go wrong while writing one member into cudaup's errors.
+
+    ``needed``: the bytes the archive's files take (as far as they are known yet).
+    """
     try:
         yield
     except UnsafeMemberError as exc:
@@ -184,11 +199,11 @@ def explained(archive: Path, destination: Path, member: Member) -> Iterator[None
         # (a case-insensitive filesystem): never write through what is there.
         raise refusal(archive, member.name, "already exists in the destination") from None
     except OSError as exc:
-        if exc.errno in _DISK_FULL:
-            raise InsufficientSpaceError(
-                f"{archive.name}: the disk filled up while extracting {member.name} "
-                f"into {destination}"
-            ) from None
+        action = f"cannot extract {archive.name} ({member.name})"
+        if exc.errno in DISK_FULL:
+            raise full_disk(action, destination, needed, exc) from None
+        if exc.errno in DENIED:
+            raise denied(action, exc, (), destination) from None
         raise
 
 
@@ -207,8 +222,13 @@ def make_dirs(destination: Path, parts: tuple[str, ...], made: set[tuple[str, ..
         made.add(prefix)
 
 
-def write_file(source: IO[bytes], path: Path, member: Member) -> None:
-    """Stream one member into a new file; its size must match the header's."""
+def write_file(source: IO[bytes], path: Path, member: Member) -> str:
+    """Stream one member into a new file; its size must match the header's.
+
+    Returns the sha256 of what was written: hashing the bytes on their way costs
+    a fraction of reading them back later.
+    """
+    digest = hashlib.sha256()
     fd = os.open(path, _OPEN_FLAGS, 0o600)
     with os.fdopen(fd, "wb") as out:
         written = 0
@@ -217,12 +237,14 @@ def write_file(source: IO[bytes], path: Path, member: Member) -> None:
             if written > member.size:
                 raise UnsafeMemberError(f"holds more than the {member.size} bytes its header says")
             out.write(chunk)
+            digest.update(chunk)
         if written != member.size:
             raise UnsafeMemberError(f"truncated: {written} of {member.size} bytes")
         if hasattr(os, "fchmod"):
             os.fchmod(out.fileno(), final_mode(member))
     if not hasattr(os, "fchmod"):  # pragma: no cover - Windows
         path.chmod(final_mode(member))
+    return digest.hexdigest()
 
 
 def clear(destination: Path) -> None:

@@ -1,4 +1,13 @@
-"""Reading zip archives and wheels; deflated members inflated by ISA-L where present."""
+"""Reading zip archives and wheels: members inflated in bounded steps, by ISA-L where present.
+
+A zip's central directory says how big each member is, and nothing makes it
+true: a member listed as 1 KiB may inflate to a gigabyte.  So each member is
+read by :class:`_MemberReader`, which inflates at most one block (1 MiB) per
+call (``max_length``, the rest of the input kept as ``unconsumed_tail``) and
+stops at the first byte beyond the listed size: memory stays bounded whatever
+the archive claims, and a lying listing is refused as soon as it shows.  Only
+the two methods wheels and NVIDIA's archives use are read: stored and deflate.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +15,26 @@ import io
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from cudaup.install.extract.policy import CHUNK, MAX_TARGET_BYTES, Member, Opener, refusal
 
 _isal: Any
 try:  # ISA-L's inflate: the same deflate, 2-3x faster than CPython's zlib
     from isal import isal_zlib as _isal
-except ImportError:  # pragma: no cover - platforms without its wheels fall back to zipfile
+except ImportError:  # pragma: no cover - platforms without its wheels use zlib
     _isal = None
-_INFLATE_ERROR: type[Exception] = getattr(_isal, "error", zlib.error)
-_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+_METHOD_NAMES = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma", 9: "deflate64"}
 _ZIP_REFUSED = {
     stat.S_IFCHR: "character device",
     stat.S_IFBLK: "block device",
     stat.S_IFIFO: "FIFO",
     stat.S_IFSOCK: "socket",
 }
+_LOCAL_HEADER = 30
 
 
 class ZipReader:
@@ -48,7 +58,12 @@ class ZipReader:
         if info.flag_bits & 0x1:
             raise refusal(self.archive, name, "encrypted member")
         if info.compress_type not in _ZIP_METHODS:
-            raise refusal(self.archive, name, f"compression method {info.compress_type}")
+            method = _METHOD_NAMES.get(info.compress_type, str(info.compress_type))
+            raise refusal(
+                self.archive,
+                name,
+                f"compression method {method} (wheels and NVIDIA archives use stored or deflate)",
+            )
         unix = info.external_attr >> 16  # 0: made on Windows, no unix mode
         file_type = stat.S_IFMT(unix)
         if file_type == stat.S_IFLNK:
@@ -66,75 +81,153 @@ class ZipReader:
         """A zip symlink keeps its target as the entry's content."""
         if info.file_size > MAX_TARGET_BYTES:
             raise refusal(self.archive, info.filename, "symlink target too long")
+        with _MemberReader(self.opener, info) as reader:
+            data = b"".join(iter(lambda: reader.read(CHUNK), b""))
         try:
-            return self.zip.read(info).decode()
+            return data.decode()
         except UnicodeDecodeError:
             raise refusal(self.archive, info.filename, "symlink target is not UTF-8") from None
 
     def open(self, member: Member) -> IO[bytes]:
-        info = member.ref
-        if (
-            _isal is not None
-            and isinstance(info, zipfile.ZipInfo)
-            and info.compress_type == zipfile.ZIP_DEFLATED
-        ):
-            return _Inflater(self.opener, info)  # type: ignore[return-value]
-        return self.zip.open(info)
+        assert isinstance(member.ref, zipfile.ZipInfo)
+        return _MemberReader(self.opener, member.ref)  # type: ignore[return-value]
 
     def close(self) -> None:
         self.zip.close()
         self.source.close()
 
 
-class _Inflater(io.RawIOBase):
-    """A deflated zip member inflated by ISA-L (2-3x CPython's zlib), CRC-checked.
+class _Inflate(Protocol):
+    """What ISA-L's and zlib's raw-deflate decompressors both offer."""
 
-    Each member gets its own file handle, so members decompress in parallel without
-    zipfile's shared-file lock.  Corruption raises ``zipfile.BadZipFile``, as zipfile would.
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes: ...
+
+
+def _inflater() -> tuple[_Inflate, Callable[[bytes, int], int], tuple[type[Exception], ...]]:
+    """A raw-deflate decompressor, its CRC-32 function and the errors it raises."""
+    if _isal is not None:
+        return _isal.decompressobj(-15), _isal.crc32, (_isal.error, zlib.error)
+    return zlib.decompressobj(-15), zlib.crc32, (zlib.error,)
+
+
+class _MemberReader(io.RawIOBase):
+    """One stored or deflated member, read with its own file handle, bounded and checked.
+
+    Each call returns at most one block; inflating never produces more than one byte
+    past the size the central directory lists, and that byte is refused.  At the end
+    the size must be the listed one and the CRC-32 must match.  Own file handles let
+    members decompress in parallel without zipfile's shared-file lock.  Damage raises
+    ``zipfile.BadZipFile``, as zipfile would.
     """
 
     def __init__(self, opener: Opener, info: zipfile.ZipInfo) -> None:
-        assert _isal is not None
+        self._name = info.filename
+        self._declared = info.file_size
         self._file = opener()
-        self._file.seek(info.header_offset)
-        header = self._file.read(30)
-        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        try:
+            self._skip_local_header(info)
+        except BaseException:
             self._file.close()
-            raise zipfile.BadZipFile(f"bad local header for {info.filename}")
-        name_length, extra_length = (
-            int.from_bytes(header[26:28], "little"),
-            int.from_bytes(header[28:30], "little"),
-        )
-        self._file.seek(info.header_offset + 30 + name_length + extra_length)
-        self._left = info.compress_size
-        self._inflate = _isal.decompressobj(-15)
+            raise
+        self._left_in = info.compress_size
+        self._left_out = info.file_size
+        self._expected_crc = info.CRC
         self._crc = 0
-        self._expected = info.CRC
-        self._pending = b""
+        self._inflate: _Inflate | None = None
+        self._crc32: Callable[[bytes, int], int] = zlib.crc32
+        self._errors: tuple[type[Exception], ...] = (zlib.error,)
+        if info.compress_type == zipfile.ZIP_DEFLATED:
+            self._inflate, self._crc32, self._errors = _inflater()
+        elif info.compress_size != info.file_size:
+            self._file.close()
+            raise zipfile.BadZipFile(
+                f"{self._name}: stored with {info.compress_size} bytes but listed as {info.file_size}"
+            )
+        self._more = False  # the last inflate filled its limit: output may be pending
         self._done = False
+
+    def _skip_local_header(self, info: zipfile.ZipInfo) -> None:
+        self._file.seek(info.header_offset)
+        header = self._file.read(_LOCAL_HEADER)
+        if len(header) != _LOCAL_HEADER or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header for {self._name}")
+        name_length = int.from_bytes(header[26:28], "little")
+        extra_length = int.from_bytes(header[28:30], "little")
+        name = self._file.read(name_length)
+        try:
+            shown = name.decode("utf-8" if info.flag_bits & 0x800 else "cp437")
+        except UnicodeDecodeError:
+            shown = ""
+        if shown != info.orig_filename:
+            raise zipfile.BadZipFile(f"the name of {self._name} differs in its local header")
+        self._file.seek(info.header_offset + _LOCAL_HEADER + name_length + extra_length)
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
-        assert _isal is not None
-        while not self._pending and not self._done:
-            chunk = self._file.read(min(self._left, CHUNK)) if self._left else b""
-            self._left -= len(chunk)
-            try:
-                self._pending = self._inflate.decompress(chunk) if chunk else self._inflate.flush()
-            except _INFLATE_ERROR as exc:
-                raise zipfile.BadZipFile(f"corrupt deflate data ({exc})") from None
-            self._crc = _isal.crc32(self._pending, self._crc)
-            if not chunk:
-                self._done = True
-                if self._crc != self._expected:
-                    raise zipfile.BadZipFile("CRC-32 mismatch")
-        if size < 0 or size >= len(self._pending):
-            data, self._pending = self._pending, b""
-        else:
-            data, self._pending = self._pending[:size], self._pending[size:]
+        want = CHUNK if size < 0 else min(size, CHUNK)
+        while want and not self._done:
+            data = self._stored(want) if self._inflate is None else self._inflated(want)
+            if data:
+                return data
+        return b""
+
+    def _compressed(self, size: int) -> bytes:
+        data = self._file.read(min(size, self._left_in)) if self._left_in else b""
+        self._left_in -= len(data)
         return data
+
+    def _stored(self, want: int) -> bytes:
+        data = self._compressed(want)
+        if not data:
+            self._finish(ended=self._left_in == 0)
+        return self._account(data)
+
+    def _inflated(self, want: int) -> bytes:
+        assert self._inflate is not None
+        inflate = self._inflate
+        tail = inflate.unconsumed_tail
+        data = tail or (b"" if self._more else self._compressed(CHUNK))
+        if not data and not self._more:
+            self._finish(ended=inflate.eof)
+            return b""
+        # One byte more than the listing allows is enough to prove it wrong.
+        limit = min(want, self._left_out + 1)
+        try:
+            out = inflate.decompress(data, limit)
+        except self._errors as exc:
+            raise zipfile.BadZipFile(f"{self._name}: corrupt deflate data ({exc})") from None
+        self._more = len(out) == limit
+        out = self._account(out)
+        if inflate.eof:
+            self._finish(ended=True)
+        return out
+
+    def _account(self, data: bytes) -> bytes:
+        self._left_out -= len(data)
+        if self._left_out < 0:
+            raise zipfile.BadZipFile(
+                f"{self._name} holds more than the {self._declared} bytes the zip's listing says"
+            )
+        self._crc = self._crc32(data, self._crc)
+        return data
+
+    def _finish(self, *, ended: bool) -> None:
+        self._done = True
+        if not ended:
+            raise zipfile.BadZipFile(f"{self._name}: the compressed data ends early")
+        if self._left_out:
+            raise zipfile.BadZipFile(
+                f"{self._name}: {self._declared - self._left_out} of the {self._declared} "
+                "bytes the zip's listing says"
+            )
+        if self._crc != self._expected_crc:
+            raise zipfile.BadZipFile(f"{self._name}: CRC-32 mismatch")
 
     def close(self) -> None:
         self._file.close()
