@@ -7,8 +7,6 @@ part of the command-line interface and are documented in the README.
 
 from __future__ import annotations
 
-import errno
-
 
 class CudaupError(Exception):
     """Root of cudaup's errors. ``exit_code`` is what the CLI exits with."""
@@ -173,32 +171,6 @@ class CommandNotRunError(CudaupError):
     def __init__(self, message: str, exit_code: int = 127) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-#: The errno values that mean "the disk is full" and "you may not".
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
-_NOT_ALLOWED = {errno.EACCES, errno.EPERM, errno.EROFS}
-
-
-def from_os_error(
-    exc: OSError, *, path: object = None, needed: int | None = None, hint: str = ""
-) -> CudaupError | None:
-    """The cudaup error for an operating-system refusal that is not a bug: a full disk
-    (exit 10) or a permission (exit 14), naming the path; None for anything else.
-
-    ``path`` defaults to the one the OS named; ``needed`` adds the bytes still to
-    write; ``hint`` says what to do instead (another directory, a variable).
-    """
-    where = path if path is not None else (exc.filename or "a file")
-    if exc.errno in _NO_SPACE:
-        amount = f"; {needed} more bytes ({needed / 2**30:.2f} GiB) are needed" if needed else ""
-        advice = f"; {hint}" if hint else "; free some space and run the same command again"
-        return InsufficientSpaceError(f"the disk is full writing {where}{amount}{advice}")
-    if exc.errno in _NOT_ALLOWED:
-        why = "the file system is read-only" if exc.errno == errno.EROFS else "permission denied"
-        advice = f"; {hint}" if hint else ""
-        return PermissionDeniedError(f"{why}: {where}{advice}")
-    return None
 
 
 def _every(cls: type[CudaupError]) -> list[type[CudaupError]]:

@@ -24,11 +24,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from cudaup import __version__
 from cudaup.cli.commands import COMMANDS
-from cudaup.errors import CudaupError, OutputClosedError, UsageError, from_os_error
+from cudaup.errors import CudaupError, OutputClosedError, UsageError
+from cudaup.util.faults import explain, known_places
 
 #: Global options that take a value, so that the command can be found without parsing.
 VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
@@ -184,9 +186,8 @@ def _run(argv: list[str]) -> int:
         return 130
     except OSError as exc:
         # A full disk or a refusal that no handler translated is still not a bug.
-        translated = from_os_error(
-            exc, hint="choose another directory (CUDAUP_HOME, CUDAUP_CACHE_DIR, -o, --prefix)"
-        )
+        where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
+        translated = explain(exc, "cudaup cannot go on", where, known_places())
         if translated is None:
             return _internal(exc, debug)
         return _fail(translated, argv, json_wanted, debug)

@@ -29,13 +29,13 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     SourceFormatError,
     UsageError,
-    from_os_error,
 )
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
 from cudaup.switch.selection import check_request, installed_names, system_toolkits
 from cudaup.util.atomic import atomic_write
+from cudaup.util.faults import explain, known_places
 
 # -- the system link (/usr/local/cuda) ---------------------------------------------------------
 LINK = "/usr/local/cuda"
@@ -168,9 +168,9 @@ def read_history(store: Store) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise from_os_error(exc, path=_history_path(store)) or SourceFormatError(
-            f"cannot read {_history_path(store)}: {exc.strerror}"
-        ) from None
+        raise explain(
+            exc, f"cannot read {_history_path(store)}", store.home, known_places()
+        ) or SourceFormatError(f"cannot read {_history_path(store)}: {exc.strerror}") from None
     except ValueError as exc:
         raise SourceFormatError(f"{_history_path(store)} is not valid JSON ({exc})") from None
     history = document.get("history") if isinstance(document, dict) else None

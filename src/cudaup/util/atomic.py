@@ -12,20 +12,22 @@ import os
 import tempfile
 from pathlib import Path
 
-from cudaup.errors import from_os_error
-
 
 def atomic_write(
     path: Path, data: bytes | str, *, mode: int = 0o644, durable: bool = False
 ) -> None:
-    """Replace ``path`` with ``data``; a full disk or a refusal names ``path`` (exit 10, 14)."""
+    """Replace ``path`` with ``data``.
+
+    An ``OSError`` names ``path`` (never the temporary file, which means nothing to a
+    user); the caller, which knows what the file is for, explains it
+    (:mod:`cudaup.util.faults`), and the CLI's last resort does for the others.
+    """
     try:
         _write(path, data, mode, durable)
     except OSError as exc:
-        translated = from_os_error(exc, path=path)
-        if translated is None:
+        if exc.filename is None:  # a failed write names no file: the caller knows where
             raise
-        raise translated from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def _write(path: Path, data: bytes | str, mode: int, durable: bool) -> None:

@@ -16,10 +16,11 @@ import errno
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudaup.config import Settings
 from cudaup.errors import CudaupError, InsufficientSpaceError, PermissionDeniedError
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -48,6 +49,13 @@ def store_place(home: Path) -> Place:
 
 def prefix_place(prefix: Path) -> Place:
     return Place(prefix.parent, "choose a --prefix you can write, or fix its permissions")
+
+
+def known_places(env: Mapping[str, str] | None = None) -> list[Place]:
+    """The store and the cache as this environment names them: for a caller that does not
+    know which of cudaup's directories a refused path lies in."""
+    settings = Settings.from_env(env)
+    return [store_place(settings.home_root), cache_place(settings.cache_root)]
 
 
 def size_text(count: int) -> str:
