@@ -297,7 +297,12 @@ def _wheel(record: str) -> bytes:
     [
         ("../../x,,\n", "integrity", "RECORD path '../../x'"),
         ("/srv/data/keep.txt,,\n", "integrity", "RECORD path '/srv/data/keep.txt'"),
-        ("nvidia/cu13/bin/tool,,\nnvidia_tool-13.0.1.dist-info/RECORD,,\n", None, ""),
+        (  # a whole RECORD (PEP 376: every file is listed)
+            "nvidia/cu13/bin/tool,,\nnvidia_tool-13.0.1.dist-info/METADATA,,\n"
+            "nvidia_tool-13.0.1.dist-info/RECORD,,\n",
+            None,
+            "",
+        ),
     ],
     ids=["dotdot", "absolute", "control"],
 )

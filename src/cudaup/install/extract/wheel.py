@@ -17,6 +17,7 @@ import csv
 import io
 from pathlib import Path
 
+from cudaup.core.names import check_relative_path
 from cudaup.errors import IntegrityError
 
 #: Signatures of RECORD itself, which RECORD cannot list (PEP 376).
@@ -83,6 +84,10 @@ def _read(archive: Path, path: Path) -> dict[str, tuple[str | None, int | None]]
         if len(row) != 3:
             raise IntegrityError(f"{archive.name}: its RECORD has a malformed row {row!r}")
         name, hashed, size = row
+        # A RECORD names paths: checked like every name from outside, before any use.
+        check_relative_path(
+            name, field="RECORD path", where=f"{archive.name}'s RECORD", error=IntegrityError
+        )
         listed[name] = (_sha256(archive, name, hashed), _size(archive, name, size))
     return listed
 
