@@ -14,10 +14,10 @@ from cudaup.core.platforms import Platform
 from cudaup.errors import UsageError
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
-from cudaup.plan.choice import parse_requirements
+from cudaup.plan import Planner, Target, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
-from cudaup.plan.offers import Planner, Target, python_version
+from cudaup.plan.planner import python_version
 from cudaup.resolve.resolver import Resolver
 
 
@@ -63,8 +63,8 @@ def build_lock(
             target = Target(python_version(python), platform, None, None)
             result = Planner(settings).plan(requirements, table, target)
             name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name
-            export_pylock(result, output.parent / name, table)
-            line = f"{result.choice.line[0]}.{result.choice.line[1]}"
+            export_pylock(result, output.parent / name, settings)
+            line = f"{result.line[0]}.{result.line[1]}"
             lock.wheels.append(LockedWheels(platform, name, line))
     return BuiltLock(lock, notes)
 
