@@ -514,7 +514,9 @@ class _Run:
         assert closure is not None
         for package in closure:
             origin = None
-            if local and package.index_url and package.index_url.rstrip("/") == local.rstrip("/"):
+            # The one file index a job names is its local per-line index (a kept answer
+            # names the path an earlier plan used: the pages, not the path, are its key).
+            if local and package.index_url and package.index_url.startswith("file:"):
                 origin = attempt.origins.get(package.name)
             found = evidence_of(
                 package.name,
@@ -674,7 +676,12 @@ class _Run:
             evidence=attempt.evidence,
             origins=attempt.origins,
             pages=attempt.pages,
-            excluded=exclusions,
+            # The lines newer than the answer, each once, newest first: why they were passed over.
+            excluded=sorted(
+                {e.line: e for e in exclusions if e.line > line}.values(),
+                key=lambda e: e.line,
+                reverse=True,
+            ),
             notes=notes,
             consulted=list(self.consulted),
             target=self.target,

@@ -172,30 +172,34 @@ class _LibraryReader:
         """Bytes ``start..end`` (inclusive), or the last ``end`` bytes when ``start`` is None."""
         spec = f"bytes=-{end}" if start is None else f"bytes={start}-{end}"
         raw = self.http.open("GET", self.url, {"Range": spec})
+        done = False
         try:
             if raw.status == 200:
                 length = int(raw.headers.get("Content-Length") or 0)
-                if length and length <= CHUNK:
-                    body = raw.read()  # a file smaller than one range: the server sent it all
-                    self.size = len(body)
-                    return body if start is None else body[start : (end or 0) + 1]
-                raise SourceFormatError(f"{self.url} does not honour Range requests")
+                if not length or length > CHUNK:
+                    raise SourceFormatError(f"{self.url} does not honour Range requests")
+                body = raw.read()  # a file smaller than one range: the server sent it all
+                self.size, done = len(body), True
+                return body if start is None else body[start : (end or 0) + 1]
             if raw.status != 206:
                 raise SourceFormatError(f"{self.url} answered HTTP {raw.status} to a range request")
             match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", raw.headers.get("Content-Range", ""))
             if not match:
                 raise SourceFormatError(f"{self.url} sent no usable Content-Range")
             first, last, total = (int(g) for g in match.groups())
-            if start is not None and first != start:
+            asked = (end or 0) - (start or 0) + 1 if start is not None else (end or 0)
+            if (start is not None and first != start) or not 0 <= last - first < asked:
                 raise SourceFormatError(f"{self.url} answered another range than asked")
             body = raw.read(last - first + 2)
             if len(body) != last - first + 1:
                 raise SourceFormatError(
                     f"{self.url} sent {len(body)} bytes for a range of {last - first + 1}"
                 )
-            self.size = total
+            self.size, done = total, True
             return body
         finally:
+            if not done:
+                raw.close()  # unread bytes must not reach the next request on this connection
             raw.release_conn()
 
     def _directory(self) -> list[_Member]:
