@@ -107,7 +107,8 @@ def release_compat(table: CompatTable, text: str, notes: list[str]) -> ReleaseCo
         release,
         linux,
         windows,
-        linux_source or windows_source,
+        # A release known only by name says so: its entry's source names why no driver is known.
+        linux_source or windows_source or table.drivers[release].source,
         table.floor(release, "linux"),
         table.floor(release, "windows"),
         table.targets(release),
