@@ -15,7 +15,7 @@ from cudaup.resolve.releases import learn_releases, live_releases
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
 from tests.plan.builders import wheel
-from tests.plan.pyindex import IndexServer, index_server  # noqa: F401 - fixture
+from tests.plan.pyindex import IndexServer
 
 DOWN = "http://127.0.0.1:9"
 
