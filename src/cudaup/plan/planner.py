@@ -1,19 +1,14 @@
 """``cudaup plan``: the newest CUDA line on which the whole stack resolves, and why.
 
-For each candidate line, newest first (the lines of the live release list, or
-the one ``--cuda`` names), that the driver and the GPUs accept, uv resolves
-the requested packages for the target Python and platform, held to that line
-by constraints (:mod:`cudaup.plan.lines`), with the per-line indexes' projects
-taken from a local index that holds only them (:mod:`cudaup.plan.uv`).  The
-resolved closure is then read back: every package's CUDA evidence must fit the
-line.  A requested package whose wheel names no CUDA dependency but ships
-shared objects is read deeper (:mod:`cudaup.plan.wheels`); a package that
-contradicts the line (``sgl-kernel 0.3.21`` linking ``libcudart.so.12`` on
-13.0) is excluded and the line resolved again, a few rounds at most.  Several
-lines resolve at once (a window), the answer being the newest that succeeds.
-
-When no line fits, each package is resolved alone on every line, so the error
-names each one's lines and why they do not meet.
+The requested projects are first checked on every index that serves them (they,
+their versions and a wheel for the target must exist; an index that is down stops
+the plan).  Then, for each candidate line, newest first (the lines of the live
+release list, or the one ``--cuda`` names), that the driver and the GPUs accept
+and the requested index-only projects have, :class:`~cudaup.plan.attempt.LineResolver`
+resolves the stack held to that line and reads the closure back.  Several lines
+resolve at once (a window); the answer is the newest that succeeds and whose
+named release the driver runs.  When no line fits, each package is resolved
+alone on every line, so the error names each one's lines and why they do not meet.
 """
 
 from __future__ import annotations
@@ -23,10 +18,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -34,24 +27,19 @@ from packaging.utils import canonicalize_name
 
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
-from cudaup.core.platforms import FACTS, NEWEST_GLIBC_MINOR, marker_environment
+from cudaup.core.platforms import marker_environment
 from cudaup.errors import (
-    CudaupError,
     OfflineError,
     ReleaseNotFoundError,
     UsageError,
 )
-from cudaup.net.http import TTL, HttpClient
-from cudaup.plan.closure import Closure, Resolved
-from cudaup.plan.indexes import Index, load_indexes
+from cudaup.net.http import HttpClient
+from cudaup.plan.attempt import Attempt, LineResolver
+from cudaup.plan.closure import Resolved
+from cudaup.plan.indexes import Index
 from cudaup.plan.lines import (
     TOOLKIT,
-    Evidence,
     Line,
-    contradictions,
-    evidence_of,
-    library_evidence,
-    line_constraints,
     line_tag,
     line_text,
     release_line,
@@ -59,31 +47,22 @@ from cudaup.plan.lines import (
 from cudaup.plan.result import (
     Alone,
     Exclusion,
-    Origin,
     PackagePick,
     PlanResult,
     Target,
     explain,
 )
 from cudaup.plan.survey import (
-    Page,
-    best_wheel,
     check_requested,
     fetch_pages,
-    is_pure,
     unreachable_error,
 )
 from cudaup.plan.uv import (
-    CompileAnswer,
-    CompileJob,
-    UvRunner,
     find_uv,
-    pages_identity,
-    write_local_index,
 )
 from cudaup.plan.wheels import WheelFacts
-from cudaup.resolve.pypi import DistFile
 from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.util.cachedir import CacheLayout
 from cudaup.util.parallel import map_concurrently
 
 #: Versions of one project excluded for contradicting a line before the line is given up.
@@ -111,37 +90,12 @@ def python_version(text: str | None) -> tuple[int, int]:
         ) from None
 
 
-def uv_platform(platform: str) -> str:
-    """uv's ``--python-platform`` for a plan: the newest glibc whose wheels a plan accepts."""
-    facts = FACTS[platform]  # type: ignore[index]
-    if facts.system == "Linux" and facts.wheel_arch in {"x86_64", "aarch64"}:
-        return f"{facts.wheel_arch}-manylinux_2_{NEWEST_GLIBC_MINOR}"
-    return facts.uv_platform
-
-
-@dataclass
-class Attempt:
-    """One resolution of a set of requirements on one line."""
-
-    line: Line
-    closure: Closure | None = None
-    evidence: dict[str, Evidence] = field(default_factory=dict)
-    origins: dict[str, Origin] = field(default_factory=dict)
-    pages: dict[str, tuple[DistFile, ...]] = field(default_factory=dict)
-    job: CompileJob | None = None
-    failure: Exclusion | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.closure is not None and self.failure is None
-
-
 class Planner:
     def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
         self.settings = settings
         # Fewer retries than downloads: an index that is down should be reported quickly.
         self.http = http or HttpClient(settings, retries=1)
-        self.cache = settings.cache_root / "plan"
+        self.cache = CacheLayout(settings.cache_root).plan
         self.facts = WheelFacts(self.http, self.cache / "wheels")
 
     def plan(
@@ -161,7 +115,7 @@ class Planner:
 
 
 class _Run:
-    """The state of one plan: pages read, toolkit pins, uv processes."""
+    """One plan: the requests, the target, and the line resolver they share."""
 
     def __init__(
         self,
@@ -185,27 +139,15 @@ class _Run:
                 "packages they do not publish"
             )
         default = next((i for i in flat if i.name == "pypi"), flat[-1])
-        self.default_url = default.urls[""]
-        self.extra_flat = tuple(i.urls[""] for i in flat if i is not default)
         self.flat_names = {i.urls[""].rstrip("/"): i.name for i in flat}
         self.tagged = [i for i in indexes.values() if not i.flat]
-        # Whether a project is a CUDA project at all is the whole table's word, --index or not.
-        self.every_tagged = [
-            i for i in load_indexes(self.settings.user_indexes).values() if not i.flat
-        ]
-        self.runner = UvRunner(
-            planner.cache / "uv",
+        self.lines = LineResolver(
+            planner,
+            target,
+            self.tagged,
+            (default.urls[""], tuple(i.urls[""] for i in flat if i is not default)),
             work,
-            self.settings.timeout,
-            answers=planner.cache / "resolutions",
-            answer_ttl=TTL["index"],
         )
-        self.pages: dict[tuple[str, str, str], Page] = {}
-        self.consulted: list[Page] = []
-        self._lock = threading.Lock()
-        self.majors: set[int] = set()
-        self._cancel = threading.Event()
-        self._serial = 0
 
     # -- the plan --------------------------------------------------------------
     def plan(self, wanted: Line | None, compat: CompatTable | None) -> PlanResult:
@@ -220,7 +162,7 @@ class _Run:
         live = live_releases(self.settings, HttpClient(self.settings, retries=0))
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
-        self.majors = {line[0] for line in lines}
+        self.lines.majors = {line[0] for line in lines}
         if wanted is not None:
             if wanted not in lines:
                 raise ReleaseNotFoundError(
@@ -257,21 +199,13 @@ class _Run:
             for tag in index.urls
         ]
         pages = fetch_pages(self.http, wanted, self.settings.workers)
-        self._keep(pages)
+        self.lines.keep(pages)
         if error := unreachable_error(pages):
             raise error
         environment = marker_environment(self.target.platform, self.target.python)
         for requirement in self.requirements:
             if requirement.marker is None or requirement.marker.evaluate(environment):
                 check_requested(requirement, pages, self.target.python, self.target.platform)
-
-    def _keep(self, pages: Sequence[Page]) -> None:
-        with self._lock:
-            for page in pages:
-                key = (page.index, page.tag, page.project)
-                if key not in self.pages:
-                    self.pages[key] = page
-                    self.consulted.append(page)
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
         """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
@@ -300,7 +234,9 @@ class _Run:
         for requirement in self.requirements:
             for index in self.tagged:
                 if index.serves(requirement.name) and index.publishes_alone(requirement.name):
-                    page = self.pages.get((index.name, tag, canonicalize_name(requirement.name)))
+                    page = self.lines.pages.get(
+                        (index.name, tag, canonicalize_name(requirement.name))
+                    )
                     if tag not in index.urls or page is None or page.files is None:
                         return Exclusion(
                             line,
@@ -326,7 +262,7 @@ class _Run:
                 for line in candidates:
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
                         ahead = queue.pop(0)
-                        futures[ahead] = pool.submit(self._attempt, self.requirements, ahead)
+                        futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
                     attempt = futures[line].result()
                     attempts[line] = attempt
                     if attempt.ok:
@@ -338,13 +274,13 @@ class _Run:
                         exclusions.append(attempt.failure)
                 return None, attempts
             finally:
-                self._cancel.set()
-                self.runner.cancel()
+                self.lines.cancel.set()
+                self.lines.runner.cancel()
                 for future in futures.values():
                     future.cancel()
                 pool.shutdown(wait=True)
-                self._cancel.clear()
-                self.runner.resume()
+                self.lines.cancel.clear()
+                self.lines.runner.resume()
 
     def _named_release_check(
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
@@ -378,7 +314,7 @@ class _Run:
             if len(self.requirements) > 1 or line not in attempts
         ]
         results = map_concurrently(
-            lambda pair: self._attempt((pair[0],), pair[1], offline_first=True), pairs, WINDOW
+            lambda pair: self.lines.attempt((pair[0],), pair[1], offline_first=True), pairs, WINDOW
         )
         outcome: dict[tuple[str, Line], Attempt] = {
             (str(r), line): a for (r, line), a in zip(pairs, results, strict=True)
@@ -397,211 +333,6 @@ class _Run:
                 )
             )
         return alone
-
-    # -- one line ---------------------------------------------------------------
-    def _route(self, project: str, line: Line) -> Index | None:
-        """The per-line index a project is taken from on ``line`` (table order), if any."""
-        tag = line_tag(line)
-        return next((i for i in self.tagged if i.serves(project) and tag in i.urls), None)
-
-    def _line_pages(self, line: Line, projects: set[str]) -> dict[str, Page]:
-        tag = line_tag(line)
-        wanted = []
-        for project in sorted(projects):
-            index = self._route(project, line)
-            if index is not None and (index.name, tag, project) not in self.pages:
-                wanted.append((index, tag, project))
-        fetched = fetch_pages(self.http, wanted, self.settings.workers)
-        self._keep(fetched)
-        if error := unreachable_error(fetched):
-            raise error
-        found = {}
-        for project in projects:
-            index = self._route(project, line)
-            if index is not None:
-                found[project] = self.pages[(index.name, tag, project)]
-        return found
-
-    def _forbidden(self, line: Line, pages: dict[str, Page]) -> list[str]:
-        """Projects an index alone publishes, on a line it has no build of them for."""
-        tag = line_tag(line)
-        forbidden = []
-        for index in self.tagged:
-            for project in map(canonicalize_name, index.only):
-                page = pages.get(project)
-                if tag not in index.urls or (page is not None and page.files is None):
-                    forbidden.append(f"{project}<0")
-        return forbidden
-
-    def _attempt(
-        self, requirements: tuple[Requirement, ...], line: Line, *, offline_first: bool = False
-    ) -> Attempt:
-        routed: set[str] = {
-            canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
-        }
-        learnt: list[Evidence] = []
-        attempt = Attempt(line)
-        # Each round either takes a newly met project from its per-line index or excludes
-        # what contradicts the line; a project is tried in a few versions at most.
-        for _round in range(len(self.tagged) * 8 + CONTRADICTION_ROUNDS + 1):
-            if self._cancel.is_set():
-                raise CudaupError("the search for a line was cancelled")
-            pages = self._line_pages(line, routed)
-            present = {p: page.files for p, page in pages.items() if page.files is not None}
-            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
-            local = None
-            if present:
-                with self._lock:
-                    self._serial += 1
-                    folder = self.work / f"{line_tag(line)}-{self._serial}"
-                local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
-            exclusions = [*self._forbidden(line, pages), *(e.exclusion() for e in learnt)]
-            job = CompileJob(
-                tuple(str(r) for r in requirements),
-                tuple(line_constraints(line, self.majors, exclusions)),
-                self.target.python,
-                uv_platform(self.target.platform),
-                ((local,) if local else ()) + self.extra_flat,
-                self.default_url,
-                refresh=self.settings.refresh,
-            )
-            answer = self._compile(job, offline_first, pages_identity(present))
-            attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
-            if answer.closure is None:
-                if learnt:
-                    attempt.failure = Exclusion(
-                        line,
-                        "inconsistent",
-                        f"{_learnt(learnt)}; without them there is no resolution",
-                        tuple(sorted({e.project for e in learnt})),
-                    )
-                else:
-                    reason = answer.reason or "uv found no resolution"
-                    attempt.failure = Exclusion(line, "resolution", reason)
-                return attempt
-            newly = {
-                p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
-            }
-            if newly:
-                routed |= newly
-                continue
-            found = self._read_back(attempt, requirements, local)
-            if not found:
-                return attempt
-            fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
-            learnt += fresh
-            tried = [sum(k.project == e.project for k in learnt) for e in fresh]
-            if not fresh or max(tried) >= CONTRADICTION_ROUNDS:
-                break
-        attempt.failure = Exclusion(
-            line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
-        )
-        return attempt
-
-    def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
-        if offline_first:
-            # The plan's own resolutions just refreshed these pages in uv's cache.
-            answer = self.runner.compile(replace(job, offline=True), identity=identity)
-            if answer.ok or not answer.offline_miss:
-                return answer
-        return self.runner.compile(job, identity=identity)
-
-    def _read_back(
-        self, attempt: Attempt, requirements: tuple[Requirement, ...], local: str | None
-    ) -> list[Evidence]:
-        """Every package's evidence; the ones that contradict the attempt's line."""
-        closure, line = attempt.closure, attempt.line
-        assert closure is not None
-        for package in closure:
-            origin = None
-            # The one file index a job names is its local per-line index (a kept answer
-            # names the path an earlier plan used: the pages, not the path, are its key).
-            if local and package.index_url and package.index_url.startswith("file:"):
-                origin = attempt.origins.get(package.name)
-            found = evidence_of(
-                package.name,
-                package.version,
-                origin.line if origin else None,
-                origin.url if origin else None,
-            )
-            if found is not None:
-                attempt.evidence[package.name] = found
-        older: list[Evidence] = []
-        for requirement in requirements:
-            asked = closure.get(requirement.name)
-            if asked is None or asked.name in attempt.evidence:
-                continue
-            if any(c.name in attempt.evidence for c in closure.children(asked.name)):
-                continue
-            deeper = self._read_deeper(asked, attempt)
-            if deeper is not None:
-                attempt.evidence[asked.name] = deeper
-                if not deeper.fits(line):
-                    older += self._older_builds(requirement, asked, attempt)
-        return contradictions(attempt.evidence.values(), line) + older
-
-    def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
-        """A silent requested wheel: the CUDA runtime its shared objects link, or, for a
-        project a CUDA index publishes, the finding that it is a CPU-only build."""
-        files = self._files_of(package, attempt)
-        wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
-        if wheel is None or is_pure(wheel):
-            return None
-        linked = self.planner.facts.libraries(wheel)
-        found = library_evidence(package.name, str(package.version), linked.libraries)
-        if found is not None:
-            return found
-        signals = set(attempt.evidence)
-        known_cuda = any(i.serves(package.name) for i in self.every_tagged)
-        if known_cuda and attempt.closure and attempt.closure.chain(package.name, signals) is None:
-            return Evidence.cpu_only(
-                package.name,
-                str(package.version),
-                f"a CPU-only build: {wheel.filename} names no CUDA dependency and links no CUDA "
-                f"runtime ({linked.describe()})",
-            )
-        return None
-
-    def _older_builds(
-        self, requirement: Requirement, package: Resolved, attempt: Attempt
-    ) -> list[Evidence]:
-        """The next older versions of a silent package that contradicts the line, read at
-        once (a few at most), so that the next resolution skips them all."""
-        files = self._files_of(package, attempt)
-        versions = sorted(
-            {
-                f.version
-                for f in files
-                if f.version is not None
-                and f.version < package.version
-                and requirement.specifier.contains(f.version, prereleases=True)
-            },
-            reverse=True,
-        )
-        wheels = [
-            w
-            for v in versions
-            if (w := best_wheel(files, v, self.target.python, self.target.platform)) is not None
-            and not is_pure(w)
-        ][: CONTRADICTION_ROUNDS - 1]
-        linked = map_concurrently(self.planner.facts.libraries, wheels, self.settings.workers)
-        found = []
-        for wheel, libraries in zip(wheels, linked, strict=True):
-            version = str(wheel.version)
-            evidence = library_evidence(package.name, version, libraries.libraries)
-            if evidence is None or evidence.fits(attempt.line):
-                break  # the resolver may take this one: stop excluding here
-            found.append(evidence)
-        return found
-
-    def _files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
-        if package.name in attempt.pages:
-            return attempt.pages[package.name]
-        url = (package.index_url or "").rstrip("/")
-        for (_index, tag, project), page in self.pages.items():
-            if project == package.name and tag == "" and page.url.rstrip("/") == url:
-                return page.files or ()
-        return ()
 
     # -- the answer -------------------------------------------------------------------
     def _result(
@@ -683,25 +414,10 @@ class _Run:
                 reverse=True,
             ),
             notes=notes,
-            consulted=list(self.consulted),
+            consulted=list(self.lines.consulted),
             target=self.target,
             job=attempt.job,
         )
-
-
-def _learnt(found: Sequence[Evidence]) -> str:
-    """What contradicting builds were met, grouped by project (newest first)."""
-    by_project: dict[str, list[Evidence]] = {}
-    for evidence in found:
-        by_project.setdefault(evidence.project, []).append(evidence)
-    parts = []
-    for project, items in by_project.items():
-        kinds = sorted({e.cuda() for e in items})
-        versions = ", ".join(e.version for e in items)
-        how = items[0].how
-        more = "; older versions not read" if len(items) >= CONTRADICTION_ROUNDS else ""
-        parts.append(f"{project} {versions}: {' / '.join(kinds)} ({how}{more})")
-    return "builds of another line: " + "; ".join(parts)
 
 
 def named_release(attempt: Attempt, live: LiveReleases) -> str:

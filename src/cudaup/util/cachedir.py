@@ -5,6 +5,8 @@
       downloads/  archives and runfiles; ``NAME.part`` + ``NAME.part.json`` resume
       unpacked/   one verified, unpacked tree per archive (by sha256); installs hard-link it
       locks/      per-file download locks, and ``unpacked.lock``
+      plan/       what ``plan`` keeps: facts read from wheels (by URL and sha256), uv's
+                  answers (as long as index pages), uv's own cache
 
 An unpacked tree is hard-linked into every toolkit installed from it, so while a
 toolkit is installed the tree costs no extra disk; once none is (after
@@ -31,7 +33,7 @@ from typing import Any
 
 from cudaup.errors import LockedError
 
-AREAS = ("http", "downloads", "unpacked", "locks")
+AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
 #: unpacked/<STAGING_PREFIX>...: a tree being unpacked, renamed to its sha256 when done
 STAGING_PREFIX = ".tmp-"
@@ -58,6 +60,10 @@ class CacheLayout:
     @property
     def locks(self) -> Path:
         return self.root / "locks"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan"
 
     @property
     def unpacked_lock(self) -> Path:
