@@ -11,6 +11,7 @@ from cudaup.core.driver import GpuInfo
 from cudaup.errors import (
     NetworkError,
     NoCommonLineError,
+    OfflineError,
     PackageNotFoundError,
     ReleaseNotFoundError,
     UsageError,
@@ -160,6 +161,12 @@ def test_a_warm_plan_asks_nothing(world: IndexServer, tmp_path: Path) -> None:
     again = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
     assert len(world.requests()) == asked
     assert again.to_json() == first.to_json()
+    fresh = plan(
+        world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"), refresh=True
+    )
+    assert len(world.requests()) > asked and fresh.line == first.line
+    with pytest.raises(OfflineError, match="--offline cannot answer"):
+        plan(world, tmp_path, ["torch"], only=("pypi",), offline=True)
 
 
 def test_uv_hears_nothing_from_the_environment(

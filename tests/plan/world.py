@@ -118,8 +118,12 @@ def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
     return {name: table[name] for name in names or table}
 
 
-def settings(server: IndexServer, tmp_path: Path) -> Settings:
-    return Settings.from_env(pypi_url=server.url("pypi"), cache_dir=tmp_path / "cache")
+def settings(
+    server: IndexServer, tmp_path: Path, *, refresh: bool = False, offline: bool = False
+) -> Settings:
+    return Settings.from_env(
+        pypi_url=server.url("pypi"), cache_dir=tmp_path / "cache", refresh=refresh, offline=offline
+    )
 
 
 def plan(
@@ -133,9 +137,11 @@ def plan(
     python: tuple[int, int] = (3, 12),
     gpus: tuple[GpuInfo, ...] = (),
     line: Line | None = None,
+    refresh: bool = False,
+    offline: bool = False,
 ) -> PlanResult:
     target = Target(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
-    planner = Planner(settings(server, tmp_path))
+    planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))
     return planner.plan(parse_requirements(packages), indexes(server, *only), target, line=line)
