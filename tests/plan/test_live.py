@@ -38,9 +38,10 @@ def test_vllm_takes_its_line_from_torch(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_an_older_torch_for_an_older_driver(capsys: pytest.CaptureFixture[str]) -> None:
-    """Driver 570.124.06 is below CUDA 13's floor (580.65.06).  torch 2.11.0 to 2.15.0
-    require cuda-toolkit 13.x; torch 2.10.0 requires ``nvidia-cuda-runtime-cu12==12.8.90``:
-    the resolver finds 2.10.0 on the 12.8 line."""
+    """Driver 570.124.06 is below CUDA 13's floor (580.65.06).  torch 2.11.0 to 2.15.0 are
+    CUDA 13 builds (``cuda-toolkit==13.0.2``/``13.0.3``/``13.2.2``, 2.12.x ``nvidia-cublas``
+    13.1); torch 2.10.0 requires ``nvidia-cuda-runtime-cu12==12.8.90``: the resolver finds
+    2.10.0 on the 12.8 line."""
     result = _plan(capsys, "torch<2.16", "--driver", "570.124.06", *X86)
     assert result.code == 0, result.err
     document = result.json()
