@@ -7,6 +7,8 @@ part of the command-line interface and are documented in the README.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class CudaupError(Exception):
     """Root of cudaup's errors. ``exit_code`` is what the CLI exits with."""
@@ -113,10 +115,18 @@ class DriverTooOldError(CudaupError):
 
 
 class NoCommonLineError(CudaupError):
-    """``plan``: no CUDA line satisfies every package, the driver and the GPUs."""
+    """``plan``: no CUDA line satisfies every package, the driver and the GPUs.
+
+    ``details`` carries the exclusions as data (each line and why, each package's
+    lines), for ``--json``.
+    """
 
     exit_code = 13
     kind = "no-common-line"
+
+    def __init__(self, message: str, details: Mapping[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.details: Mapping[str, object] = details or {}
 
 
 class PermissionDeniedError(CudaupError):
@@ -160,6 +170,14 @@ class OutputClosedError(CudaupError):
 
     exit_code = 141
     kind = "output-closed"
+
+
+class PackageNotFoundError(CudaupError):
+    """``plan``: a requested project or version does not exist on the indexes consulted,
+    or has no wheel for the target Python and platform."""
+
+    exit_code = 18
+    kind = "package-not-found"
 
 
 class CommandNotRunError(CudaupError):

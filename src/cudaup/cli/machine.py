@@ -135,6 +135,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
         ("full", "runs fully"),
         ("minor-version", "runs under minor-version compatibility"),
         ("no", "does not run"),
+        ("unknown", "unknown (no source names its driver yet)"),
     ):
         chosen = [r.release for r in results if r.verdict == verdict]
         if chosen:

@@ -20,7 +20,7 @@ from cudaup.core.model import Resolution
 from cudaup.core.versions import parse_request
 from cudaup.errors import OfflineError, RemoteFileMissingError, UsageError
 from cudaup.resolve.probe import probe_url
-from cudaup.resolve.releases import list_releases, snapshot_releases
+from cudaup.resolve.releases import list_releases, offline_summaries
 from cudaup.resolve.resolver import Resolver
 from cudaup.resolve.snapshot import Snapshot
 
@@ -101,7 +101,7 @@ def _platforms(names: tuple[str, ...] | None) -> str:
 def cmd_versions(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     snapshot = Snapshot.load() if settings.offline else None
-    releases = snapshot_releases(snapshot) if snapshot else list_releases(Resolver(settings))
+    releases = offline_summaries(snapshot) if snapshot else list_releases(Resolver(settings))
     if args.json:
         document: dict[str, object] = {"schema": 1, "releases": [r.to_json() for r in releases]}
         if snapshot:

@@ -20,7 +20,10 @@ toolkits (backward compatibility); data-center GPUs can run a newer toolkit
 than their driver through the ``cuda-compat`` package (forward compatibility).
 When the driver itself reports its CUDA version (NVML, nvidia-smi), that wins
 over the table.  Versions are always compared in full (``525.60.13``), never
-by branch alone.
+by branch alone.  A release newer than the tables (learnt from a live release
+list, :meth:`CompatTable.with_releases`) has no toolkit driver: below its
+major's floor it does not run, at or above it runs under minor-version
+compatibility, and with no floor either the verdict is ``unknown``, never "no".
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ from packaging.version import Version
 from cudaup.core.driver import CudaVersion, DriverVersion
 
 OS = Literal["linux", "windows"]
-Verdict = Literal["full", "minor-version", "no"]
+Verdict = Literal["full", "minor-version", "no", "unknown"]
 
 TABLE_SOURCE = "NVIDIA CUDA release notes (13.2.2 edition), Table 3"
 RUNFILE_SOURCE = "driver bundled in the release's runfile name (installer catalog snapshot)"
 MANIFEST_SOURCE = "nvidia_driver.version in the release's redist manifest"
+#: A release known only from a live release list, whose drivers no source names.
+UNKNOWN_DRIVER_SOURCE = "no source names its toolkit driver yet"
 FORWARD_NOTE = (
     "on data-center GPUs the cuda-compat package (forward compatibility) can run it "
     "with an older kernel driver"
@@ -136,6 +141,16 @@ class CompatTable:
                 drivers[release] = DriverPair(DriverVersion.from_text(driver), windows, source)
         return replace(self, drivers=drivers)
 
+    def with_releases(self, releases: list[str], source: str) -> CompatTable:
+        """Add releases known only by name (a live release list newer than the tables):
+        their toolkit drivers are unknown, their major's minor-version floor still holds."""
+        drivers = dict(self.drivers)
+        for release in releases:
+            drivers.setdefault(
+                release, DriverPair(None, None, f"{source}; {UNKNOWN_DRIVER_SOURCE}")
+            )
+        return replace(self, drivers=drivers)
+
     def releases(self) -> list[str]:
         return sorted(self.drivers, key=Version, reverse=True)
 
@@ -171,7 +186,11 @@ class CompatTable:
                 release, "full", needs, floor, f"driver ≥ {needs}, the toolkit driver of {release}"
             )
         if floor is not None and driver >= floor and (reported is None or reported.major >= major):
-            upgrade = f"; ≥ {needs} for full support" if needs else ""
+            upgrade = (
+                f"; ≥ {needs} for full support"
+                if needs
+                else f"; the driver {release} needs for full support is not known yet"
+            )
             return Compatibility(
                 release,
                 "minor-version",
@@ -180,8 +199,25 @@ class CompatTable:
                 f"minor-version compatibility (driver ≥ {floor}): runs, but PTX JIT and "
                 f"features that need a newer driver do not{upgrade}",
             )
-        wanted = needs or floor
-        reason = f"needs a driver ≥ {wanted}" if wanted else "no driver requirement is known"
+        if needs is None and floor is None:
+            return Compatibility(
+                release,
+                "unknown",
+                None,
+                None,
+                f"no source names a driver for CUDA {release} and CUDA {major}.x has no known "
+                "minor-version floor",
+            )
+        if floor is not None and driver >= floor:
+            reason = f"the driver reports CUDA {reported}, older than {major}.x"
+        elif floor is not None:
+            # One rule for every release of the major: below the floor nothing of it runs.
+            full = f"; ≥ {needs} runs it fully" if needs else ""
+            reason = (
+                f"needs a driver ≥ {floor} (CUDA {major}.x under minor-version compatibility{full})"
+            )
+        else:
+            reason = f"needs a driver ≥ {needs}"
         return Compatibility(release, "no", needs, floor, f"{reason}; or {FORWARD_NOTE}")
 
     def reported_cuda(self, driver: DriverVersion) -> CudaVersion | None:

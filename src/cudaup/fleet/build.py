@@ -19,10 +19,10 @@ from cudaup.errors import (
 )
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
-from cudaup.plan.choice import parse_requirements
+from cudaup.plan import Planner, Target, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
-from cudaup.plan.offers import Planner, Target, python_version
+from cudaup.plan.planner import python_version
 from cudaup.resolve.resolver import Resolver
 from cudaup.util.paths import inside
 
@@ -69,8 +69,8 @@ def build_lock(
             target = Target(python_version(python), platform, None, None)
             result = Planner(settings).plan(requirements, table, target)
             name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name
-            export_pylock(result, inside(output.parent, name, field="pylock"), table)
-            line = f"{result.choice.line[0]}.{result.choice.line[1]}"
+            export_pylock(result, inside(output.parent, name, field="pylock"), settings)
+            line = f"{result.line[0]}.{result.line[1]}"
             lock.wheels.append(LockedWheels(platform, name, line))
     return BuiltLock(lock, notes)
 

@@ -22,23 +22,37 @@ from cudaup.errors import CudaupError, ReleaseNotFoundError, UsageError
 from cudaup.machine.driver_probe import DRIVER_VERSION_ENV, detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
-from cudaup.resolve.releases import bundled_drivers
+from cudaup.resolve.releases import bundled_drivers, learn_releases, live_releases
 from cudaup.resolve.resolver import Resolver
 
 
 def live_table(settings: Settings) -> tuple[CompatTable, list[str]]:
-    """The shipped tables, plus releases newer than them read from their manifests
-    (no retries, so an offline machine answers at once); notes say what was not checked."""
+    """The shipped tables, plus the releases newer than them (no retries, so an offline
+    machine answers at once); notes say what was not checked.
+
+    The live release list (:func:`~cudaup.resolve.releases.live_releases`: NVIDIA's
+    listing, else PyPI's ``cuda-toolkit`` versions) names the releases; their
+    manifests, when NVIDIA answers, name the driver each bundles.  A release known
+    only by name keeps an unknown toolkit driver: its verdict follows its major's
+    minor-version floor, or is "unknown", never "does not run" for want of facts."""
     table = CompatTable.load()
-    notes: list[str] = []
     if settings.offline:
-        return table, notes
-    try:
-        resolver = Resolver(settings, HttpClient(settings, retries=0))
-        table = table.with_bundled(bundled_drivers(resolver, set(table.drivers)))
-    except CudaupError as exc:
-        notes.append(f"releases newer than cudaup's tables were not checked ({exc})")
-    return table, notes
+        return table, []
+    http = HttpClient(settings, retries=0)
+    live = live_releases(settings, http)
+    notes = list(live.notes)
+    if live.source == "nvidia":
+        try:
+            table = table.with_bundled(
+                bundled_drivers(Resolver(settings, http), set(table.drivers))
+            )
+        except CudaupError as exc:
+            notes.append(
+                f"the drivers of releases newer than cudaup's tables were not read ({exc})"
+            )
+    elif live.source == "snapshot":
+        notes.append("releases newer than cudaup's tables were not checked")
+    return learn_releases(table, live), notes
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +107,8 @@ def release_compat(table: CompatTable, text: str, notes: list[str]) -> ReleaseCo
         release,
         linux,
         windows,
-        linux_source or windows_source,
+        # A release known only by name says so: its entry's source names why no driver is known.
+        linux_source or windows_source or table.drivers[release].source,
         table.floor(release, "linux"),
         table.floor(release, "windows"),
         table.targets(release),

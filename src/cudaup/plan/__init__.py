@@ -1,10 +1,29 @@
-"""``plan``: which CUDA line the driver and the ML packages agree on.
+"""``plan``: which CUDA line the driver and the whole ML wheel stack agree on.
 
-``choice`` is pure (signals and the choice of a line), ``indexes`` is the index
-table, ``offers`` reads index pages and wheel metadata, ``export`` writes a PEP 751
-lock through uv.
+``lines`` (pure) says what ties a resolved package to a line and builds the
+constraints that hold a resolution to one; ``closure`` (pure) reads uv's answer
+back as a graph; ``elf`` (pure) reads the libraries a shared object links;
+``survey`` checks the requested projects on every index; ``wheels`` reads facts
+from wheels (cached by URL and sha256); ``uv`` runs the resolver; ``attempt``
+resolves one line and reads it back; ``planner`` searches the lines; ``result`` is the answer and the no-line error; ``export``
+writes the plan as a PEP 751 lock; ``indexes`` is the index table.
 """
 
-from cudaup.plan.offers import Planner, PlanResult, Target
+from packaging.requirements import InvalidRequirement, Requirement
 
-__all__ = ["PlanResult", "Planner", "Target"]
+from cudaup.errors import UsageError
+from cudaup.plan.planner import Planner
+from cudaup.plan.result import PlanResult, Target
+
+
+def parse_requirements(texts: list[str]) -> list[Requirement]:
+    requirements = []
+    for text in texts:
+        try:
+            requirements.append(Requirement(text))
+        except InvalidRequirement as exc:
+            raise UsageError(f"{text!r} is not a package requirement ({exc})") from None
+    return requirements
+
+
+__all__ = ["PlanResult", "Planner", "Target", "parse_requirements"]

@@ -1,37 +1,50 @@
-"""``plan --export``: the plan's pins as a PEP 751 ``pylock.toml``, resolved by uv."""
+"""``plan --export``: the plan as a PEP 751 ``pylock.toml``, written by uv.
+
+The lock is the plan's own resolution: the same requirements (extras and
+markers as asked), the same line constraints and per-line indexes, and every
+package of the plan's closure pinned, so uv writes exactly what ``plan``
+printed, with the wheels' URLs and hashes.
+"""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-from cudaup.core.platforms import FACTS
-from cudaup.errors import CudaupError, UsageError
-from cudaup.plan.indexes import Index
-from cudaup.plan.offers import PlanResult
+from cudaup.config import Settings
+from cudaup.errors import CudaupError, PermissionDeniedError, SourceFormatError
+from cudaup.plan.result import PlanResult
+from cudaup.plan.uv import UvRunner, write_local_index
+from cudaup.util.atomic import atomic_write
+from cudaup.util.cachedir import CacheLayout
 
 
-def export_pylock(result: PlanResult, destination: Path, indexes: dict[str, Index]) -> Path:
-    """Write a PEP 751 ``pylock.toml`` for the plan, resolved and hashed by uv."""
-    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
-    if uv is None:
-        raise UsageError("--export needs uv to resolve the full dependency closure: pip install uv")
-    assert result.target is not None
-    pypi = indexes.get("pypi")
-    base = pypi.urls.get("", "https://pypi.org/simple") if pypi else "https://pypi.org/simple"
-    argv = [
-        uv, "pip", "compile", "-", "--quiet", "--format", "pylock.toml", "-o", str(destination),
-        "--python-version", f"{result.target.python[0]}.{result.target.python[1]}",
-        "--python-platform", FACTS[result.target.platform].uv_platform,
-        "--index-url", base, "--index-strategy", "unsafe-best-match", "--no-header",
-    ]  # fmt: skip
-    for url in result.extra_index_urls():
-        argv += ["--extra-index-url", url]
-    done = subprocess.run(
-        argv, input="\n".join(result.pins()) + "\n", capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise CudaupError(f"uv could not lock the plan: {done.stderr.strip()[-800:]}")
+def export_pylock(result: PlanResult, destination: Path, settings: Settings) -> Path:
+    """Write a PEP 751 ``pylock.toml`` of the plan's closure to ``destination``."""
+    with tempfile.TemporaryDirectory(prefix="cudaup-export-") as work:
+        folder = Path(work)
+        indexes = list(result.job.indexes)
+        if result.pages:
+            local = write_local_index(folder / "line", result.pages, "the plan's per-line indexes")
+            indexes = [local, *(i for i in indexes if not i.startswith("file:"))]
+        pins = [f"{p.name}=={p.version}" for p in result.closure]
+        job = replace(
+            result.job, constraints=(*result.job.constraints, *pins), indexes=tuple(indexes)
+        )
+        lock = folder / "pylock.toml"  # uv insists on this name (or pylock.NAME.toml)
+        runner = UvRunner(CacheLayout(settings.cache_root).plan / "uv", folder, settings.timeout)
+        answer = runner.compile(job, pylock=lock)
+        if not answer.ok or not lock.is_file():
+            raise SourceFormatError(
+                f"uv could not lock the plan it resolved: {answer.reason or 'no lock written'}"
+            )
+        text = lock.read_text()
+    if "file:" in text:
+        # uv names no index in the lock today; a local path in it would be a lie to any reader.
+        raise CudaupError("uv's lock names a local path; it was not written")
+    try:
+        atomic_write(destination, text)
+    except PermissionError as exc:
+        raise PermissionDeniedError(f"cannot write {destination} ({exc.strerror})") from None
     return destination

@@ -1,5 +1,10 @@
 """The package-index table (``data/indexes.toml``, extended by the user's
-``indexes.toml``): every index URL is listed, none is built from a pattern."""
+``indexes.toml``): every index URL is listed, none is built from a pattern.
+
+An index with per-line URLs (``cu130 = …``) is *tagged*: the projects it lists
+are taken from it on its lines, and the ones it alone publishes (``only``) from
+nowhere else on any line.  An index with one URL for every line (``"" = …``,
+PyPI) is *flat*."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from cudaup.errors import UsageError
+from cudaup.plan.lines import tag_line
 
 
 # ----------------------------------------------------------------------------
@@ -22,11 +28,20 @@ class Index:
     name: str
     urls: dict[str, str]  # tag ("" = every line) → simple-index URL
     projects: tuple[str, ...]
+    #: Projects this index alone publishes: never looked up on another index.
+    only: tuple[str, ...] = ()
 
     def serves(self, project: str) -> bool:
         return "*" in self.projects or canonicalize_name(project) in {
             canonicalize_name(p) for p in self.projects
         }
+
+    def publishes_alone(self, project: str) -> bool:
+        return canonicalize_name(project) in {canonicalize_name(p) for p in self.only}
+
+    @property
+    def flat(self) -> bool:
+        return "" in self.urls
 
 
 def load_indexes(extra: Path | None = None) -> dict[str, Index]:
@@ -41,7 +56,14 @@ def load_indexes(extra: Path | None = None) -> dict[str, Index]:
     for document in documents:
         for name, entry in document.get("indexes", {}).items():
             urls = {str(k): str(v).rstrip("/") for k, v in entry.get("urls", {}).items()}
-            indexes[name] = Index(name, urls, tuple(entry.get("projects", ["*"])))
+            for tag, url in urls.items():
+                if tag and tag_line(tag) is None:
+                    raise UsageError(f"index {name}: {tag!r} is not a CUDA tag such as cu130")
+                if not url.startswith(("https://", "http://")):
+                    raise UsageError(f"index {name}: {url!r} is not an HTTP(S) URL")
+            projects = tuple(str(p) for p in entry.get("projects", ["*"]))
+            only = tuple(str(p) for p in entry.get("only", []))
+            indexes[name] = Index(name, urls, projects, only)
     return indexes
 
 

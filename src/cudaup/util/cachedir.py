@@ -6,6 +6,8 @@
       unpacked/   one verified, unpacked archive per sha256: ``tree/`` (installs hard-link
                   it), ``manifest.json`` (what tree/ holds), ``verified.json``
       locks/      per-file download locks, and ``unpacked.lock``
+      plan/       what ``plan`` keeps: facts read from wheels (by URL and sha256), uv's
+                  answers (as long as index pages), uv's own cache
 
 An unpacked tree is hard-linked into every toolkit installed from it, so while a
 toolkit is installed the tree costs no extra disk; once none is (after
@@ -33,7 +35,7 @@ from typing import Any
 from cudaup.errors import LockedError
 from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree
 
-AREAS = ("http", "downloads", "unpacked", "locks")
+AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
 #: unpacked/<STAGING_PREFIX>...: a tree being unpacked, renamed to its sha256 when done
 STAGING_PREFIX = ".tmp-"
@@ -60,6 +62,10 @@ class CacheLayout:
     @property
     def locks(self) -> Path:
         return self.root / "locks"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan"
 
     @property
     def unpacked_lock(self) -> Path:

@@ -1,0 +1,175 @@
+"""Benchmark ``cudaup plan`` of three packages, cold and warm, beside ``uv pip compile``.
+
+Each run is the whole command as a user runs it (a new process).  *Cold* starts from
+an empty cache directory (cudaup's, and so uv's inside it; ``uv pip compile`` gets an
+empty ``--cache-dir`` of its own); *warm* runs again on the cache the cold run left.
+Two worlds: the live PyPI (``--index pypi``: the CUDA vendors' own indexes cannot be
+reached from the test machines), and the loopback indexes of the test suite
+(``tests/plan/world.py``), which show cudaup's own cost without the network's.
+
+    .venv/bin/python benchmarks/plan.py [--runs 5] [--no-pypi] [--output docs/performance.md]
+
+With ``--output`` the results replace the ``plan`` section of that file.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import parser_for, publish  # noqa: E402
+from tests.plan.pyindex import IndexServer  # noqa: E402
+from tests.plan.world import build  # noqa: E402
+
+BEGIN, END = "<!-- BEGIN plan benchmark -->", "<!-- END plan benchmark -->"
+BIN = Path(sys.executable).parent
+TARGET = ["--python", "3.12", "--platform", "linux-x86_64", "--driver", "590.48.01"]
+UV_TARGET = ["--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_39"]
+
+
+@dataclass(frozen=True)
+class World:
+    name: str
+    packages: list[str]
+    plan_args: list[str]
+    pypi_url: str | None
+    uv_args: list[str]
+    home: Path | None = None
+
+
+def _timed(argv: list[str], env: dict[str, str], stdin: str | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr.strip()[-600:]}")
+    return elapsed
+
+
+def _environment(cache: Path, world: World) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDAUP_", "UV_"))}
+    env["CUDAUP_CACHE_DIR"] = str(cache)
+    if world.pypi_url:
+        env["CUDAUP_PYPI_URL"] = world.pypi_url
+    if world.home:
+        env["CUDAUP_HOME"] = str(world.home)
+    return env
+
+
+def measure(world: World, runs: int) -> dict[str, list[float]]:
+    """Seconds per run: cudaup cold/warm, uv cold/warm."""
+    times: dict[str, list[float]] = {"plan cold": [], "plan warm": [], "uv cold": [], "uv warm": []}
+
+    def plan(env: dict[str, str]) -> float:
+        return _timed([str(BIN / "cudaup"), "plan", *world.packages, *world.plan_args], env)
+
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="plan-bench-") as scratch:
+            env = _environment(Path(scratch) / "cache", world)
+            times["plan cold"].append(plan(env))
+            times["plan warm"].append(plan(env))
+            uv_cache = Path(scratch) / "uv"
+            argv = [
+                str(BIN / "uv"), "pip", "compile", "-", "--quiet", "--no-config", "--no-build",
+                "--python", sys.executable, *UV_TARGET, "--cache-dir", str(uv_cache),
+                *world.uv_args,
+            ]  # fmt: skip
+            requirements = "\n".join(world.packages) + "\n"
+            times["uv cold"].append(_timed(argv, env, requirements))
+            times["uv warm"].append(_timed(argv, env, requirements))
+    return times
+
+
+def _row(name: str, times: dict[str, list[float]]) -> str:
+    def span(key: str) -> str:
+        values = sorted(times[key])
+        return f"{values[len(values) // 2]:.2f} ({values[0]:.2f}-{values[-1]:.2f})"
+
+    ratio = (
+        sorted(times["plan cold"])[len(times["plan cold"]) // 2]
+        / sorted(times["uv cold"])[len(times["uv cold"]) // 2]
+    )
+    return (
+        f"| {name} | {span('plan cold')} | {span('plan warm')} | {span('uv cold')} | "
+        f"{span('uv warm')} | {ratio:.1f}x |"
+    )
+
+
+def main() -> None:
+    parser = parser_for(__doc__, runs=5)
+    parser.add_argument("--no-pypi", action="store_true", help="skip the live-PyPI world")
+    args = parser.parse_args()
+    rows = []
+    with IndexServer() as server, tempfile.TemporaryDirectory() as home:
+        build(server)
+        (Path(home) / "indexes.toml").write_text(
+            '[indexes.pytorch]\nprojects = ["torch"]\n[indexes.pytorch.urls]\n'
+            + "".join(f'{t} = "{server.url(f"torch-{t}")}"\n' for t in ("cu128", "cu130", "cu132"))
+            + '[indexes.sglang]\nprojects = ["sgl-kernel"]\n[indexes.sglang.urls]\n'
+            + f'cu130 = "{server.url("sgl-cu130")}"\n'
+        )
+        loopback = World(
+            "loopback: torch servellm sgl-kernel",
+            ["torch", "servellm", "sgl-kernel"],
+            [*TARGET, "--index", "pypi", "--index", "pytorch", "--index", "sglang"],
+            server.url("pypi"),
+            ["--default-index", server.url("pypi")],
+            Path(home),
+        )
+        rows.append(_row(loopback.name, measure(loopback, args.runs)))
+    if not args.no_pypi:
+        live = World(
+            "live PyPI: torch flashinfer-python sgl-kernel",
+            ["torch", "flashinfer-python", "sgl-kernel"],
+            [*TARGET, "--index", "pypi"],
+            None,
+            [],
+        )
+        rows.append(_row(live.name, measure(live, args.runs)))
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    uv_version = subprocess.run(
+        [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    cpus = os.cpu_count()
+    lines = [
+        BEGIN,
+        "## Plan",
+        "",
+        "Command: `.venv/bin/python benchmarks/plan.py --output docs/performance.md`",
+        "",
+        f"Measured {stamp} on {cpus} CPUs, Python {platform.python_version()}, {uv_version}: "
+        f"seconds for the whole command, median (min-max) of {args.runs} runs. Cold: empty cache "
+        "directories; warm: the same command again. `uv pip compile` resolves the same "
+        "requests once, with no line constraints, for the same target.",
+        "",
+        "| world | plan cold | plan warm | uv compile cold | uv compile warm | plan/uv cold |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "A plan resolves once per candidate line (four at a time, newest first) and reads "
+        "silent wheels' libraries by range requests; a warm plan reuses the index pages, "
+        "uv's answers (10 minutes) and the wheel facts, so it sends no request and runs no "
+        "uv. Targets: cold ≤ 3 s, warm ≤ 1 s. Warm meets it. Cold on the live PyPI does not: "
+        "the three packages try eight lines (13.5 down to 12.8, where sgl-kernel's CUDA 12 "
+        "wheels and torch meet), and 13.2 and 13.0 take a second round each after reading "
+        "sgl-kernel's libraries. Each round is a uv run that fetches every page and wheel "
+        "metadata again, because the PyPI these machines see sends neither validators nor "
+        "cache lifetimes (bare `uv pip compile` takes as long warm as cold); against an "
+        "index that sends them, as pypi.org does, uv's own cache answers those runs.",
+        END,
+    ]
+    publish(lines, args.output, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()

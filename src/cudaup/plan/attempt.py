@@ -1,0 +1,337 @@
+"""One line's resolution: the requests held to one CUDA line, read back, again if needed.
+
+:meth:`LineResolver.attempt` takes a set of requirements and a line: it writes the
+local index of the projects the table routes to that line's indexes, runs uv with
+the line's constraints, reads every resolved package's evidence back, reads silent
+requested wheels deeper, and excludes what contradicts the line and resolves again
+(rounds bounded), answering an :class:`Attempt` that either holds a closure on the
+line or says why there is none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from cudaup.core.platforms import FACTS, NEWEST_GLIBC_MINOR
+from cudaup.errors import CudaupError
+from cudaup.net.http import TTL
+from cudaup.plan.closure import Closure, Resolved
+from cudaup.plan.indexes import Index, load_indexes
+from cudaup.plan.lines import (
+    Evidence,
+    Line,
+    contradictions,
+    evidence_of,
+    library_evidence,
+    line_constraints,
+    line_tag,
+)
+from cudaup.plan.result import Exclusion, Origin, Target
+from cudaup.plan.survey import Page, best_wheel, fetch_pages, is_pure, unreachable_error
+from cudaup.plan.uv import (
+    CompileAnswer,
+    CompileJob,
+    UvRunner,
+    pages_identity,
+    write_local_index,
+)
+from cudaup.resolve.pypi import DistFile
+from cudaup.util.parallel import map_concurrently
+
+if TYPE_CHECKING:
+    from cudaup.plan.planner import Planner
+
+#: Versions of one project excluded for contradicting a line before the line is given up.
+CONTRADICTION_ROUNDS = 3
+
+
+def uv_platform(platform: str) -> str:
+    """uv's ``--python-platform`` for a plan: the newest glibc whose wheels a plan accepts."""
+    facts = FACTS[platform]  # type: ignore[index]
+    if facts.system == "Linux" and facts.wheel_arch in {"x86_64", "aarch64"}:
+        return f"{facts.wheel_arch}-manylinux_2_{NEWEST_GLIBC_MINOR}"
+    return facts.uv_platform
+
+
+@dataclass
+class Attempt:
+    """One resolution of a set of requirements on one line."""
+
+    line: Line
+    closure: Closure | None = None
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    origins: dict[str, Origin] = field(default_factory=dict)
+    pages: dict[str, tuple[DistFile, ...]] = field(default_factory=dict)
+    job: CompileJob | None = None
+    failure: Exclusion | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.closure is not None and self.failure is None
+
+
+class LineResolver:
+    """What every line's resolution of one plan shares: pages read, uv, wheel facts."""
+
+    def __init__(
+        self,
+        planner: Planner,
+        target: Target,
+        tagged: list[Index],
+        flat: tuple[str, tuple[str, ...]],
+        work: Path,
+    ) -> None:
+        self.settings, self.http, self.facts = planner.settings, planner.http, planner.facts
+        self.target, self.tagged, self.work = target, tagged, work
+        self.default_url, self.extra_flat = flat
+        # Whether a project is a CUDA project at all is the whole table's word, --index or not.
+        self.every_tagged = [
+            i for i in load_indexes(self.settings.user_indexes).values() if not i.flat
+        ]
+        self.runner = UvRunner(
+            planner.cache / "uv",
+            work,
+            self.settings.timeout,
+            answers=planner.cache / "resolutions",
+            answer_ttl=TTL["index"],
+        )
+        self.pages: dict[tuple[str, str, str], Page] = {}
+        self.consulted: list[Page] = []
+        self.majors: set[int] = set()
+        self.cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._serial = 0
+
+    def keep(self, pages: Sequence[Page]) -> None:
+        with self._lock:
+            for page in pages:
+                key = (page.index, page.tag, page.project)
+                if key not in self.pages:
+                    self.pages[key] = page
+                    self.consulted.append(page)
+
+    def _route(self, project: str, line: Line) -> Index | None:
+        """The per-line index a project is taken from on ``line`` (table order), if any."""
+        tag = line_tag(line)
+        return next((i for i in self.tagged if i.serves(project) and tag in i.urls), None)
+
+    def _line_pages(self, line: Line, projects: set[str]) -> dict[str, Page]:
+        tag = line_tag(line)
+        wanted = []
+        for project in sorted(projects):
+            index = self._route(project, line)
+            if index is not None and (index.name, tag, project) not in self.pages:
+                wanted.append((index, tag, project))
+        fetched = fetch_pages(self.http, wanted, self.settings.workers)
+        self.keep(fetched)
+        if error := unreachable_error(fetched):
+            raise error
+        found = {}
+        for project in projects:
+            index = self._route(project, line)
+            if index is not None:
+                found[project] = self.pages[(index.name, tag, project)]
+        return found
+
+    def _forbidden(self, line: Line, pages: dict[str, Page]) -> list[str]:
+        """Projects an index alone publishes, on a line it has no build of them for."""
+        tag = line_tag(line)
+        forbidden = []
+        for index in self.tagged:
+            for project in map(canonicalize_name, index.only):
+                page = pages.get(project)
+                if tag not in index.urls or (page is not None and page.files is None):
+                    forbidden.append(f"{project}<0")
+        return forbidden
+
+    def attempt(
+        self, requirements: tuple[Requirement, ...], line: Line, *, offline_first: bool = False
+    ) -> Attempt:
+        routed: set[str] = {
+            canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
+        }
+        learnt: list[Evidence] = []
+        attempt = Attempt(line)
+        # Each round either takes a newly met project from its per-line index or excludes
+        # what contradicts the line; a project is tried in a few versions at most.
+        for _round in range(len(self.tagged) * 8 + CONTRADICTION_ROUNDS + 1):
+            if self.cancel.is_set():
+                raise CudaupError("the search for a line was cancelled")
+            pages = self._line_pages(line, routed)
+            present = {p: page.files for p, page in pages.items() if page.files is not None}
+            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
+            local = None
+            if present:
+                with self._lock:
+                    self._serial += 1
+                    folder = self.work / f"{line_tag(line)}-{self._serial}"
+                local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
+            exclusions = [*self._forbidden(line, pages), *(e.exclusion() for e in learnt)]
+            job = CompileJob(
+                tuple(str(r) for r in requirements),
+                tuple(line_constraints(line, self.majors, exclusions)),
+                self.target.python,
+                uv_platform(self.target.platform),
+                ((local,) if local else ()) + self.extra_flat,
+                self.default_url,
+                refresh=self.settings.refresh,
+            )
+            answer = self._compile(job, offline_first, pages_identity(present))
+            attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
+            if answer.closure is None:
+                if learnt:
+                    attempt.failure = Exclusion(
+                        line,
+                        "inconsistent",
+                        f"{_learnt(learnt)}; without them there is no resolution",
+                        tuple(sorted({e.project for e in learnt})),
+                    )
+                else:
+                    reason = answer.reason or "uv found no resolution"
+                    attempt.failure = Exclusion(line, "resolution", reason)
+                return attempt
+            newly = {
+                p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
+            }
+            if newly:
+                routed |= newly
+                continue
+            found = self._read_back(attempt, requirements, local)
+            if not found:
+                return attempt
+            fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
+            learnt += fresh
+            tried = [sum(k.project == e.project for k in learnt) for e in fresh]
+            if not fresh or max(tried) >= CONTRADICTION_ROUNDS:
+                break
+        attempt.failure = Exclusion(
+            line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
+        )
+        return attempt
+
+    def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
+        if offline_first:
+            # The plan's own resolutions just refreshed these pages in uv's cache.
+            answer = self.runner.compile(replace(job, offline=True), identity=identity)
+            if answer.ok or not answer.offline_miss:
+                return answer
+        return self.runner.compile(job, identity=identity)
+
+    def _read_back(
+        self, attempt: Attempt, requirements: tuple[Requirement, ...], local: str | None
+    ) -> list[Evidence]:
+        """Every package's evidence; the ones that contradict the attempt's line."""
+        closure, line = attempt.closure, attempt.line
+        assert closure is not None
+        for package in closure:
+            origin = None
+            # The one file index a job names is its local per-line index (a kept answer
+            # names the path an earlier plan used: the pages, not the path, are its key).
+            if local and package.index_url and package.index_url.startswith("file:"):
+                origin = attempt.origins.get(package.name)
+            found = evidence_of(
+                package.name,
+                package.version,
+                origin.line if origin else None,
+                origin.url if origin else None,
+            )
+            if found is not None:
+                attempt.evidence[package.name] = found
+        older: list[Evidence] = []
+        for requirement in requirements:
+            asked = closure.get(requirement.name)
+            if asked is None or asked.name in attempt.evidence:
+                continue
+            if any(c.name in attempt.evidence for c in closure.children(asked.name)):
+                continue
+            deeper = self._read_deeper(asked, attempt)
+            if deeper is not None:
+                attempt.evidence[asked.name] = deeper
+                if not deeper.fits(line):
+                    older += self._older_builds(requirement, asked, attempt)
+        return contradictions(attempt.evidence.values(), line) + older
+
+    def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
+        """A silent requested wheel: the CUDA runtime its shared objects link, or, for a
+        project a CUDA index publishes, the finding that it is a CPU-only build."""
+        files = self._files_of(package, attempt)
+        wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
+        if wheel is None or is_pure(wheel):
+            return None
+        linked = self.facts.libraries(wheel)
+        found = library_evidence(package.name, str(package.version), linked.libraries)
+        if found is not None:
+            return found
+        signals = set(attempt.evidence)
+        known_cuda = any(i.serves(package.name) for i in self.every_tagged)
+        if known_cuda and attempt.closure and attempt.closure.chain(package.name, signals) is None:
+            return Evidence.cpu_only(
+                package.name,
+                str(package.version),
+                f"a CPU-only build: {wheel.filename} names no CUDA dependency and links no CUDA "
+                f"runtime ({linked.describe()})",
+            )
+        return None
+
+    def _older_builds(
+        self, requirement: Requirement, package: Resolved, attempt: Attempt
+    ) -> list[Evidence]:
+        """The next older versions of a silent package that contradicts the line, read at
+        once (a few at most), so that the next resolution skips them all."""
+        files = self._files_of(package, attempt)
+        versions = sorted(
+            {
+                f.version
+                for f in files
+                if f.version is not None
+                and f.version < package.version
+                and requirement.specifier.contains(f.version, prereleases=True)
+            },
+            reverse=True,
+        )
+        wheels = [
+            w
+            for v in versions
+            if (w := best_wheel(files, v, self.target.python, self.target.platform)) is not None
+            and not is_pure(w)
+        ][: CONTRADICTION_ROUNDS - 1]
+        linked = map_concurrently(self.facts.libraries, wheels, self.settings.workers)
+        found = []
+        for wheel, libraries in zip(wheels, linked, strict=True):
+            version = str(wheel.version)
+            evidence = library_evidence(package.name, version, libraries.libraries)
+            if evidence is None or evidence.fits(attempt.line):
+                break  # the resolver may take this one: stop excluding here
+            found.append(evidence)
+        return found
+
+    def _files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
+        if package.name in attempt.pages:
+            return attempt.pages[package.name]
+        url = (package.index_url or "").rstrip("/")
+        for (_index, tag, project), page in self.pages.items():
+            if project == package.name and tag == "" and page.url.rstrip("/") == url:
+                return page.files or ()
+        return ()
+
+
+def _learnt(found: Sequence[Evidence]) -> str:
+    """What contradicting builds were met, grouped by project (newest first)."""
+    by_project: dict[str, list[Evidence]] = {}
+    for evidence in found:
+        by_project.setdefault(evidence.project, []).append(evidence)
+    parts = []
+    for project, items in by_project.items():
+        kinds = sorted({e.cuda() for e in items})
+        versions = ", ".join(e.version for e in items)
+        how = items[0].how
+        more = "; older versions not read" if len(items) >= CONTRADICTION_ROUNDS else ""
+        parts.append(f"{project} {versions}: {' / '.join(kinds)} ({how}{more})")
+    return "builds of another line: " + "; ".join(parts)

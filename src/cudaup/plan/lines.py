@@ -1,0 +1,238 @@
+"""CUDA lines, and what ties a resolved package to one (pure).
+
+A *line* is a CUDA major.minor (13.0).  The resolver is steered onto a line by
+constraints (:func:`line_constraints`): ``cuda-toolkit``, the CUDA runtime and
+NVRTC wheels to ``X.Y.*``, the other majors' runtime and NVRTC names
+forbidden.  What it then resolves is read back
+(:func:`evidence_of`): a package's line comes from the per-line index it was
+taken from (``/whl/cu130``), its local version (``+cu130``), its version when
+it is ``cuda-toolkit`` or the CUDA runtime/NVRTC, and only its major from
+names (``nvidia-cudnn-cu13``, ``cupy-cuda13x``, ``jax-cuda13-plugin``) or from
+the CUDA runtime libraries its shared objects link (``libcudart.so.12``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaup.errors import UsageError
+
+Line = tuple[int, int]
+
+TOOLKIT = "cuda-toolkit"
+_TAG = re.compile(r"^cu(\d{2,3})$")
+_LOCAL_CU = re.compile(r"(?:^|\.)cu(\d{2,3})(?:$|\.)")
+#: The runtime and NVRTC wheels are versioned like the toolkit (12.8.90 is CUDA 12.8).
+_RUNTIME = re.compile(r"^nvidia-cuda-(?:runtime|nvrtc)(?:-cu(\d{2}))?$")
+#: Names that carry a major: nvidia-cudnn-cu13, cuequivariance-ops-torch-cu12.
+_SUFFIX_MAJOR = re.compile(r"-cu(\d{2})$")
+#: Families with the major in the name: cupy-cuda13x, jax-cuda13-plugin, jax-cuda12-pjrt.
+_FAMILY_MAJOR = re.compile(r"(?:^|-)cuda(\d{2})(?:x$|-|$)")
+#: Shared libraries whose soname major is the CUDA major (cuFFT, cuSPARSE, cuRAND keep
+#: their own numbering, so they say nothing about the line).
+_CUDA_LIBRARY = re.compile(r"^(libcudart|libnvrtc|libnvJitLink)(?:-[0-9a-f]{8})?\.so\.(\d+)")
+
+
+def tag_line(tag: str) -> Line | None:
+    """``cu130`` → (13, 0); ``cu92`` → (9, 2); anything else → None."""
+    match = _TAG.match(tag)
+    if not match:
+        return None
+    digits = match.group(1)
+    return int(digits[:-1]), int(digits[-1])
+
+
+def line_text(line: Line) -> str:
+    return f"{line[0]}.{line[1]}"
+
+
+def line_tag(line: Line) -> str:
+    return f"cu{line[0]}{line[1]}"
+
+
+def release_line(release: str) -> Line:
+    parts = Version(release).release
+    return parts[0], parts[1] if len(parts) > 1 else 0
+
+
+def parse_line(text: str) -> Line:
+    """``--cuda 13.0`` (or ``cu130``) → (13, 0)."""
+    tagged = tag_line(text.strip().lower())
+    if tagged is not None:
+        return tagged
+    match = re.fullmatch(r"(\d{1,2})\.(\d{1,2})", text.strip())
+    if not match:
+        raise UsageError(f"{text!r} is not a CUDA line; write it as 13.0 or cu130")
+    return int(match.group(1)), int(match.group(2))
+
+
+def describe_lines(lines: Iterable[Line], every: Sequence[Line]) -> str:
+    """``12.8 only``, ``13.0-13.5``, ``12.6, 12.8 and 13.0-13.2``: runs of adjacent known lines."""
+    chosen = sorted(set(lines))
+    if not chosen:
+        return "no line"
+    if len(chosen) == 1:
+        return f"{line_text(chosen[0])} only"
+    order = sorted(set(every) | set(chosen))
+    runs: list[list[Line]] = []
+    for line in chosen:
+        if runs and order.index(line) == order.index(runs[-1][-1]) + 1:
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    words = [
+        line_text(run[0]) if len(run) == 1 else f"{line_text(run[0])}-{line_text(run[-1])}"
+        for run in runs
+    ]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+# ----------------------------------------------------------------------------
+# Evidence: what ties one resolved package to a line
+# ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A resolved package's CUDA line (``minor is None``: only its major is known)."""
+
+    project: str
+    version: str
+    major: int
+    minor: int | None
+    how: str
+    #: The toolkit release this package is (``cuda-toolkit`` itself) or None.
+    release: str | None = None
+    #: ``name`` evidence is answered by forbidding the name; any other by its version.
+    kind: str = "version"
+
+    @classmethod
+    def cpu_only(cls, project: str, version: str, how: str) -> Evidence:
+        """A build of a CUDA project that carries no CUDA at all: it fits no line."""
+        return cls(project, version, 0, None, how, kind="cpu-only")
+
+    @property
+    def line(self) -> Line | None:
+        return None if self.minor is None else (self.major, self.minor)
+
+    def fits(self, line: Line) -> bool:
+        if self.kind == "cpu-only":
+            return False
+        return self.major == line[0] and (self.minor is None or self.minor == line[1])
+
+    def cuda(self) -> str:
+        if self.kind == "cpu-only":
+            return "no CUDA"
+        return f"CUDA {self.major}.x" if self.minor is None else f"CUDA {self.major}.{self.minor}"
+
+    def describe(self) -> str:
+        return f"{self.project} {self.version}: {self.cuda()} ({self.how})"
+
+    def exclusion(self) -> str:
+        """The constraint that keeps this package (or this version of it) out of a resolution."""
+        if self.kind == "name":
+            return f"{self.project}<0"
+        return f"{self.project}!={self.version}"
+
+
+def toolkit_release(version: Version) -> str | None:
+    """``cuda-toolkit`` 13.4.1.0 → ``13.4.1``; pre-releases and placeholders → None."""
+    if version.is_prerelease or version.is_devrelease or version.local or len(version.release) < 2:
+        return None
+    if version.release[0] < 1:
+        return None
+    return ".".join(str(p) for p in (*version.release[:3], 0, 0)[:3])
+
+
+def evidence_of(
+    project: str, version: Version, index_line: Line | None, index_url: str | None
+) -> Evidence | None:
+    """The strongest signal one resolved package carries by itself (None: it carries none)."""
+    name = canonicalize_name(project)
+    text = str(version)
+    if name == TOOLKIT:
+        release = toolkit_release(version)
+        if release is None:
+            return None
+        major, minor = release_line(release)
+        return Evidence(name, text, major, minor, f"{TOOLKIT} {release}", release=release)
+    if _RUNTIME.match(name) and len(version.release) >= 2:
+        return Evidence(name, text, version.release[0], version.release[1], f"{name} {text}")
+    if index_line is not None:
+        return Evidence(name, text, index_line[0], index_line[1], f"from {index_url}")
+    if version.local and (match := _LOCAL_CU.search(version.local)):
+        local = tag_line("cu" + match.group(1))
+        if local is not None:
+            return Evidence(name, text, local[0], local[1], f"local version +{version.local}")
+    if match := (_SUFFIX_MAJOR.search(name) or _FAMILY_MAJOR.search(name)):
+        return Evidence(name, text, int(match.group(1)), None, f"the name {name}", kind="name")
+    return None
+
+
+def name_stem(project: str) -> str | None:
+    """``nvidia-cutlass-dsl-libs-cu12`` → ``nvidia-cutlass-dsl-libs-cuNN``: the family a
+    major-named project belongs to (None: its name carries no major)."""
+    name = canonicalize_name(project)
+    if _SUFFIX_MAJOR.search(name):
+        return _SUFFIX_MAJOR.sub("-cuNN", name)
+    if _FAMILY_MAJOR.search(name):
+        return _FAMILY_MAJOR.sub(lambda m: m.group(0).replace(m.group(1), "NN"), name)
+    return None
+
+
+def contradictions(evidence: Iterable[Evidence], line: Line) -> list[Evidence]:
+    """The evidence that does not fit ``line``.
+
+    A major in a name is overruled by the same family's name for the line's major in
+    the same resolution: ``nvidia-cutlass-dsl`` requires ``…-libs-cu12`` always and
+    ``…-libs-cu13`` with its ``cu13`` extra, so both together decide nothing."""
+    items = list(evidence)
+    fitting_stems = {name_stem(e.project) for e in items if e.kind == "name" and e.fits(line)}
+    return [
+        e
+        for e in items
+        if not e.fits(line) and not (e.kind == "name" and name_stem(e.project) in fitting_stems)
+    ]
+
+
+def library_evidence(project: str, version: str, libraries: Iterable[str]) -> Evidence | None:
+    """``libcudart.so.12`` among a wheel's linked libraries → CUDA 12.x."""
+    found = sorted({(int(m.group(2)), lib) for lib in libraries if (m := _CUDA_LIBRARY.match(lib))})
+    if not found:
+        return None
+    majors = {major for major, _ in found}
+    major, library = found[-1]
+    if len(majors) > 1:  # links two majors' runtimes: evidence for neither, said so
+        names = ", ".join(lib for _, lib in found)
+        return Evidence(project, version, major, None, f"links {names}: mixed majors")
+    return Evidence(project, version, major, None, f"its shared objects link {library}")
+
+
+def is_cuda_library(name: str) -> bool:
+    return _CUDA_LIBRARY.match(name) is not None
+
+
+# ----------------------------------------------------------------------------
+# Constraints: steering the resolver onto one line
+# ----------------------------------------------------------------------------
+def line_constraints(
+    line: Line, majors: Iterable[int], exclusions: Iterable[str] = ()
+) -> list[str]:
+    """Constraints (``uv pip compile -c``) that keep a resolution on ``line``.
+
+    What *is* a line: ``cuda-toolkit`` of it, and the CUDA runtime and NVRTC wheels of
+    it (``nvidia-cuda-runtime==13.0.*``, or ``-cu12`` for 12.x).  The other ``majors``'
+    runtime and NVRTC names are forbidden.  Library wheels (cuBLAS, cuFFT, …) are not
+    held: NVIDIA's own packages let them float past a release.  ``exclusions`` are what
+    reading a resolution back taught (``sgl-kernel!=0.3.21``, ``cupy-cuda12x<0``)."""
+    major, minor = line
+    constraints = [f"{TOOLKIT}=={major}.{minor}.*"]
+    for base in ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
+        constraints.append(f"{base}=={major}.{minor}.*")
+        constraints.append(f"{base}-cu{major}=={major}.{minor}.*")
+        constraints.extend(f"{base}-cu{other}<0" for other in sorted(set(majors) - {major}))
+    constraints.extend(sorted(set(exclusions)))
+    return constraints

@@ -1,0 +1,426 @@
+"""``cudaup plan``: the newest CUDA line on which the whole stack resolves, and why.
+
+The requested projects are first checked on every index that serves them (they,
+their versions and a wheel for the target must exist; an index that is down stops
+the plan).  Then, for each candidate line, newest first (the lines of the live
+release list, or the one ``--cuda`` names), that the driver and the GPUs accept
+and the requested index-only projects have, :class:`~cudaup.plan.attempt.LineResolver`
+resolves the stack held to that line and reads the closure back.  Several lines
+resolve at once (a window); the answer is the newest that succeeds and whose
+named release the driver runs.  When no line fits, each package is resolved
+alone on every line, so the error names each one's lines and why they do not meet.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from cudaup.config import Settings
+from cudaup.core.compat import CompatTable
+from cudaup.core.platforms import marker_environment
+from cudaup.errors import (
+    OfflineError,
+    ReleaseNotFoundError,
+    UsageError,
+)
+from cudaup.net.http import HttpClient
+from cudaup.plan.attempt import Attempt, LineResolver
+from cudaup.plan.closure import Resolved
+from cudaup.plan.indexes import Index
+from cudaup.plan.lines import (
+    TOOLKIT,
+    Line,
+    line_tag,
+    line_text,
+    release_line,
+)
+from cudaup.plan.result import (
+    Alone,
+    Exclusion,
+    PackagePick,
+    PlanResult,
+    Target,
+    explain,
+)
+from cudaup.plan.survey import (
+    check_requested,
+    fetch_pages,
+    unreachable_error,
+)
+from cudaup.plan.uv import (
+    find_uv,
+)
+from cudaup.plan.wheels import WheelFacts
+from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.util.cachedir import CacheLayout
+from cudaup.util.parallel import map_concurrently
+
+#: Versions of one project excluded for contradicting a line before the line is given up.
+CONTRADICTION_ROUNDS = 3
+#: Lines resolved at the same time (uv spends its time waiting on the network, not the CPU).
+WINDOW = 4
+
+
+def python_version(text: str | None) -> tuple[int, int]:
+    """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
+    if text and re.fullmatch(r"\d+\.\d+", text):
+        major, minor = text.split(".")
+        return int(major), int(minor)
+    interpreter = text or shutil.which("python3") or sys.executable
+    try:
+        output = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        major, minor = output.split(".")
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        raise UsageError(
+            f"cannot run {interpreter} to learn its version; pass --python X.Y"
+        ) from None
+
+
+class Planner:
+    def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
+        self.settings = settings
+        # Fewer retries than downloads: an index that is down should be reported quickly.
+        self.http = http or HttpClient(settings, retries=1)
+        self.cache = CacheLayout(settings.cache_root).plan
+        self.facts = WheelFacts(self.http, self.cache / "wheels")
+
+    def plan(
+        self,
+        requirements: Sequence[Requirement],
+        indexes: dict[str, Index],
+        target: Target,
+        *,
+        line: Line | None = None,
+        compat: CompatTable | None = None,
+    ) -> PlanResult:
+        if self.settings.offline:
+            raise OfflineError("plan reads the package indexes live; --offline cannot answer it")
+        with tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work:
+            run = _Run(self, tuple(requirements), indexes, target, Path(work))
+            return run.plan(line, compat)
+
+
+class _Run:
+    """One plan: the requests, the target, and the line resolver they share."""
+
+    def __init__(
+        self,
+        planner: Planner,
+        requirements: tuple[Requirement, ...],
+        indexes: dict[str, Index],
+        target: Target,
+        work: Path,
+    ) -> None:
+        self.planner, self.settings, self.http = planner, planner.settings, planner.http
+        self.requirements, self.indexes, self.target, self.work = (
+            requirements,
+            indexes,
+            target,
+            work,
+        )
+        flat = [i for i in indexes.values() if i.flat]
+        if not flat:
+            raise UsageError(
+                "--index names only per-line indexes; add pypi (or a mirror URL) for the "
+                "packages they do not publish"
+            )
+        default = next((i for i in flat if i.name == "pypi"), flat[-1])
+        self.flat_names = {i.urls[""].rstrip("/"): i.name for i in flat}
+        self.tagged = [i for i in indexes.values() if not i.flat]
+        self.lines = LineResolver(
+            planner,
+            target,
+            self.tagged,
+            (default.urls[""], tuple(i.urls[""] for i in flat if i is not default)),
+            work,
+        )
+
+    # -- the plan --------------------------------------------------------------
+    def plan(self, wanted: Line | None, compat: CompatTable | None) -> PlanResult:
+        for requirement in self.requirements:
+            if requirement.url:
+                raise UsageError(
+                    f"{requirement} is a direct reference; plan resolves from package indexes"
+                )
+        find_uv()
+        self._survey()
+        # No retries for the release list: an unreachable NVIDIA host is a note, answered at once.
+        live = live_releases(self.settings, HttpClient(self.settings, retries=0))
+        table = learn_releases(compat or CompatTable.load(), live)
+        lines = live.lines()
+        self.lines.majors = {line[0] for line in lines}
+        if wanted is not None:
+            if wanted not in lines:
+                raise ReleaseNotFoundError(
+                    f"no CUDA {line_text(wanted)} release is known ({live.described})"
+                )
+            lines = [wanted]
+        exclusions: list[Exclusion] = []
+        candidates: list[Line] = []
+        for line in lines:
+            excluded = self._precheck(line, live, table)
+            if excluded is None:
+                candidates.append(line)
+            else:
+                exclusions.append(excluded)
+        chosen, attempts = self._search(candidates, exclusions, live, table)
+        if chosen is None:
+            raise explain(
+                self.requirements,
+                lines,
+                exclusions,
+                self._alone(lines, attempts) if lines else [],
+                self.target,
+                live,
+                table,
+            )
+        return self._result(chosen, exclusions, live, table)
+
+    def _survey(self) -> None:
+        wanted = [
+            (index, tag, canonicalize_name(r.name))
+            for r in self.requirements
+            for index in self.indexes.values()
+            if index.serves(r.name)
+            for tag in index.urls
+        ]
+        pages = fetch_pages(self.http, wanted, self.settings.workers)
+        self.lines.keep(pages)
+        if error := unreachable_error(pages):
+            raise error
+        environment = marker_environment(self.target.platform, self.target.python)
+        for requirement in self.requirements:
+            if requirement.marker is None or requirement.marker.evaluate(environment):
+                check_requested(requirement, pages, self.target.python, self.target.platform)
+
+    def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
+        """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
+        target = self.target
+        releases = [r for r in live.versions if release_line(r) == line]
+        if target.driver is not None:
+            verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
+            if verdicts and all(v.verdict in {"no", "unknown"} for v in verdicts):
+                newest = verdicts[0]
+                if newest.verdict == "no":
+                    message = (
+                        f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
+                    )
+                else:
+                    message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
+                return Exclusion(line, "driver", message)
+        for gpu in target.gpus:
+            arch = table.architecture(gpu.compute_capability or "")
+            if arch is not None and releases and not arch.supported_by(releases[0]):
+                return Exclusion(
+                    line,
+                    "gpu",
+                    f"cannot target GPU {gpu.name} (compute capability {gpu.compute_capability})",
+                )
+        tag = line_tag(line)
+        for requirement in self.requirements:
+            for index in self.tagged:
+                if index.serves(requirement.name) and index.publishes_alone(requirement.name):
+                    page = self.lines.pages.get(
+                        (index.name, tag, canonicalize_name(requirement.name))
+                    )
+                    if tag not in index.urls or page is None or page.files is None:
+                        return Exclusion(
+                            line,
+                            "index",
+                            f"{requirement.name}: {index.name} publishes no {tag} build",
+                            (canonicalize_name(requirement.name),),
+                        )
+        return None
+
+    # -- searching lines ----------------------------------------------------------
+    def _search(
+        self,
+        candidates: list[Line],
+        exclusions: list[Exclusion],
+        live: LiveReleases,
+        table: CompatTable,
+    ) -> tuple[Attempt | None, dict[Line, Attempt]]:
+        attempts: dict[Line, Attempt] = {}
+        futures: dict[Line, Future[Attempt]] = {}
+        queue = list(candidates)
+        with ThreadPoolExecutor(max_workers=WINDOW) as pool:
+            try:
+                for line in candidates:
+                    while queue and sum(not f.done() for f in futures.values()) < WINDOW:
+                        ahead = queue.pop(0)
+                        futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
+                    attempt = futures[line].result()
+                    attempts[line] = attempt
+                    if attempt.ok:
+                        refused = self._named_release_check(attempt, live, table)
+                        if refused is None:
+                            return attempt, attempts
+                        exclusions.append(refused)
+                    elif attempt.failure is not None:
+                        exclusions.append(attempt.failure)
+                return None, attempts
+            finally:
+                self.lines.cancel.set()
+                self.lines.runner.cancel()
+                for future in futures.values():
+                    future.cancel()
+                pool.shutdown(wait=True)
+                self.lines.cancel.clear()
+                self.lines.runner.resume()
+
+    def _named_release_check(
+        self, attempt: Attempt, live: LiveReleases, table: CompatTable
+    ) -> Exclusion | None:
+        """The driver check on the release the plan names (pinned, or the line's newest)."""
+        release = named_release(attempt, live)
+        if self.target.driver is None:
+            return None
+        verdict = table.check(self.target.driver, release, reported=self.target.reported)
+        if verdict.verdict == "no":
+            return Exclusion(
+                attempt.line,
+                "driver",
+                f"driver {self.target.driver} cannot run CUDA {release}: {verdict.reason}",
+            )
+        if verdict.verdict == "unknown":
+            return Exclusion(
+                attempt.line,
+                "driver",
+                f"cudaup cannot tell whether driver {self.target.driver} runs CUDA {release}: {verdict.reason}",
+            )
+        return None
+
+    def _alone(self, lines: list[Line], attempts: dict[Line, Attempt]) -> list[Alone]:
+        """Each requested package resolved alone on every line (for the no-line error);
+        with one package, the search's own attempts are reused."""
+        pairs = [
+            (r, line)
+            for r in self.requirements
+            for line in lines
+            if len(self.requirements) > 1 or line not in attempts
+        ]
+        results = map_concurrently(
+            lambda pair: self.lines.attempt((pair[0],), pair[1], offline_first=True), pairs, WINDOW
+        )
+        outcome: dict[tuple[str, Line], Attempt] = {
+            (str(r), line): a for (r, line), a in zip(pairs, results, strict=True)
+        }
+        if len(self.requirements) == 1:
+            outcome.update({(str(self.requirements[0]), ln): a for ln, a in attempts.items()})
+        alone = []
+        for requirement in self.requirements:
+            mine = [(ln, outcome[(str(requirement), ln)]) for ln in lines]
+            failures = [a.failure for _, a in mine if a.failure is not None]
+            alone.append(
+                Alone(
+                    str(requirement),
+                    [ln for ln, a in mine if a.ok],
+                    failures[0] if failures else None,
+                )
+            )
+        return alone
+
+    # -- the answer -------------------------------------------------------------------
+    def _result(
+        self,
+        attempt: Attempt,
+        exclusions: list[Exclusion],
+        live: LiveReleases,
+        table: CompatTable,
+    ) -> PlanResult:
+        closure, line = attempt.closure, attempt.line
+        assert closure is not None and attempt.job is not None
+        fitting = {n for n, e in attempt.evidence.items() if e.fits(line)}
+        exact = {n for n in fitting if attempt.evidence[n].line is not None}
+        release = named_release(attempt, live)
+        toolkit = closure.get(TOOLKIT)
+        notes: list[str] = []
+        picks: list[PackagePick] = []
+        release_chain: list[Resolved] | None = None
+        for requirement in self.requirements:
+            package = closure.get(requirement.name)
+            if package is None:
+                picks.append(PackagePick.absent(requirement))
+                continue
+            pinning = {n for n in fitting if attempt.evidence[n].release}
+            chain = (
+                closure.chain(package.name, pinning)
+                or closure.chain(package.name, exact)
+                or closure.chain(package.name, fitting)
+            )
+            if toolkit is not None and release_chain is None:
+                release_chain = closure.chain(package.name, {TOOLKIT})
+            origin = attempt.origins.get(package.name)
+            index, index_url = (
+                (origin.index, origin.url)
+                if origin and package.name in attempt.pages
+                else (
+                    self.flat_names.get((package.index_url or "").rstrip("/"), "?"),
+                    package.index_url or "",
+                )
+            )
+            picks.append(
+                PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
+            )
+        if toolkit is not None:
+            path = " → ".join(str(p) for p in release_chain) if release_chain else str(toolkit)
+            release_reason = f"{path} pins it"
+        else:
+            release_reason = f"the newest {line_text(line)} release in {live.described}"
+        verdict = None
+        if self.target.driver is None:
+            notes.append("no NVIDIA driver found and no --driver: planned by the packages alone")
+        else:
+            verdict = table.check(self.target.driver, release, reported=self.target.reported)
+            if verdict.verdict == "minor-version":
+                notes.append(
+                    f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}"
+                )
+        if not attempt.evidence:
+            notes.append(
+                "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
+                "or linked runtime): the newest line the driver and GPUs accept"
+            )
+        notes += [f"release list: {n}" for n in live.notes]
+        return PlanResult(
+            line=line,
+            release=release,
+            release_reason=release_reason,
+            releases=live,
+            driver=verdict,
+            packages=picks,
+            closure=closure,
+            evidence=attempt.evidence,
+            origins=attempt.origins,
+            pages=attempt.pages,
+            # The lines newer than the answer, each once, newest first: why they were passed over.
+            excluded=sorted(
+                {e.line: e for e in exclusions if e.line > line}.values(),
+                key=lambda e: e.line,
+                reverse=True,
+            ),
+            notes=notes,
+            consulted=list(self.lines.consulted),
+            target=self.target,
+            job=attempt.job,
+        )
+
+
+def named_release(attempt: Attempt, live: LiveReleases) -> str:
+    """The toolkit release a plan names: the one the closure pins, else the line's newest."""
+    pinned = next((e.release for e in attempt.evidence.values() if e.release), None)
+    return pinned or live.newest(attempt.line) or f"{line_text(attempt.line)}.0"

@@ -1,0 +1,328 @@
+"""What a plan answers, as data: the line, the release, each package and why, what was
+excluded; the install commands that keep what the user asked; the no-line error."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from cudaup.core.compat import Compatibility, CompatTable
+from cudaup.core.driver import CudaVersion, DriverVersion, GpuInfo
+from cudaup.core.platforms import Platform
+from cudaup.errors import NoCommonLineError
+from cudaup.plan.closure import Closure, Resolved
+from cudaup.plan.lines import Evidence, Line, describe_lines, line_text
+from cudaup.plan.survey import Page
+from cudaup.plan.uv import CompileJob
+from cudaup.resolve.pypi import DistFile
+from cudaup.resolve.releases import LiveReleases
+
+PYPI = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    python: tuple[int, int]
+    platform: Platform
+    driver: DriverVersion | None
+    reported: CudaVersion | None
+    gpus: tuple[GpuInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The per-line index a project was taken from on one line."""
+
+    index: str
+    url: str
+    line: Line
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A line the plan did not choose, and why (``kind``: driver, gpu, index, resolution,
+    inconsistent)."""
+
+    line: Line
+    kind: str
+    message: str
+    packages: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{line_text(self.line)}: {self.message}"
+
+    def summary(self) -> str:
+        """One line for people: uv's explanation cut to its first sentence."""
+        text = self.message
+        if self.kind == "resolution":
+            cut = text.find(", we can conclude")
+            text = text[:cut] if cut > 0 else text
+            text = f"no resolution ({text})" if text else "no resolution"
+        if len(text) > 300:
+            text = text[:297] + "…"
+        return f"{line_text(self.line)}: {text}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "line": line_text(self.line),
+            "kind": self.kind,
+            "message": self.message,
+            "packages": list(self.packages),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PackagePick:
+    """One requested package in the plan: the version chosen and what fixed its line."""
+
+    requirement: Requirement
+    name: str
+    version: str | None
+    index: str | None
+    index_url: str | None
+    chain: tuple[str, ...]
+    #: "CUDA 13.0", "CUDA 12.x" or "no CUDA"; None when nothing names a line.
+    cuda: str | None
+    #: What the end of the chain shows: "cuda-toolkit 13.0.3", "from https://…/cu130".
+    evidence: str | None
+    note: str | None
+
+    @classmethod
+    def absent(cls, requirement: Requirement) -> PackagePick:
+        return cls(
+            requirement,
+            canonicalize_name(requirement.name),
+            None,
+            None,
+            None,
+            (),
+            None,
+            None,
+            "its environment marker leaves it out on this target",
+        )
+
+    @classmethod
+    def of(
+        cls,
+        requirement: Requirement,
+        package: Resolved,
+        index: str,
+        index_url: str,
+        chain: list[Resolved] | None,
+        evidence: Mapping[str, Evidence],
+    ) -> PackagePick:
+        note = None
+        found = evidence[chain[-1].name] if chain else None
+        if found is None:
+            note = "nothing it resolves to names a CUDA line: it constrains nothing"
+        return cls(
+            requirement,
+            package.name,
+            str(package.version),
+            index,
+            index_url,
+            tuple(str(p) for p in chain or ()),
+            found.cuda() if found else None,
+            found.how if found else None,
+            note,
+        )
+
+    @property
+    def constrains(self) -> bool:
+        return self.evidence is not None
+
+    def pinned(self) -> str:
+        """The requirement as asked, pinned: extras and marker kept."""
+        if self.version is None:
+            return str(self.requirement)
+        extras = f"[{','.join(sorted(self.requirement.extras))}]" if self.requirement.extras else ""
+        marker = f"; {self.requirement.marker}" if self.requirement.marker else ""
+        return f"{self.requirement.name}{extras}=={self.version}{marker}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requirement": str(self.requirement),
+            "name": self.name,
+            "version": self.version,
+            "index": self.index,
+            "index_url": self.index_url,
+            "chain": list(self.chain),
+            "cuda": self.cuda,
+            "evidence": self.evidence,
+            "constrains": self.constrains,
+            "note": self.note,
+        }
+
+
+@dataclass
+class PlanResult:
+    line: Line
+    release: str
+    release_reason: str
+    releases: LiveReleases
+    driver: Compatibility | None
+    packages: list[PackagePick]
+    closure: Closure
+    evidence: dict[str, Evidence]
+    origins: dict[str, Origin]
+    pages: dict[str, tuple[DistFile, ...]]
+    excluded: list[Exclusion]
+    notes: list[str]
+    consulted: list[Page]
+    target: Target
+    job: CompileJob
+
+    def pins(self) -> list[str]:
+        """What to install: each request pinned as asked, and every package taken from a
+        per-line index pinned to that build (``torch==2.14.0+cu130``)."""
+        pins = [pick.pinned() for pick in self.packages]
+        asked = {pick.name for pick in self.packages}
+        for package in self.closure:
+            if package.name in self.origins and package.name not in asked:
+                pins.append(f"{package.name}=={package.version}")
+        return pins
+
+    def extra_index_urls(self) -> list[str]:
+        """The per-line indexes the closure takes packages from."""
+        return sorted({self.origins[p.name].url for p in self.closure if p.name in self.origins})
+
+    def default_index(self) -> str:
+        return self.job.default_index
+
+    def pip_command(self) -> str:
+        words = ["pip", "install", *self.pins()]
+        if self.default_index().rstrip("/") != PYPI:
+            words += ["--index-url", self.default_index()]
+        for url in self.extra_index_urls():
+            words += ["--extra-index-url", url]
+        return " ".join(shlex.quote(w) for w in words)
+
+    def uv_command(self) -> str:
+        words = ["uv", "pip", "install", *self.pins()]
+        for url in self.extra_index_urls():
+            words += ["--index", url]
+        if self.default_index().rstrip("/") != PYPI:
+            words += ["--default-index", self.default_index()]
+        return " ".join(shlex.quote(w) for w in words)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 2,
+            "cuda_line": line_text(self.line),
+            "release": self.release,
+            "release_reason": self.release_reason,
+            "releases": self.releases.to_json(),
+            "driver": self.driver.to_json() if self.driver else None,
+            "install": f"cudaup install {self.release} --components nvcc,cudart",
+            "packages": [p.to_json() for p in self.packages],
+            "closure": [
+                {
+                    "name": p.name,
+                    "version": str(p.version),
+                    "index_url": self.origins[p.name].url
+                    if p.name in self.origins
+                    else p.index_url,
+                    "cuda": self.evidence[p.name].cuda() if p.name in self.evidence else None,
+                }
+                for p in self.closure
+            ],
+            "excluded": [e.to_json() for e in self.excluded],
+            "notes": self.notes,
+            "indexes": [page.to_json() for page in self.consulted],
+            "pip": self.pip_command(),
+            "uv": self.uv_command(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """One requested package resolved by itself: the lines it resolves on, and the
+    newest line's reason where it does not."""
+
+    requirement: str
+    lines: list[Line]
+    failure: Exclusion | None
+
+
+def explain(
+    requirements: Sequence[Requirement],
+    lines: Sequence[Line],
+    excluded: Sequence[Exclusion],
+    alone: Sequence[Alone],
+    target: Target,
+    live: LiveReleases,
+    table: CompatTable,
+) -> NoCommonLineError:
+    """The no-line error: each package's lines, and what keeps them apart."""
+    blocked = {e.line: e for e in excluded if e.kind in {"driver", "gpu"}}
+    runnable = {line for line in lines if line not in blocked}
+    common = set(lines)
+    for package in alone:
+        common &= set(package.lines)
+    parts = []
+    for package in alone:
+        if package.lines:
+            parts.append(
+                f"{package.requirement} resolves on {describe_lines(package.lines, lines)}"
+            )
+        else:
+            why = f" ({package.failure.summary()})" if package.failure else ""
+            parts.append(f"{package.requirement} resolves on no CUDA line{why}")
+    if not lines:
+        head = "no CUDA release is known"
+    elif any(not package.lines for package in alone):
+        head = "a package resolves on no CUDA line"
+    elif len(alone) > 1 and not common:
+        head = "their CUDA lines do not meet"
+    elif not common & runnable:
+        newest = blocked[max(common)]
+        if len(alone) == 1:
+            head = f"{alone[0].requirement} resolves on {describe_lines(common, lines)}"
+            parts = []
+        else:
+            head = f"they meet only on {describe_lines(common, lines)}"
+        head += f", and {newest.message}"
+    else:
+        together = sorted(common & runnable)
+        newest_line = together[-1]
+        reason = next((e.summary() for e in excluded if e.line == newest_line), "")
+        head = (
+            f"each resolves alone on {describe_lines(together, lines)} but not together ({reason})"
+        )
+    if target.driver is not None and blocked:
+        ran = sorted(runnable)
+        parts.append(
+            f"driver {target.driver} runs {describe_lines(ran, lines) if ran else 'none of them'}"
+        )
+    message = "no CUDA line fits every package and the driver: " + "; ".join([head, *parts])
+    details = {
+        "packages": [
+            {
+                "requirement": package.requirement,
+                "lines": [line_text(ln) for ln in package.lines],
+                "reason": package.failure.to_json()
+                if package.failure and not package.lines
+                else None,
+            }
+            for package in alone
+        ],
+        "excluded": [e.to_json() for e in excluded],
+        "releases": live.to_json(),
+        "driver": str(target.driver) if target.driver else None,
+        "minor_version_floors": _driver_floor(table, lines),
+        "requirements": [str(r) for r in requirements],
+    }
+    return NoCommonLineError(message, details)
+
+
+def _driver_floor(table: CompatTable, lines: Sequence[Line]) -> dict[str, str | None]:
+    floors: dict[str, str | None] = {}
+    for major in sorted({ln[0] for ln in lines}):
+        floor = table.floor(f"{major}.0")
+        floors[f"{major}.x"] = str(floor) if floor else None
+    return floors

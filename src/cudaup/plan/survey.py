@@ -1,0 +1,155 @@
+"""What the indexes say before anything is resolved: do the requested projects,
+versions and wheels exist, and which index is down.
+
+One request per (index URL, project), concurrently, through the cached HTTP
+client (PEP 691 JSON when offered, else PEP 503 HTML).  A 404 means "this index
+does not have the project", an answer; any other failure leaves the index
+*unreachable*, and a plan that an unreachable index could change is not made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import compatible_tags, cpython_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from cudaup.core.platforms import Platform, describe, platform_tags, wheel_fits
+from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
+from cudaup.net.http import HttpClient
+from cudaup.plan.indexes import Index
+from cudaup.resolve.pypi import DistFile, PackageIndex
+from cudaup.util.parallel import map_concurrently
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One (index, tag, project) page: its files, or why there are none."""
+
+    index: str
+    tag: str
+    url: str
+    project: str
+    files: tuple[DistFile, ...] | None  # None: the index has no such project (404)
+    error: str | None = None  # set when the index could not be reached
+
+    def to_json(self) -> dict[str, str | None]:
+        status = "unreachable" if self.error else ("missing" if self.files is None else "ok")
+        return {
+            "index": self.index,
+            "tag": self.tag or None,
+            "url": self.url,
+            "project": self.project,
+            "status": status,
+            "error": self.error,
+        }
+
+
+def fetch_pages(
+    http: HttpClient, wanted: Sequence[tuple[Index, str, str]], workers: int
+) -> list[Page]:
+    """Pages for (index, tag, project) triples; unreachable ones are returned, not raised."""
+
+    def fetch(item: tuple[Index, str, str]) -> Page:
+        index, tag, project = item
+        url = index.urls[tag]
+        try:
+            files = PackageIndex(http, url).files(project)
+        except RemoteFileMissingError:
+            return Page(index.name, tag, url, project, None)
+        except NetworkError as exc:
+            return Page(index.name, tag, url, project, None, str(exc))
+        return Page(index.name, tag, url, project, tuple(files))
+
+    return map_concurrently(fetch, list(wanted), workers)
+
+
+def unreachable_error(pages: Sequence[Page]) -> NetworkError | None:
+    down = [p for p in pages if p.error]
+    if not down:
+        return None
+    names = sorted({p.index for p in down})
+    first = down[0]
+    return NetworkError(
+        f"could not reach {', '.join(names)} ({first.url}: {first.error}); it could change the "
+        f"plan, so none is made: retry, or leave it out with --index"
+    )
+
+
+def _python_fits(file: DistFile, python: tuple[int, int]) -> bool:
+    if not file.requires_python:
+        return True
+    try:
+        return SpecifierSet(file.requires_python).contains(f"{python[0]}.{python[1]}.0")
+    except InvalidSpecifier:
+        return True  # uv decides; an unreadable field is not a reason to refuse here
+
+
+def check_requested(
+    requirement: Requirement,
+    pages: Sequence[Page],
+    python: tuple[int, int],
+    platform: Platform,
+) -> None:
+    """Raise :class:`PackageNotFoundError` when no consulted index has the project, no
+    version matches the specifier, or no matching version has a wheel for the target."""
+    name = canonicalize_name(requirement.name)
+    mine = [p for p in pages if p.project == name and not p.error]
+    consulted = ", ".join(sorted({f"{p.index} ({p.url})" for p in mine}))
+    present = [p for p in mine if p.files is not None]
+    if not present:
+        raise PackageNotFoundError(f"no index consulted has a project named {name!r}: {consulted}")
+    files = [f for p in present for f in p.files or () if not f.yanked and f.version is not None]
+    prereleases = bool(requirement.specifier.prereleases)
+    matching = [
+        f
+        for f in files
+        if f.version is not None
+        and requirement.specifier.contains(f.version, prereleases=prereleases)
+    ]
+    if not matching:
+        versions = sorted({f.version for f in files if f.version is not None})
+        newest = f" (newest: {versions[-1]})" if versions else ""
+        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}")
+    fitting = [
+        f
+        for f in matching
+        if f.is_wheel and wheel_fits(f.filename, platform, python) and _python_fits(f, python)
+    ]
+    if not fitting:
+        newest_matching = max(f.version for f in matching if f.version is not None)
+        raise PackageNotFoundError(
+            f"{requirement} has no wheel for CPython {python[0]}.{python[1]} on "
+            f"{describe(platform)} ({platform}) on {consulted} "
+            f"(newest matching version: {newest_matching})"
+        )
+
+
+def best_wheel(
+    files: Sequence[DistFile], version: Version, python: tuple[int, int], platform: Platform
+) -> DistFile | None:
+    """The wheel of ``version`` an installer would pick for the target: the most specific tag."""
+    order = list(cpython_tags(python, platforms=platform_tags(platform)))
+    order += list(compatible_tags(python, f"cp{python[0]}{python[1]}", platform_tags(platform)))
+    rank = {tag: position for position, tag in enumerate(order)}
+    best: tuple[int, DistFile] | None = None
+    for file in files:
+        if not file.is_wheel or file.yanked or file.version != version:
+            continue
+        try:
+            tags = parse_wheel_filename(file.filename)[3]
+        except ValueError:
+            continue
+        score = min((rank[t] for t in tags if t in rank), default=None)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, file)
+    return best[1] if best else None
+
+
+def is_pure(file: DistFile) -> bool:
+    """A wheel for every platform (``-none-any``) ships no extension module."""
+    return file.filename.endswith("-none-any.whl")

@@ -1,0 +1,119 @@
+"""``cudaup plan`` on the command line: the index table, JSON, exit codes, the export."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli
+from tests.plan.pyindex import IndexServer
+from tests.plan.world import build
+
+TARGET = ("--driver", "590.48.01", "--python", "3.12", "--platform", "linux-x86_64")
+
+
+@pytest.fixture
+def world(
+    index_server: IndexServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> IndexServer:
+    """The loopback world, with the user's index table pointing pytorch at it."""
+    build(index_server)
+    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url("pypi"))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    urls = "".join(
+        f'{tag} = "{index_server.url(f"torch-{tag}")}"\n' for tag in ("cu128", "cu130", "cu132")
+    )
+    (home / "indexes.toml").write_text(
+        f'[indexes.pytorch]\nprojects = ["torch"]\n[indexes.pytorch.urls]\n{urls}'
+    )
+    return index_server
+
+
+def test_json_plan(world: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_cli(
+        capsys, "plan", "torch", "--index", "pypi", "--index", "pytorch", *TARGET, "--json"
+    )
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["schema"] == 2 and document["cuda_line"] == "13.2"
+    assert document["release"] == "13.2.0" and document["releases"]["source"] == "pypi"
+    assert document["driver"]["verdict"] == "minor-version"
+    (package,) = document["packages"]
+    assert package["version"] == "2.12.0+cu132" and package["index"] == "pytorch"
+    assert package["evidence"] == f"from {world.url('torch-cu132')}"
+    assert (
+        document["uv"]
+        == f"uv pip install torch==2.12.0+cu132 --index {world.url('torch-cu132')} --default-index {world.url('pypi')}"
+    )
+    assert "--extra-index-url" in document["pip"]
+
+
+def test_text_plan_names_its_release_list(
+    world: IndexServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "plan", "servellm", "--index", "pypi", "--index", "pytorch", *TARGET)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert (
+        lines[0]
+        == "CUDA 13.0: install 13.0.2 (servellm 1.0 → torch 2.11.0+cu130 → cuda-toolkit 13.0.2 pins it)"
+    )
+    assert f"releases: the versions of cuda-toolkit on {world.url('pypi')}" in lines
+    assert any(line.startswith("excluded 13.2: no resolution") for line in lines)
+
+
+def test_exit_codes(world: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = run_cli(capsys, "plan", "no-such-project", "--index", "pypi", *TARGET)
+    assert missing.code == 15 and "no index consulted has a project named" in missing.err
+    failed = run_cli(
+        capsys, "plan", "onnxish-gpu[cuda]", "--index", "pypi", "--driver", "570.124.06",
+        "--python", "3.12", "--platform", "linux-x86_64", "--json",
+    )  # fmt: skip
+    assert failed.code == 13
+    error = failed.json()["error"]
+    assert error["kind"] == "no-common-line" and error["exit_code"] == 13
+    assert error["details"]["packages"][0]["lines"] == ["13.2", "13.0"]
+    kinds = {e["line"]: e["kind"] for e in error["details"]["excluded"]}
+    assert kinds == {"13.2": "driver", "13.0": "driver", "12.9": "resolution", "12.8": "resolution"}
+    unknown = run_cli(capsys, "plan", "torch", "--index", "pypi", "--cuda", "13.1", *TARGET)
+    assert unknown.code == 3 and "no CUDA 13.1 release is known" in unknown.err
+    # The shipped table's FlashInfer index cannot be reached from here: no plan is made.
+    down = run_cli(capsys, "plan", "flashinfer-jit-cache", *TARGET)
+    assert down.code == 5 and "could not reach flashinfer" in down.err and "--index" in down.err
+    bad = run_cli(capsys, "plan", "torch", "--cuda", "thirteen", *TARGET)
+    assert bad.code == 2
+
+
+def test_export_keeps_extras_and_builds(
+    world: IndexServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lock = tmp_path / "stack.lock"  # any name: uv's own naming rule is cudaup's to meet
+    result = run_cli(
+        capsys, "plan", "jaxish[cuda13]", "--index", "pypi", *TARGET, "--export", str(lock)
+    )
+    assert result.code == 0, result.err
+    packages = {p["name"]: p for p in tomllib.loads(lock.read_text())["packages"]}
+    assert set(packages) == {"jaxish", "jaxish-cuda13-plugin", "nvidia-cuda-runtime"}
+    assert packages["nvidia-cuda-runtime"]["version"] == "13.2.51"
+    built = tmp_path / "torch.toml"
+    result = run_cli(
+        capsys, "plan", "torch", "--index", "pypi", "--index", "pytorch", "--cuda", "13.0",
+        *TARGET, "--export", str(built),
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    torch = next(p for p in tomllib.loads(built.read_text())["packages"] if p["name"] == "torch")
+    assert torch["version"] == "2.11.0+cu130"
+    assert torch["wheels"][0]["url"].startswith(world.url("torch-cu130"))
+    assert "file:" not in built.read_text()
+
+
+def test_pypi_unreachable_is_exit_5(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDAUP_PYPI_URL", "http://127.0.0.1:9/simple")
+    result = run_cli(capsys, "plan", "torch==2.11.0", "--index", "pypi", *TARGET, "--json")
+    assert result.code == 5 and result.json()["error"]["kind"] == "network"
+    assert "could not reach pypi" in result.err
