@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cudaup.errors import EXIT_CODES
 from tests.helpers import run_cli
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build
@@ -67,7 +68,10 @@ def test_text_plan_names_its_release_list(
 
 def test_exit_codes(world: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
     missing = run_cli(capsys, "plan", "no-such-project", "--index", "pypi", *TARGET)
-    assert missing.code == 15 and "no index consulted has a project named" in missing.err
+    assert (
+        missing.code == EXIT_CODES["package-not-found"]
+        and "no index consulted has a project named" in missing.err
+    )
     failed = run_cli(
         capsys, "plan", "onnxish-gpu[cuda]", "--index", "pypi", "--driver", "570.124.06",
         "--python", "3.12", "--platform", "linux-x86_64", "--json",

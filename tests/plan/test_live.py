@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cudaup.errors import EXIT_CODES
 from tests.helpers import CliResult, run_cli
 
 pytestmark = pytest.mark.pypi
@@ -99,6 +100,12 @@ def test_a_cpu_only_build_is_named(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_what_pypi_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
     missing = _plan(capsys, "cudaup-no-such-project-0f3a", "--driver", "590.48.01", *X86)
-    assert missing.code == 15 and missing.json()["error"]["kind"] == "package-not-found"
+    assert (
+        missing.code == EXIT_CODES["package-not-found"]
+        and missing.json()["error"]["kind"] == "package-not-found"
+    )
     version = _plan(capsys, "torch==9.9.9", "--driver", "590.48.01", *X86)
-    assert version.code == 15 and "matches no version" in version.json()["error"]["message"]
+    assert (
+        version.code == EXIT_CODES["package-not-found"]
+        and "matches no version" in version.json()["error"]["message"]
+    )
