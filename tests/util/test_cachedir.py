@@ -117,6 +117,7 @@ def test_cli_cache_and_uninstall_hint(
     pruned = run_cli(capsys, "cache", "prune", "--json").json()
     assert len(pruned["removed"]) == 2 and pruned["freed_bytes"] > 0
     assert not Store(tmp_path / "home").installed()
+    monkeypatch.setattr(cachedir, "CLEAN_WAIT", 0.2)  # the real 10 s is for people
     with cachedir.using(root):
         busy = run_cli(capsys, "cache", "clean")
     assert busy.code == EXIT_CODES["locked"] and "try again" in busy.err

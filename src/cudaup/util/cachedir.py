@@ -39,6 +39,8 @@ AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
 #: unpacked/<STAGING_PREFIX>...: a tree being unpacked, renamed to its sha256 when done
 STAGING_PREFIX = ".tmp-"
+#: How long ``prune``/``clean`` wait for running installs before giving up (exit 11).
+CLEAN_WAIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +322,7 @@ def _remove(path: Path, report: Cleanup, root: Path) -> None:
     report.freed += freed
 
 
-def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
+def prune(root: Path, *, wait: float | None = None) -> Cleanup:
     """Remove what no installed toolkit needs; keep what is in use and what resumes.
 
     Removed: unpacked trees no toolkit links to, finished downloads (installs unpack
@@ -331,7 +333,7 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
     report = Cleanup(root)
     with (
         explained("cannot prune the cache", root, [cache_place(root)]),
-        _flock(root, exclusive=True, wait=wait),
+        _flock(root, exclusive=True, wait=CLEAN_WAIT if wait is None else wait),
     ):
         # Under the exclusive lock no install is at work: any staging is dead.
         for path in _prunable(root):
@@ -339,7 +341,7 @@ def prune(root: Path, *, wait: float = 10.0) -> Cleanup:
     return report
 
 
-def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
+def clean(root: Path, *, wait: float | None = None) -> Cleanup:
     """Remove everything in the cache (installed toolkits keep their own links).
 
     Lock files stay: they are empty, and a running ``cudaup download`` (which does not
@@ -348,7 +350,7 @@ def clean(root: Path, *, wait: float = 10.0) -> Cleanup:
     report = Cleanup(root)
     with (
         explained("cannot clean the cache", root, [cache_place(root)]),
-        _flock(root, exclusive=True, wait=wait),
+        _flock(root, exclusive=True, wait=CLEAN_WAIT if wait is None else wait),
     ):
         for name in AREAS:
             if name == "locks":
