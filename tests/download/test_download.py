@@ -422,17 +422,31 @@ def _cli(tmp_path: Path, url: str, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _recorded(state: Path) -> int:
+    """Bytes the resume state file counts as on disk (0 while there is none)."""
+    try:
+        saved = json.loads(state.read_text())  # replaced atomically: never half written
+    except FileNotFoundError:
+        return 0
+    return sum(pos - start for start, pos, _end in saved["segments"])
+
+
 def test_sigint_then_rerun_resumes(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.add("/f.run", BODY, Fault(rate=4 * 1024 * 1024))
+    # Each range answer sends 256 KiB, then holds until the test lets it go: the process
+    # cannot finish before the signal, however loaded the machine is.
+    hold = threading.Event()
+    fault_server.add(
+        "/f.run", BODY, Fault(times=1), Fault(hang="body", hang_after=256 * 1024, until=hold)
+    )
     process = _cli(tmp_path, fault_server.url + "/f.run", "--connections", "4")
     state = tmp_path / "out/f.run.part.json"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if state.exists() and fault_server.sent() > SIZE // 4:
-            break
+    deadline = time.monotonic() + 60
+    while _recorded(state) == 0:  # the state file, rewritten every second, counts bytes
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _out, err = process.communicate(timeout=20)
+    _out, err = process.communicate(timeout=60)
+    hold.set()
     assert process.returncode == 130, err
     assert "run the same command again to resume" in err
     saved = json.loads(state.read_text())

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import urllib3
 
-from cudaup.errors import (
-    NetworkError,
-    RemoteFileMissingError,
-)
-from cudaup.net.http import HttpClient
+from cudaup.download.watch import Flow, Watchdog
+from cudaup.errors import NetworkError, RemoteFileMissingError
+from cudaup.net.http import HttpClient, describe
 
 CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 #: Socket reads adapt between these sizes (see :func:`read_body`).
 MIN_READ = 64 * 1024
 MAX_READ = 1024 * 1024
+#: Requests that fail in a row without moving the download forward before it gives up.
 MAX_FAILURES = 6
+#: What a connection that fails raises (a request sent with ``retry=False``).
+TRANSIENT = (urllib3.exceptions.HTTPError, ConnectionError)
 
 
 class RemoteChangedError(Exception):
@@ -28,11 +30,32 @@ class RemoteChangedError(Exception):
 
 
 class NoRangesError(Exception):
-    """The server answered a range request with the whole file."""
+    """The server answered a range request with the whole file, unchanged."""
 
 
 class RetryableError(Exception):
-    """A transient failure of one request: short body, bad range, stall."""
+    """A transient failure of one request: a broken connection, a short body, a bad
+    range, 5xx; retried within the budget."""
+
+    @classmethod
+    def of(cls, exc: BaseException, flow: Flow | None = None) -> RetryableError:
+        """``exc`` (one of :data:`TRANSIENT`) in words, or why the watchdog dropped ``flow``."""
+        if flow is not None and flow.dropped:
+            return cls(flow.dropped)
+        if isinstance(exc, urllib3.exceptions.HTTPError):
+            return cls(describe(exc))
+        return cls(str(exc) or type(exc).__name__)
+
+
+class BusyError(RetryableError):
+    """503 or 429: the server wants fewer connections, or to be asked again later."""
+
+    def __init__(self, status: int, retry_after: str | None) -> None:
+        super().__init__(
+            f"HTTP {status}" + (f", Retry-After: {retry_after}" if retry_after else "")
+        )
+        self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +64,7 @@ class Remote:
     size: int | None
     etag: str | None
     last_modified: str | None
+    #: whether the server answered the probe's range request with a 206
     ranges: bool
 
     @property
@@ -50,23 +74,102 @@ class Remote:
             return self.etag
         return self.last_modified
 
+    def range_headers(self, start: int, stop: int | None = None) -> dict[str, str]:
+        """``Range`` (to ``stop``, or to the end) with ``If-Range``, identity encoding."""
+        wanted = f"bytes={start}-{stop - 1}" if stop is not None else f"bytes={start}-"
+        headers = {"Range": wanted, "Accept-Encoding": "identity"}
+        if self.validator:
+            headers["If-Range"] = self.validator
+        return headers
 
-def probe_remote(http: HttpClient, url: str) -> Remote:
-    """The probe, retried like any request when the connection breaks under it."""
-    for failures in range(MAX_FAILURES + 1):
+    def whole_file_answer(self, headers: Mapping[str, str]) -> Exception:
+        """What a 200 to a range request means: another version of the file (its
+        validators or size differ: :class:`RemoteChangedError`), or the same file from
+        a server that stopped honouring ranges (:class:`NoRangesError`)."""
+        changes = [
+            f"{name} {old!r} → {new!r}"
+            for name, old, new in (
+                ("ETag", self.etag, headers.get("ETag")),
+                ("Last-Modified", self.last_modified, headers.get("Last-Modified")),
+            )
+            if old and new and old != new
+        ]
+        length = headers.get("Content-Length", "")
+        if self.size is not None and length.isdigit() and int(length) != self.size:
+            changes.append(f"size {self.size} → {length}")
+        if changes:
+            return RemoteChangedError(f"the server sent another version: {'; '.join(changes)}")
+        return NoRangesError("the server answered a range request with the whole file")
+
+
+def refuse_status(url: str, status: int, headers: Mapping[str, str]) -> Exception:
+    """What a status that is neither 200 nor 206 means for a download request."""
+    if status in {429, 503}:
+        return BusyError(status, headers.get("Retry-After"))
+    if 400 <= status < 500 and status != 408:
+        return RemoteFileMissingError(f"{url} answered HTTP {status}", url, status)
+    return RetryableError(f"HTTP {status}")
+
+
+def answered_range(
+    headers: Mapping[str, str], start: int, stop: int | None, size: int | None
+) -> int:
+    """The end (exclusive) of the bytes a 206 carries, checked against what was asked.
+
+    The answer must start where asked, end no later than asked (a server may send a
+    shorter prefix, its own chunk limit: the rest is asked for next), and agree on the
+    file's size.
+    """
+    header = headers.get("Content-Range", "")
+    match = CONTENT_RANGE.match(header)
+    if match is not None:
+        first, last, total = int(match.group(1)), int(match.group(2)), match.group(3)
+        if (
+            first == start
+            and first <= last
+            and (stop is None or last < stop)
+            and (total == "*" or size is None or int(total) == size)
+            and (size is None or last < size)
+        ):
+            return last + 1
+    asked = f"{start}-{stop - 1}" if stop is not None else f"{start}-"
+    raise RetryableError(f"asked for bytes {asked} but got {header or 'no Content-Range'}")
+
+
+def probe_remote(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
+    """The probe, retried like any request of the download, within its stall limit."""
+    failures = 0
+    while True:
+        retry_after: str | None = None
         try:
-            return _probe_once(http, url)
-        except (urllib3.exceptions.HTTPError, ConnectionError) as exc:
-            if failures == MAX_FAILURES:
-                raise NetworkError(
-                    f"{url}: the probe failed {failures + 1} times ({exc})"
-                ) from None
-            http.backoff.wait(failures)
-    raise AssertionError("unreachable")  # pragma: no cover
+            return _probe_once(http, url, watchdog)
+        except BusyError as exc:
+            error: Exception = exc
+            retry_after = exc.retry_after
+        except RetryableError as exc:
+            error = exc
+        watchdog.note_failure(None, error)
+        failures += 1
+        if failures > MAX_FAILURES:
+            raise NetworkError(f"{url}: the probe failed {failures} times ({error})") from None
+        stalled = watchdog.stall_error(urlsplit(url).netloc)
+        if stalled is not None:
+            raise stalled
+        http.backoff.wait(failures - 1, retry_after)
 
 
-def _probe_once(http: HttpClient, url: str) -> Remote:
-    raw = http.open("GET", url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"})
+def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
+    with watchdog.flow():
+        try:
+            raw = http.open(
+                "GET",
+                url,
+                {"Range": "bytes=0-0", "Accept-Encoding": "identity"},
+                timeout=watchdog.request_timeout(),
+                retry=False,
+            )
+        except TRANSIENT as exc:
+            raise RetryableError.of(exc) from None
     try:
         status, headers = raw.status, raw.headers
         final_url = str(raw.url or url)
@@ -74,18 +177,20 @@ def _probe_once(http: HttpClient, url: str) -> Remote:
             match = CONTENT_RANGE.match(headers.get("Content-Range", ""))
             total = match.group(3) if match else "*"
             size = int(total) if total.isdigit() else None
-            raw.read()
-            ranges = size is not None
+            try:
+                raw.read()
+            except TRANSIENT as exc:
+                raise RetryableError.of(exc) from None
+            ranges = match is not None
         elif status == 200:
             length = headers.get("Content-Length", "")
             size, ranges = (int(length) if length.isdigit() else None), False
         elif status == 416:
             total = headers.get("Content-Range", "").rsplit("/", 1)[-1]
             size, ranges = (int(total) if total.isdigit() else 0), True
-        elif 400 <= status < 500:
-            raise RemoteFileMissingError(f"{url} answered HTTP {status}", url, status)
         else:
-            raise NetworkError(f"{url} answered HTTP {status}")
+            raise refuse_status(url, status, headers)
+        watchdog.answered()
         return Remote(final_url, size, headers.get("ETag"), headers.get("Last-Modified"), ranges)
     finally:
         if raw.status == 206:
@@ -98,19 +203,27 @@ class Body(Protocol):
     def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes: ...
 
 
-def read_body(raw: Body, clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
+def read_body(
+    raw: Body, clock: Callable[[], float] = time.monotonic, flow: Flow | None = None
+) -> Iterator[bytes]:
     """The response body in reads sized to about a tenth of a second of transfer.
 
     Whatever-has-arrived reads (``read1``) hand over one TLS record (16 KiB) at a
     time: on a fast link that is thousands of wake-ups, writes and GIL hand-offs per
     file, which made Python the bottleneck (0.2 s of CPU per 60 MB).  Fixed large
     reads would make a slow link's progress and a stolen segment's stop lag.  So the
-    size doubles while reads return quickly and halves when one takes long.
+    size doubles while reads return quickly and halves when one takes long.  ``flow``
+    learns each read's size and result (the speed floor measures it).
     """
     size = MIN_READ
     while True:
         began = clock()
+        if flow is not None:
+            flow.reading = size
         chunk = raw.read(size, decode_content=False)
+        if flow is not None:
+            flow.reading = 0
+            flow.received += len(chunk)
         if not chunk:
             return
         elapsed = clock() - began
