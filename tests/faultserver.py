@@ -18,6 +18,7 @@ import hashlib
 import http.server
 import random
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -87,6 +88,13 @@ class Resource:
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (cudaup dropping a slow connection) is no server error."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 class FaultServer:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.resources: dict[str, Resource] = {}
@@ -114,7 +122,7 @@ class FaultServer:
             def do_GET(self) -> None:
                 owner.handle(self, body=True)
 
-        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.server = _QuietServer((host, 0), Handler)
         self.host = host
         self.server.daemon_threads = True
         self.server.block_on_close = False

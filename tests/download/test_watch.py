@@ -100,7 +100,7 @@ def test_a_trickle_is_not_progress_a_window_at_the_floor_is() -> None:
         for _ in range(31):
             clock.now += 1
             watchdog.progressed(2)  # two bytes a second, reconnecting or not
-        watchdog.note_failure(None, TimeoutError("read timed out"))
+        watchdog.note_failure(TimeoutError("read timed out"))
         error = watchdog.stall_error("h")
         assert error is not None
         assert str(error) == (

@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import urllib3
@@ -14,6 +14,8 @@ import urllib3
 from cudaup.download.watch import Flow, Watchdog
 from cudaup.errors import NetworkError, RemoteFileMissingError
 from cudaup.net.http import HttpClient, describe
+
+T = TypeVar("T")
 
 CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 #: Socket reads adapt between these sizes (see :func:`read_body`).
@@ -35,7 +37,10 @@ class NoRangesError(Exception):
 
 class RetryableError(Exception):
     """A transient failure of one request: a broken connection, a short body, a bad
-    range, 5xx; retried within the budget."""
+    range, 5xx; retried within the :class:`Budget`."""
+
+    #: the server's ``Retry-After``, when it gave one
+    retry_after: str | None = None
 
     @classmethod
     def of(cls, exc: BaseException, flow: Flow | None = None) -> RetryableError:
@@ -136,51 +141,94 @@ def answered_range(
     raise RetryableError(f"asked for bytes {asked} but got {header or 'no Content-Range'}")
 
 
+class Budget:
+    """How the requests of one download (or of one of its segments) are retried.
+
+    At most :data:`MAX_FAILURES` failures in a row that bring no new byte, within the
+    watchdog's stall limit, each followed by the wait the one retry policy says (the
+    server's ``Retry-After`` when it gave one).
+    """
+
+    def __init__(self, http: HttpClient, watchdog: Watchdog, url: str) -> None:
+        self._http = http
+        self._watchdog = watchdog
+        self._url = url
+        self.failures = 0
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    def failed(self, error: RetryableError, *, progressed: bool, what: str) -> None:
+        """After ``what`` failed: raise when the download must end, else wait for the next try."""
+        self._watchdog.note_failure(error)
+        if (stalled := self._watchdog.stall_error(urlsplit(self._url).netloc)) is not None:
+            raise stalled
+        self.failures = 0 if progressed else self.failures + 1
+        if self.failures > MAX_FAILURES:
+            raise NetworkError(
+                f"{self._url}: {what} failed {self.failures} times in a row without progress "
+                f"({error})"
+            )
+        self._http.backoff.wait(self.failures, error.retry_after)
+
+
 def probe_remote(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
     """The probe, retried like any request of the download, within its stall limit."""
-    failures = 0
+    budget = Budget(http, watchdog, url)
     while True:
-        retry_after: str | None = None
         try:
             return _probe_once(http, url, watchdog)
-        except BusyError as exc:
-            error: Exception = exc
-            retry_after = exc.retry_after
         except RetryableError as exc:
-            error = exc
-        watchdog.note_failure(None, error)
-        failures += 1
-        if failures > MAX_FAILURES:
-            raise NetworkError(f"{url}: the probe failed {failures} times ({error})") from None
-        stalled = watchdog.stall_error(urlsplit(url).netloc)
-        if stalled is not None:
-            raise stalled
-        http.backoff.wait(failures - 1, retry_after)
+            budget.failed(exc, progressed=False, what="the probe")
+
+
+def ask(
+    http: HttpClient,
+    watchdog: Watchdog,
+    url: str,
+    headers: Mapping[str, str],
+    receive: Callable[[urllib3.BaseHTTPResponse, Flow], tuple[T, bool]],
+) -> T:
+    """One request of a download, watched from before it is sent until its body is read.
+
+    ``receive`` reads the answer and returns its result and whether it read the body to
+    its end (the connection then goes back to the pool; else it is closed).  A broken
+    connection, or one the watchdog dropped, raises :class:`RetryableError` saying why.
+    """
+    raw: urllib3.BaseHTTPResponse | None = None
+    drained = False
+    try:
+        with watchdog.flow() as flow:
+            try:
+                raw = http.open(
+                    "GET", url, headers, timeout=watchdog.request_timeout(), retry=False
+                )
+                watchdog.attach(flow, raw)
+                result, drained = receive(raw, flow)
+                return result
+            except TRANSIENT as exc:
+                raise RetryableError.of(exc, flow) from None
+            except RetryableError:
+                if flow.dropped:  # a short body because the watchdog shut the socket
+                    raise RetryableError(flow.dropped) from None
+                raise
+    finally:
+        # After the flow is unregistered: a drop never shuts a socket another request took.
+        if raw is not None:
+            if drained:
+                raw.release_conn()
+            else:
+                raw.close()
 
 
 def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
-    with watchdog.flow():
-        try:
-            raw = http.open(
-                "GET",
-                url,
-                {"Range": "bytes=0-0", "Accept-Encoding": "identity"},
-                timeout=watchdog.request_timeout(),
-                retry=False,
-            )
-        except TRANSIENT as exc:
-            raise RetryableError.of(exc) from None
-    try:
+    def receive(raw: urllib3.BaseHTTPResponse, _flow: Flow) -> tuple[Remote, bool]:
         status, headers = raw.status, raw.headers
-        final_url = str(raw.url or url)
         if status == 206:
             match = CONTENT_RANGE.match(headers.get("Content-Range", ""))
             total = match.group(3) if match else "*"
             size = int(total) if total.isdigit() else None
-            try:
-                raw.read()
-            except TRANSIENT as exc:
-                raise RetryableError.of(exc) from None
+            raw.read()
             ranges = match is not None
         elif status == 200:
             length = headers.get("Content-Length", "")
@@ -191,12 +239,13 @@ def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
         else:
             raise refuse_status(url, status, headers)
         watchdog.answered()
-        return Remote(final_url, size, headers.get("ETag"), headers.get("Last-Modified"), ranges)
-    finally:
-        if raw.status == 206:
-            raw.release_conn()
-        else:
-            raw.close()  # never read a whole 200 body just to reuse the connection
+        remote = Remote(
+            str(raw.url or url), size, headers.get("ETag"), headers.get("Last-Modified"), ranges
+        )
+        # never read a whole 200 body just to reuse the connection
+        return remote, status == 206
+
+    return ask(http, watchdog, url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"}, receive)
 
 
 class Body(Protocol):

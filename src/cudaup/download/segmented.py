@@ -24,13 +24,13 @@ import urllib3
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import HASH_BLOCK, publish
 from cudaup.download.remote import (
-    MAX_FAILURES,
-    TRANSIENT,
+    Budget,
     BusyError,
     Remote,
     RemoteChangedError,
     RetryableError,
     answered_range,
+    ask,
     read_body,
     refuse_status,
 )
@@ -42,10 +42,9 @@ from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
 from cudaup.util.parallel import CancelledError
 
-#: How often the resume state is rewritten while the download runs, in seconds.
+#: How often the resume state is rewritten while the download runs, in seconds (progress
+#: is reported every :data:`~cudaup.download.watch.TICK`).
 STATE_INTERVAL = 1.0
-#: How often progress is reported, in seconds.
-PROGRESS_INTERVAL = TICK
 
 
 class Transfer:
@@ -131,62 +130,39 @@ class Transfer:
 
     def _fetch_segment(self, segment: Segment) -> bool:
         """Fill ``segment`` (or until it is stolen); whether this worker was retired."""
-        failures = 0
+        budget = Budget(self.http, self.watchdog, self.request.url)
         while not segment.done and not self.plan.cancelled:
             before = segment.pos
-            retry_after: str | None = None
             try:
                 with self.slot():
                     self._request_range(segment)
-                failures = 0
+                budget.succeeded()
                 continue  # done, stolen, or a shorter answer whose rest is asked for now
             except BusyError as exc:
                 if self._retire(exc):
                     return True
-                error: Exception = exc
-                retry_after = exc.retry_after
+                error: RetryableError = exc
             except RetryableError as exc:
                 error = exc
             if self.plan.cancelled:
                 break
-            self.watchdog.note_failure(None, error)
-            failures = 0 if segment.pos > before else failures + 1
-            if failures > MAX_FAILURES:
-                raise NetworkError(
-                    f"{self.request.url}: bytes {segment.pos}-{segment.end - 1} failed "
-                    f"{failures} times in a row without progress ({error})"
-                ) from None
-            self.http.backoff.wait(failures, retry_after)
+            what = f"bytes {segment.pos}-{segment.end - 1}"
+            budget.failed(error, progressed=segment.pos > before, what=what)
         return False
 
     def _request_range(self, segment: Segment) -> None:
         start, stop = segment.pos, segment.end
-        raw: urllib3.BaseHTTPResponse | None = None
-        drained = False
-        try:
-            with self.watchdog.flow() as flow:
-                try:
-                    raw = self.http.open(
-                        "GET",
-                        self.remote.url,
-                        self.remote.range_headers(start, stop),
-                        timeout=self.watchdog.request_timeout(),
-                        retry=False,
-                    )
-                    self.watchdog.attach(flow, raw)
-                    drained = self._receive(raw, segment, start, stop, flow)
-                except TRANSIENT as exc:  # the watchdog may have shut it: then say why
-                    raise RetryableError.of(exc, flow) from None
-                except RetryableError:
-                    if flow.dropped:
-                        raise RetryableError(flow.dropped) from None
-                    raise
-        finally:
-            if raw is not None:
-                if drained:
-                    raw.release_conn()
-                else:
-                    raw.close()
+
+        def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[None, bool]:
+            return None, self._receive(raw, segment, start, stop, flow)
+
+        ask(
+            self.http,
+            self.watchdog,
+            self.remote.url,
+            self.remote.range_headers(start, stop),
+            receive,
+        )
 
     def _receive(
         self,
@@ -394,7 +370,7 @@ def fetch_segmented(
                     "notice",
                     plan.completed,
                     size,
-                    f"{host} answered {transfer.lowered_by}: using {told} connection"
+                    f"{host} answered {transfer.lowered_by}; using {told} connection"
                     f"{'s' if told > 1 else ''} from now on",
                 ),
             )

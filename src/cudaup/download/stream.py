@@ -22,20 +22,19 @@ import urllib3
 
 from cudaup.download.publish import publish
 from cudaup.download.remote import (
-    MAX_FAILURES,
-    TRANSIENT,
-    BusyError,
+    Budget,
     Remote,
     RemoteChangedError,
     RetryableError,
     answered_range,
+    ask,
     read_body,
     refuse_status,
 )
 from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
 from cudaup.download.target import Target, check_space
 from cudaup.download.watch import Flow, Watchdog, supervise
-from cudaup.errors import IntegrityError, NetworkError
+from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
 
 
@@ -74,9 +73,9 @@ class _Stream:
             self.error = exc
 
     def _run(self, handle: BinaryIO) -> None:
-        failures = best = 0
+        budget = Budget(self.http, self.watchdog, self.remote.url)
+        best = 0  # the furthest any attempt got: a restart from 0 must pass it to count
         while not self.stopped:
-            retry_after: str | None = None
             try:
                 if self._attempt(handle):
                     with self.target.explained(self.target.part, "write", 0):
@@ -84,24 +83,11 @@ class _Stream:
                         os.fsync(handle.fileno())
                     return
                 continue  # a shorter answer than asked: the rest is asked for now
-            except BusyError as exc:
-                error: Exception = exc
-                retry_after = exc.retry_after
             except RetryableError as exc:
-                error = exc
-            if self.stopped:
-                return
-            self.watchdog.note_failure(None, error)
-            if self.written > best:  # further than any attempt before: progress
-                best, failures = self.written, 0
-            else:
-                failures += 1
-            if failures > MAX_FAILURES:
-                raise NetworkError(
-                    f"{self.remote.url}: the download failed {failures} times in a row without "
-                    f"getting past byte {best} ({error})"
-                ) from None
-            self.http.backoff.wait(failures, retry_after)
+                if self.stopped:
+                    return
+                progressed, best = self.written > best, max(best, self.written)
+                budget.failed(exc, progressed=progressed, what="the download")
 
     def _attempt(self, handle: BinaryIO) -> bool:
         """One request; whether the file is complete."""
@@ -109,33 +95,11 @@ class _Stream:
         headers = (
             self.remote.range_headers(resume_at) if resume_at else {"Accept-Encoding": "identity"}
         )
-        raw: urllib3.BaseHTTPResponse | None = None
-        complete = drained = False
-        try:
-            with self.watchdog.flow() as flow:
-                try:
-                    raw = self.http.open(
-                        "GET",
-                        self.remote.url,
-                        headers,
-                        timeout=self.watchdog.request_timeout(),
-                        retry=False,
-                    )
-                    self.watchdog.attach(flow, raw)
-                    complete, drained = self._receive(raw, handle, resume_at, flow)
-                except TRANSIENT as exc:  # the watchdog may have shut it: then say why
-                    raise RetryableError.of(exc, flow) from None
-                except RetryableError:
-                    if flow.dropped:
-                        raise RetryableError(flow.dropped) from None
-                    raise
-        finally:
-            if raw is not None:
-                if drained:
-                    raw.release_conn()
-                else:
-                    raw.close()
-        return complete
+
+        def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[bool, bool]:
+            return self._receive(raw, handle, resume_at, flow)
+
+        return ask(self.http, self.watchdog, self.remote.url, headers, receive)
 
     def _receive(
         self, raw: urllib3.BaseHTTPResponse, handle: BinaryIO, resume_at: int, flow: Flow

@@ -212,11 +212,9 @@ class Watchdog:
                 if flow.dropped is None:
                     flow.drop(reason)
 
-    def note_failure(self, flow: Flow | None, exc: BaseException) -> str:
-        """Why a request failed, in words, remembered for the stall message."""
-        text = flow.dropped if flow is not None and flow.dropped else str(exc) or type(exc).__name__
-        self.last_failure = text
-        return text
+    def note_failure(self, error: BaseException) -> None:
+        """Remember why the last request failed, for the stall message."""
+        self.last_failure = str(error) or type(error).__name__
 
 
 def supervise(

@@ -58,9 +58,7 @@ def check_redirect(settings: Settings, current: str, target: str) -> None:
         raise NetworkError(f"refusing a redirect from {current} to {target}: not an HTTP URL")
     scheme, host, port = _origin(there)
     _, old_host, old_port = _origin(here)
-    default_ports = (
-        port == _DEFAULT_PORTS[scheme] and old_port == _DEFAULT_PORTS.get(here.scheme)
-    )
+    default_ports = port == _DEFAULT_PORTS[scheme] and old_port == _DEFAULT_PORTS.get(here.scheme)
     if host == old_host and (port == old_port or default_ports):
         return  # the same host (an http→https upgrade included)
     if scheme == here.scheme:

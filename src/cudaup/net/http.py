@@ -280,6 +280,7 @@ def _read_limited(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
     return b"".join(chunks)
 
 
+_INCOMPLETE = re.compile(r"IncompleteRead\((\d+) bytes read, (\d+) more expected\)")
 _TIMEOUT_VALUE = re.compile(r" \((?:read|connect) timeout=[^)]*\)")
 _CONNECTION_PREFIX = re.compile(r"^\w*Connection(?:Pool)?\(host='[^']*', port=\d+\): ")
 
@@ -288,6 +289,10 @@ def describe(exc: urllib3.exceptions.HTTPError) -> str:
     """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"."""
     reason = getattr(exc, "reason", None)
     text = str(reason or exc)
+    if isinstance(exc, urllib3.exceptions.ProtocolError) and exc.args:
+        text = str(exc.args[0])  # not the tuple of the message and the cause
+    if short := _INCOMPLETE.search(text):
+        return f"the connection broke {short[1]} bytes into the body, {short[2]} bytes short"
     text = text.split(": ", 1)[-1] if "NewConnectionError" in text else text
     text = _CONNECTION_PREFIX.sub("", text)
     text = _TIMEOUT_VALUE.sub("", text)  # "Read timed out. (read timeout=0.99666285)"
