@@ -49,8 +49,10 @@ class Fault:
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
     every: int | None = None  # misbehave on every k-th matching request only (k, 2k, ...)
     max_range: int | None = None  # answer a range with at most this many bytes (a 206 prefix)
+    unknown_total: bool = False  # a 206's Content-Range says "/*": the size is not told
     cap: int | None = None  # serve at most N requests per client at once; 503 beyond
-    hang: Literal["headers", "body"] | None = None  # go silent before the headers / mid-body,
+    # go silent before the headers / mid-body, or dribble the headers (a byte every 0.25 s)
+    hang: Literal["headers", "body", "dribble"] | None = None
     hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
     until: threading.Event | None = None  # default: the server's shutdown
     used: int = 0
@@ -222,6 +224,13 @@ class FaultServer:
         fault = self._fault_for(resource, start if ranged else 0)
         if fault and fault.hang == "headers":
             (fault.until or self.released).wait()
+        if fault and fault.hang == "dribble":  # no socket timeout ever fires on this
+            request.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slowly: ")
+            while not (fault.until or self.released).wait(0.25):
+                request.wfile.write(b"z")
+                request.wfile.flush()
+            request.close_connection = True
+            return
         if fault and fault.cap is not None:
             client = request.client_address[0]
             with self._lock:
@@ -275,7 +284,8 @@ class FaultServer:
             a, b = min(start + shift, size - 1), min(end + shift, size - 1)
             if fault and fault.max_range is not None:
                 b = min(b, a + fault.max_range - 1)
-            headers["Content-Range"] = f"bytes {a}-{b}/{size}"
+            total = "*" if fault and fault.unknown_total else str(size)
+            headers["Content-Range"] = f"bytes {a}-{b}/{total}"
             self._stream(request, record, 206, headers, resource.body[a : b + 1], body, fault)
         else:
             self._stream(request, record, 200, headers, resource.body, body, fault)

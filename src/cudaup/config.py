@@ -24,7 +24,8 @@ DEFAULT_PYPI_URL = "https://pypi.org/simple"
 DEFAULT_SPEED_LIMIT = 10 * 1024
 #: ... for this many seconds is dropped and asked again (curl's --speed-limit/--speed-time).
 DEFAULT_SPEED_TIME = 30.0
-#: A download that receives nothing at all for this long fails: the server stalled.
+#: A download that receives less than one such window's worth at the floor (300 KiB) in
+#: this many seconds, with a request out, fails: the server stalled.
 DEFAULT_STALL_TIMEOUT = 60.0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -40,6 +39,7 @@ from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
+from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 from tests.helpers import require_tool, run_cli
 
@@ -93,15 +93,6 @@ def shared() -> Iterator[Path]:
     base.chmod(0o755)
     yield base
     shutil.rmtree(base, ignore_errors=True)
-
-
-def recorded(state: Path) -> int:
-    """Bytes a resume state file counts as on disk (0 while there is none)."""
-    try:
-        saved = json.loads(state.read_text())  # replaced atomically: never half written
-    except FileNotFoundError:
-        return 0
-    return sum(pos - start for start, pos, _end in saved["segments"])
 
 
 def fill_when_held(server: FaultServer, disk: Path, go_on: threading.Event) -> threading.Thread:

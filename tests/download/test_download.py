@@ -39,6 +39,7 @@ from cudaup.errors import (
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
+from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 
 SIZE = 8 * 1024 * 1024
@@ -422,15 +423,6 @@ def _cli(tmp_path: Path, url: str, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _recorded(state: Path) -> int:
-    """Bytes the resume state file counts as on disk (0 while there is none)."""
-    try:
-        saved = json.loads(state.read_text())  # replaced atomically: never half written
-    except FileNotFoundError:
-        return 0
-    return sum(pos - start for start, pos, _end in saved["segments"])
-
-
 def test_sigint_then_rerun_resumes(fault_server: FaultServer, tmp_path: Path) -> None:
     # Each range answer sends 256 KiB, then holds until the test lets it go: the process
     # cannot finish before the signal, however loaded the machine is.
@@ -441,7 +433,7 @@ def test_sigint_then_rerun_resumes(fault_server: FaultServer, tmp_path: Path) ->
     process = _cli(tmp_path, fault_server.url + "/f.run", "--connections", "4")
     state = tmp_path / "out/f.run.part.json"
     deadline = time.monotonic() + 60
-    while _recorded(state) == 0:  # the state file, rewritten every second, counts bytes
+    while recorded(state) == 0:  # the state file, rewritten every second, counts bytes
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)

@@ -85,6 +85,14 @@ def ranges(server: FaultServer) -> list[Served]:
     return server.requests("/f.run")[1:]
 
 
+def stalled(server: FaultServer, tmp_path: Path, connections: int = 1) -> tuple[str, str]:
+    """The message of a download that must fail with exit 5, and the server's host."""
+    with pytest.raises(NetworkError) as caught:
+        get(server, tmp_path, connections=connections)
+    assert caught.value.exit_code == 5
+    return str(caught.value), server.url.removeprefix("http://")
+
+
 # ---------------------------------------------------------------------------
 # The library, case by case
 # ---------------------------------------------------------------------------
@@ -108,15 +116,13 @@ def test_a_trickle_that_never_ends_fails_as_a_stall(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(times=1), Fault(rate=4))
-    with pytest.raises(NetworkError) as caught:
-        get(fault_server, tmp_path)
-    host = fault_server.url.removeprefix("http://")
+    message, host = stalled(fault_server, tmp_path)
     # a byte or two per attempt is not progress: less than a window at the floor
     assert re.match(
         rf"the server stalled: (nothing arrived from {host} for|only \d+ bytes arrived from "
         rf"{host} in) 3 s \(last: slower than 64 KiB/s for 1 s",
-        str(caught.value),
-    ), caught.value
+        message,
+    ), message
     # each range request lasts one floor window (1 s) of the 3 s stall limit
     assert len(ranges(fault_server)) in {3, 4}
     assert (tmp_path / "out/f.run.part.json").exists()  # what arrived is kept, to resume
@@ -126,15 +132,21 @@ def test_a_server_that_never_answers_fails_within_the_stall_limit(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(hang="headers"))
-    with pytest.raises(NetworkError) as caught:
-        get(fault_server, tmp_path)
-    host = fault_server.url.removeprefix("http://")
-    message = str(caught.value)
+    message, host = stalled(fault_server, tmp_path)
     assert message.startswith(f"the server stalled: nothing arrived from {host} for 3 s")
     assert "timed out" in message and message.endswith("; try again later")
-    assert caught.value.exit_code == 5
     # the probe, asked with a 1 s timeout (the floor's window) until 3 s are gone
     assert len(fault_server.requests("/f.run")) in {3, 4}
+
+
+def test_headers_dribbled_a_byte_at_a_time_end_at_the_stall_limit(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # a byte every 0.25 s: no socket timeout fires and no body is there to measure
+    fault_server.add("/f.run", BODY, Fault(hang="dribble"))
+    message, host = stalled(fault_server, tmp_path)
+    assert message == f"the server stalled: nothing arrived from {host} for 3 s; try again later"
+    assert len(fault_server.requests("/f.run")) == 1  # the probe, never answered
 
 
 def test_a_response_that_stops_mid_body_is_asked_again_from_where_it_stopped(
@@ -155,8 +167,8 @@ def test_a_server_that_goes_silent_after_its_headers_fails_as_a_stall(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(times=1), Fault(hang="body"))
-    with pytest.raises(NetworkError, match="the server stalled: nothing arrived from .* for 3 s"):
-        get(fault_server, tmp_path, connections=2)
+    message, host = stalled(fault_server, tmp_path, connections=2)
+    assert message.startswith(f"the server stalled: nothing arrived from {host} for 3 s (last: ")
     assert all(r.sent == 0 for r in ranges(fault_server))
 
 
@@ -259,6 +271,29 @@ def test_an_early_reader_learns_that_the_download_went_to_one_stream(
         arrival.open()
 
 
+def test_one_stream_continues_where_it_broke_when_the_server_honours_ranges(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # ranges work but the size is never told ("bytes 0-0/*"): one stream, and when it
+    # breaks off, a range from where it stopped instead of starting over
+    fault_server.add(
+        "/f.run",
+        BODY,
+        Fault(times=1, unknown_total=True),
+        Fault(times=1, unknown_total=True, drop_after=MIB),
+        Fault(unknown_total=True),
+    )
+    request = DownloadRequest(fault_server.url + "/f.run", "f.run", None, SHA)
+    result = fetch(request, tmp_path / "out", http=client(tmp_path), connections=4)
+    verified(result)
+    probe, broken, rest = fault_server.requests("/f.run")
+    assert (probe.range, broken.range, broken.status, broken.sent) == ("bytes=0-0", None, 200, MIB)
+    start = int(str(rest.range).removeprefix("bytes=").removesuffix("-"))
+    assert rest.range == f"bytes={start}-" and rest.if_range == '"v1"' and rest.status == 206
+    assert 0 < start <= MIB and rest.sent == SIZE - start  # nothing fetched twice
+    assert result.connections == 1
+
+
 def test_no_ranges_and_every_other_connection_dropped(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
@@ -341,6 +376,7 @@ CLI_CASES = {
     "trickle-once": Case([Fault(times=1), Fault(times=1, rate=4)], 0, "sha256 verified"),
     "trickle-always": Case([Fault(times=1), Fault(rate=4)], 5, "the server stalled:"),
     "no-answer": Case([Fault(hang="headers")], 5, "the server stalled: nothing arrived"),
+    "dribbled-headers": Case([Fault(hang="dribble")], 5, "nothing arrived from"),
     "silent-mid-body": Case(
         [Fault(times=1), Fault(times=1, hang="body", hang_after=100_000)], 0, "sha256 verified"
     ),
@@ -353,6 +389,15 @@ CLI_CASES = {
         [Fault(times=3, max_range=MIB), Fault(ignore_range=True)],
         0,
         "starting over with one stream",
+    ),
+    "one-stream-resumes": Case(
+        [
+            Fault(times=1, unknown_total=True),
+            Fault(times=1, unknown_total=True, drop_after=MIB),
+            Fault(unknown_total=True),
+        ],
+        0,
+        "sha256 verified",
     ),
     "no-ranges-every-other-drop": Case(
         [Fault(ignore_range=True, drop_after=SIZE // 2, every=2), Fault(ignore_range=True)],

@@ -87,7 +87,7 @@ def fetch(
             "pass --allow-unverified to download it anyway"
         )
     check_connections(connections)
-    remedy = prepare_directory(directory, http)
+    remedy = _prepare_directory(directory, http)
     target = Target(directory, request.filename, remedy)
     lock_path = cachedir.CacheLayout(http.settings.cache_root).download_lock(target.final)
 
@@ -110,7 +110,7 @@ def fetch(
     return result
 
 
-def prepare_directory(directory: Path, http: HttpClient) -> str:
+def _prepare_directory(directory: Path, http: HttpClient) -> str:
     """Create the download directory; what to do if it refuses a write (another ``-o``,
     or another ``CUDAUP_CACHE_DIR`` when the directory is in the cache)."""
     cache = http.settings.cache_root
@@ -178,7 +178,7 @@ def _fetch_locked(
     watchdog = Watchdog(Limits.of(http.settings))
     for attempt in range(3):
         check_cancelled(cancel)
-        remote = probe_remote(http, request.url, watchdog)
+        remote = probe_remote(http, request.url, watchdog, cancel)
         if request.size is not None and remote.size is not None and remote.size != request.size:
             raise IntegrityError(
                 f"{request.filename}: the source says {request.size} bytes but {remote.url} serves "
@@ -259,7 +259,7 @@ def fetch_many(
         raise IntegrityError(
             f"no checksum is known for {', '.join(unverified)}; pass --allow-unverified to download anyway"
         )
-    prepare_directory(directory, http)
+    _prepare_directory(directory, http)
     known = sum(r.size or 0 for r in normalized)
     check_space(directory, known, f"{len(normalized)} files")
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
-from cudaup.download.watch import Flow, Watchdog
+from cudaup.download.watch import Flow, Watchdog, supervise
 from cudaup.errors import NetworkError, RemoteFileMissingError
 from cudaup.net.http import HttpClient, describe
 
@@ -172,14 +173,44 @@ class Budget:
         self._http.backoff.wait(self.failures, error.retry_after)
 
 
-def probe_remote(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
-    """The probe, retried like any request of the download, within its stall limit."""
-    budget = Budget(http, watchdog, url)
-    while True:
+def probe_remote(
+    http: HttpClient, url: str, watchdog: Watchdog, cancel: threading.Event | None = None
+) -> Remote:
+    """The probe, retried like any request of the download, within its stall limit.
+
+    It runs in a thread of its own, watched like the transfer: ``cancel`` and the stall
+    limit end it even while a server dribbles out its headers.
+    """
+    outcome: list[Remote | BaseException] = []
+
+    def probe() -> None:
+        budget = Budget(http, watchdog, url)
+        while True:
+            try:
+                outcome.append(_probe_once(http, url, watchdog))
+                return
+            except RetryableError as exc:
+                budget.failed(exc, progressed=False, what="the probe")
+
+    def run() -> None:
         try:
-            return _probe_once(http, url, watchdog)
-        except RetryableError as exc:
-            budget.failed(exc, progressed=False, what="the probe")
+            probe()
+        except BaseException as exc:  # handed to the watching thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="cudaup-probe")
+    supervise(
+        [thread],
+        watchdog,
+        what=urlsplit(url).netloc,
+        cancel=cancel,
+        failed=lambda: False,
+        finished=lambda: bool(outcome),
+        every_tick=lambda: None,
+    )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def ask(

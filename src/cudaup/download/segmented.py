@@ -37,7 +37,7 @@ from cudaup.download.remote import (
 from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
 from cudaup.download.segments import Segment, SegmentPlan
 from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
-from cudaup.download.watch import TICK, Flow, Watchdog, supervise
+from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
 from cudaup.util.parallel import CancelledError
@@ -394,17 +394,14 @@ def fetch_segmented(
         )
         if transfer.errors:
             raise transfer.errors[0]
-        for thread in threads:
-            thread.join(timeout=5)
+        join_all(threads, within=5)
         if not plan.all_done() or (checksum is not None and not digests):
             raise NetworkError(f"{request.url}: the download stopped before it was complete")
         with target.explained(target.part, "write", 0), part.use() as fd:
             os.fsync(fd)
     except BaseException:
         transfer.stop()
-        for thread in threads:
-            if thread.ident is not None:  # started
-                thread.join(timeout=2)
+        join_all(threads, within=0.5)  # their reads are unblocked: they end at once
         # Keep the error that stopped the download, even when the state cannot be saved
         # (the state on disk is older, so it counts fewer bytes: still true).
         with contextlib.suppress(CudaupError, OSError):

@@ -33,7 +33,7 @@ from cudaup.download.remote import (
 )
 from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
 from cudaup.download.target import Target, check_space
-from cudaup.download.watch import Flow, Watchdog, supervise
+from cudaup.download.watch import Flow, Watchdog, join_all, supervise
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
 
@@ -206,7 +206,7 @@ def fetch_single_stream(
     except BaseException:
         stream.stopped = True
         watchdog.drop_all("the download stopped")
-        thread.join(timeout=2)
+        join_all([thread], within=0.5)
         target.discard()  # one stream cannot be resumed by a later run
         raise
     checksum = request.checksum

@@ -248,6 +248,18 @@ def supervise(
             raise stalled
 
 
+def join_all(threads: list[threading.Thread], within: float) -> None:
+    """Wait for the started ``threads`` to end, ``within`` seconds for all of them together.
+
+    A worker still waiting for response headers cannot be interrupted; it ends at its
+    socket timeout, refused any further use of the part file, while the download stops.
+    """
+    deadline = time.monotonic() + within
+    for thread in threads:
+        if thread.ident is not None:  # started
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def _rate(value: float) -> str:
     for unit, size in (("MiB/s", 2**20), ("KiB/s", 2**10)):
         if value >= size:
