@@ -269,7 +269,7 @@ def _open_lock(path: Path) -> int:
     which is all a local ``flock`` needs.
     """
     _make_locks_dir(path.parent)
-    flags = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     while True:
         try:
             fd = os.open(path, os.O_RDWR | flags)
@@ -307,7 +307,7 @@ def locked(
     ``busy``.  A lock directory or file that refuses this user raises
     :class:`PermissionDeniedError` naming it.
     """
-    import fcntl  # noqa: PLC0415 - POSIX only, like installing
+    import fcntl  # noqa: PLC0415 - POSIX, like the downloader's pwrite and installing
 
     try:
         with explained(path, doing="open the lock file", remedy=CACHE_REMEDY):
