@@ -3,10 +3,13 @@
 Each path serves some bytes, honest by default (HEAD, GET, single ranges,
 If-Range, ETag), with faults switched on per path: drop the connection
 mid-body, send fewer or more bytes than Content-Length, ignore Range, answer
-another range, answer 416 or any status (with Retry-After), stall, throttle,
-redirect.  A fault can be limited to the first N requests.  Every request is
-logged with the bytes it was sent; the peak number of concurrent requests is
-recorded.
+another range or a shorter one (a chunk limit), answer 416 or any status (with
+Retry-After), stall, throttle down to a trickle of bytes, hang (before the
+headers or after some body bytes, until an event), cap the concurrent requests
+per client (503 beyond), redirect.  A fault can be limited to the first N
+requests or to every k-th; faults listed in order give "honoured for N requests,
+then ...".  Every request is logged with the bytes it was sent and the client's
+port (one per connection); the peak number of concurrent requests is recorded.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ import hashlib
 import http.server
 import random
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -43,7 +47,16 @@ class Fault:
     only_from: int | None = None  # apply only to ranges starting at or below this byte
     redirect: str | None = None
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
+    every: int | None = None  # misbehave on every k-th matching request only (k, 2k, ...)
+    max_range: int | None = None  # answer a range with at most this many bytes (a 206 prefix)
+    unknown_total: bool = False  # a 206's Content-Range says "/*": the size is not told
+    cap: int | None = None  # serve at most N requests per client at once; 503 beyond
+    # go silent before the headers / mid-body, or dribble the headers (a byte every 0.25 s)
+    hang: Literal["headers", "body", "dribble"] | None = None
+    hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
+    until: threading.Event | None = None  # default: the server's shutdown
     used: int = 0
+    seen: int = 0
 
 
 @dataclass
@@ -54,6 +67,7 @@ class Served:
     if_range: str | None
     status: int
     sent: int
+    port: int = 0  # the client's port: one per connection
     started: float = field(default_factory=time.monotonic)
 
 
@@ -76,12 +90,24 @@ class Resource:
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (cudaup dropping a slow connection) is no server error."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 class FaultServer:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.resources: dict[str, Resource] = {}
         self.log: list[Served] = []
         self.active = 0
         self.peak = 0
+        #: requests being served (not refused) per client address, for ``Fault.cap``
+        self.serving: dict[str, int] = {}
+        self.serving_peak = 0
+        #: set at shutdown: every hang without its own event ends
+        self.released = threading.Event()
         self._lock = threading.Lock()
         owner = self
 
@@ -98,7 +124,8 @@ class FaultServer:
             def do_GET(self) -> None:
                 owner.handle(self, body=True)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer((host, 0), Handler)
+        self.host = host
         self.server.daemon_threads = True
         self.server.block_on_close = False
         self.thread = threading.Thread(
@@ -107,7 +134,7 @@ class FaultServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://{self.host}:{self.server.server_address[1]}"
 
     def add(self, path: str, body: bytes, *faults: Fault, etag: str = '"v1"') -> Resource:
         resource = Resource(body, etag, faults=list(faults))
@@ -125,14 +152,30 @@ class FaultServer:
         with self._lock:
             return [s for s in self.log if s.method == method and (path is None or s.path == path)]
 
+    def connections(self, path: str | None = None) -> int:
+        """How many connections the requests (to ``path``) came over."""
+        return len({s.port for s in self.requests(path)})
+
+    def wait_for_requests(self, count: int, path: str | None = None, deadline: float = 30) -> None:
+        """Block until ``count`` requests (to ``path``) have arrived."""
+        end = time.monotonic() + deadline
+        while len(self.requests(path)) < count:
+            if time.monotonic() > end:
+                raise AssertionError(f"only {len(self.requests(path))} of {count} requests came")
+            time.sleep(0.01)
+
     def _fault_for(self, resource: Resource, start: int | None) -> Fault | None:
         with self._lock:
             for fault in resource.faults:
                 if fault.only_from is not None and (start is None or start > fault.only_from):
                     continue
-                if fault.times is None or fault.used < fault.times:
-                    fault.used += 1
-                    return fault
+                if fault.times is not None and fault.used >= fault.times:
+                    continue
+                fault.seen += 1
+                if fault.every is not None and fault.seen % fault.every:
+                    continue
+                fault.used += 1
+                return fault
         return None
 
     def handle(self, request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
@@ -143,6 +186,7 @@ class FaultServer:
             request.headers.get("If-Range"),
             0,
             0,
+            request.client_address[1],
         )
         with self._lock:
             self.active += 1
@@ -150,8 +194,8 @@ class FaultServer:
             self.log.append(record)  # logged before answering: the client may look right after
         try:
             self._respond(request, body, record)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except OSError:  # the client went away (or dropped a slow connection)
+            request.close_connection = True
         finally:
             with self._lock:
                 self.active -= 1
@@ -178,6 +222,46 @@ class FaultServer:
                     start, end = max(0, size - int(match.group(2))), size - 1
                 ranged = True
         fault = self._fault_for(resource, start if ranged else 0)
+        if fault and fault.hang == "headers":
+            (fault.until or self.released).wait()
+        if fault and fault.hang == "dribble":  # no socket timeout ever fires on this
+            request.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slowly: ")
+            while not (fault.until or self.released).wait(0.25):
+                request.wfile.write(b"z")
+                request.wfile.flush()
+            request.close_connection = True
+            return
+        if fault and fault.cap is not None:
+            client = request.client_address[0]
+            with self._lock:
+                refused = self.serving.get(client, 0) >= fault.cap
+                if not refused:
+                    self.serving[client] = self.serving.get(client, 0) + 1
+                    self.serving_peak = max(self.serving_peak, self.serving[client])
+            if refused:
+                headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+                self._send(request, record, 503, headers, b"", body)
+                return
+            try:
+                self._answer(request, body, record, resource, fault, start, end, ranged)
+            finally:
+                with self._lock:
+                    self.serving[client] -= 1
+            return
+        self._answer(request, body, record, resource, fault, start, end, ranged)
+
+    def _answer(
+        self,
+        request: http.server.BaseHTTPRequestHandler,
+        body: bool,
+        record: Served,
+        resource: Resource,
+        fault: Fault | None,
+        start: int,
+        end: int,
+        ranged: bool,
+    ) -> None:
+        size = len(resource.body)
         if fault and fault.redirect:
             self._send(request, record, 302, {"Location": fault.redirect}, b"", body)
             return
@@ -198,7 +282,10 @@ class FaultServer:
         if ranged and not (fault and fault.ignore_range):
             shift = 1 if fault and fault.wrong_range else 0
             a, b = min(start + shift, size - 1), min(end + shift, size - 1)
-            headers["Content-Range"] = f"bytes {a}-{b}/{size}"
+            if fault and fault.max_range is not None:
+                b = min(b, a + fault.max_range - 1)
+            total = "*" if fault and fault.unknown_total else str(size)
+            headers["Content-Range"] = f"bytes {a}-{b}/{total}"
             self._stream(request, record, 206, headers, resource.body[a : b + 1], body, fault)
         else:
             self._stream(request, record, 200, headers, resource.body, body, fault)
@@ -250,10 +337,22 @@ class FaultServer:
             to_send = data + b"\0" * fault.extra
         if fault and fault.drop_after is not None:
             to_send = to_send[: fault.drop_after]
-        step = 64 * 1024
+        # A slow rate goes out in small pieces (about 20 a second): a trickle, not a burst.
+        step = (
+            64 * 1024
+            if not (fault and fault.rate)
+            else max(1, min(64 * 1024, int(fault.rate / 20)))
+        )
+        hang_at = fault.hang_after if fault and fault.hang == "body" else None
         started = time.monotonic()
         for offset in range(0, len(to_send), step):
             piece = to_send[offset : offset + step]
+            if fault and hang_at is not None and offset <= hang_at < offset + len(piece):
+                request.wfile.write(piece[: hang_at - offset])
+                record.sent += hang_at - offset
+                request.wfile.flush()
+                (fault.until or self.released).wait()
+                piece = piece[hang_at - offset :]
             request.wfile.write(piece)
             record.sent += len(piece)
             if fault and fault.stall and offset == 0:
@@ -275,6 +374,7 @@ class FaultServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 

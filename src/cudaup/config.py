@@ -8,15 +8,25 @@ given on its own still wins over the mirror.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cudaup.errors import UsageError
+
 DEFAULT_DOWNLOAD_URL = "https://developer.download.nvidia.com"
 DEFAULT_ARCHIVE_URL = "https://developer.nvidia.com"
 DEFAULT_PRERELEASE_URL = "https://packages.nvidia.com"
 DEFAULT_PYPI_URL = "https://pypi.org/simple"
+#: A download connection slower than this many bytes per second ...
+DEFAULT_SPEED_LIMIT = 10 * 1024
+#: ... for this many seconds is dropped and asked again (curl's --speed-limit/--speed-time).
+DEFAULT_SPEED_TIME = 30.0
+#: A download that receives less than one such window's worth at the floor (300 KiB) in
+#: this many seconds, with a request out, fails: the server stalled.
+DEFAULT_STALL_TIMEOUT = 60.0
 
 
 def _default_cache_dir() -> Path:
@@ -49,6 +59,9 @@ class Settings:
     probe: bool = True
     timeout: float = 30.0
     workers: int = 8
+    speed_limit: int = DEFAULT_SPEED_LIMIT
+    speed_time: float = DEFAULT_SPEED_TIME
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -66,6 +79,9 @@ class Settings:
             pypi_url=env.get("CUDAUP_PYPI_URL") or DEFAULT_PYPI_URL,
             cache_dir=Path(cache) if cache else None,
             home=Path(home) if home else None,
+            speed_limit=int(_number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True)),
+            speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
+            stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),
         )
         mirror = overrides.pop("mirror", None)
         if isinstance(mirror, str) and mirror:
@@ -82,6 +98,11 @@ class Settings:
             prerelease_url=settings.prerelease_url.rstrip("/"),
             pypi_url=settings.pypi_url.rstrip("/"),
         )
+
+    @property
+    def source_urls(self) -> tuple[str, str, str, str]:
+        """The configured bases: a redirect may lead to their hosts."""
+        return self.download_url, self.archive_url, self.prerelease_url, self.pypi_url
 
     @property
     def cache_root(self) -> Path:
@@ -129,3 +150,18 @@ class Settings:
 
     def is_prerelease_url(self, url: str) -> bool:
         return url.startswith(self.prerelease_url + "/")
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A non-negative number of seconds or bytes from ``env``; ``zero`` allows 0 (off)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        least = "0 (off) or more" if zero else "more than 0"
+        raise UsageError(f"{name}={text!r} is not a number of {least}")
+    return value

@@ -39,6 +39,7 @@ from cudaup.errors import (
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
+from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 
 SIZE = 8 * 1024 * 1024
@@ -358,7 +359,7 @@ def test_disk_full_mid_download_keeps_resumable_state(
         return real_pwrite(fd, data, offset)
 
     monkeypatch.setattr(os, "pwrite", full)
-    with pytest.raises(InsufficientSpaceError, match="disk filled up"):
+    with pytest.raises(InsufficientSpaceError, match="the disk is full"):
         fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
     assert (tmp_path / "out/f.run.part.json").exists()
     monkeypatch.setattr(os, "pwrite", real_pwrite)
@@ -423,16 +424,21 @@ def _cli(tmp_path: Path, url: str, *extra: str) -> subprocess.Popen[str]:
 
 
 def test_sigint_then_rerun_resumes(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.add("/f.run", BODY, Fault(rate=4 * 1024 * 1024))
+    # Each range answer sends 256 KiB, then holds until the test lets it go: the process
+    # cannot finish before the signal, however loaded the machine is.
+    hold = threading.Event()
+    fault_server.add(
+        "/f.run", BODY, Fault(times=1), Fault(hang="body", hang_after=256 * 1024, until=hold)
+    )
     process = _cli(tmp_path, fault_server.url + "/f.run", "--connections", "4")
     state = tmp_path / "out/f.run.part.json"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if state.exists() and fault_server.sent() > SIZE // 4:
-            break
+    deadline = time.monotonic() + 60
+    while recorded(state) == 0:  # the state file, rewritten every second, counts bytes
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _out, err = process.communicate(timeout=20)
+    _out, err = process.communicate(timeout=60)
+    hold.set()
     assert process.returncode == 130, err
     assert "run the same command again to resume" in err
     saved = json.loads(state.read_text())

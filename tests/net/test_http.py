@@ -24,7 +24,12 @@ Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 class ScriptedServer:
     """A loopback server whose answers per path are Python functions."""
 
-    def __init__(self, routes: dict[str, Handler], tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        routes: dict[str, Handler],
+        tls: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.routes = routes
         self.hits: list[tuple[str, str, dict[str, str]]] = []
         owner = self
@@ -48,7 +53,8 @@ class ScriptedServer:
 
             do_HEAD = do_GET
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = http.server.ThreadingHTTPServer((host, 0), _Handler)
+        self.host = host
         self.server.daemon_threads = True
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
@@ -57,7 +63,7 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
+        return f"{self.scheme}://{self.host}:{self.server.server_address[1]}"
 
     def __enter__(self) -> ScriptedServer:
         self.thread.start()

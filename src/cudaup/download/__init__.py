@@ -3,9 +3,10 @@
 ``api`` is the entry point (:func:`fetch`, :func:`fetch_many`); ``remote`` probes
 the server and reads its answers; ``segments`` is the pure byte-range plan that
 ``segmented`` fills over parallel connections (``stream`` when the server ignores
-ranges); ``target`` is where the bytes live meanwhile and ``publish`` the one
-step that verifies them and gives them their final name; ``arrival`` lets a
-reader follow a download.
+ranges); ``watch`` makes every transfer end (a speed floor per connection, a
+stall limit per download); ``target`` is where the bytes live meanwhile and
+``publish`` the one step that verifies them and gives them their final name;
+``arrival`` lets a reader follow a download.
 """
 
 from cudaup.download.api import download, fetch, fetch_many

@@ -20,36 +20,37 @@ How one file is fetched (:func:`fetch`):
 6. fsync, compare with the authoritative checksum, then ``os.replace`` to the
    final name.  A mismatch deletes the part file and names both digests.
 
-Transient failures (connection errors, resets, short bodies, read stalls, 5xx,
-408, 429 with ``Retry-After``) are retried per segment with exponential backoff
-and jitter, keeping the bytes already written; other 4xx fail at once.
+Transfers end and adapt (:mod:`cudaup.download.watch`): a connection below the
+speed floor is dropped and asked again; a download that receives nothing for the
+stall limit fails; 503/429 lower the connection count for the rest of the download
+(``Retry-After`` honoured).  Failures (resets, short bodies, stalls, 5xx) are
+retried keeping the bytes already written, budgeted on progress; other 4xx fail at
+once.  A full disk or a refused write names the path and what to do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import os
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from cudaup.core.model import Artifact
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import is_verified
-from cudaup.download.remote import NoRangesError, Remote, RemoteChangedError, probe_remote
+from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
 from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
 from cudaup.download.segmented import fetch_segmented
 from cudaup.download.stream import fetch_single_stream
 from cudaup.download.target import Target, check_space
-from cudaup.errors import (
-    IntegrityError,
-    LockedError,
-    NetworkError,
-    UsageError,
-)
+from cudaup.download.watch import Limits, Watchdog
+from cudaup.errors import IntegrityError, NetworkError, UsageError
 from cudaup.net.http import HttpClient
-from cudaup.util.cachedir import CacheLayout
+from cudaup.util import cachedir
+from cudaup.util.faults import Place, cache_place, denied, explained, output_place
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
 
@@ -87,42 +88,51 @@ def fetch(
             "pass --allow-unverified to download it anyway"
         )
     check_connections(connections)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = Target(directory, request.filename)
-    lock_path = CacheLayout(http.settings.cache_root).download_lock(target.final)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    place = _prepare_directory(directory, http)
+    target = Target(directory, request.filename, place)
+    lock_path = cachedir.CacheLayout(http.settings.cache_root).download_lock(target.final)
 
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=1)
-    except Timeout:
-        emit(
-            progress,
-            ProgressEvent(
-                request.filename,
-                "notice",
-                0,
-                request.size,
-                "waiting for another cudaup process writing the same file",
-            ),
-        )
+    def waiting() -> None:
+        message = "waiting for another cudaup process writing the same file"
+        emit(progress, ProgressEvent(request.filename, "notice", 0, request.size, message))
+
+    busy = f"another process has held the lock on {target.final} for a day"
+    with cachedir.locked(lock_path, busy=busy, wait=24 * 3600, on_wait=waiting, cancel=cancel):
         try:
-            lock.acquire(timeout=24 * 3600)
-        except Timeout:
-            raise LockedError(
-                f"another process has held the lock on {target.final} for a day"
-            ) from None
-    try:
-        result = _fetch_locked(request, target, http, connections, progress, slots, arrival, cancel)
-    except BaseException:
-        if arrival is not None:
-            arrival._lose()
-        raise
-    finally:
-        lock.release()
+            result = _fetch_locked(
+                request, target, http, connections, progress, slots, arrival, cancel
+            )
+        except BaseException:
+            if arrival is not None:
+                arrival._lose()
+            raise
     if arrival is not None:
         arrival._finish(result.path)
     return result
+
+
+def _prepare_directory(directory: Path, http: HttpClient) -> Place:
+    """Create the download directory; where it lies says what to do if it refuses a write
+    (another ``-o``, or another ``CUDAUP_CACHE_DIR`` when the directory is in the cache)."""
+    cache = http.settings.cache_root
+    inside_cache = directory.absolute().is_relative_to(cache.absolute())
+    place = cache_place(cache) if inside_cache else output_place(directory)
+    try:
+        with explained(f"cannot create the directory {directory}", directory, [place]):
+            directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"{directory} is not a directory: {place.remedy}") from None
+    return place
+
+
+def _check_writable(target: Target) -> None:
+    """Refuse before any byte moves when this user may not write the directory."""
+    directory = target.directory
+    if os.access(directory, os.W_OK | os.X_OK):
+        return
+    read_only = os.statvfs(directory).f_flag & os.ST_RDONLY
+    refusal = OSError(errno.EROFS if read_only else errno.EACCES, "refused", str(directory))
+    raise denied(f"cannot write in {directory}", refusal, [target.place], directory)
 
 
 def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None:
@@ -155,7 +165,9 @@ def _fetch_locked(
     cancel: threading.Event | None = None,
 ) -> DownloadResult:
     started = time.monotonic()
-    if (done := _existing(target, request)) is not None:
+    with target.explained(target.final, "read"):
+        done = _existing(target, request)
+    if done is not None:
         emit(
             progress,
             ProgressEvent(
@@ -163,9 +175,11 @@ def _fetch_locked(
             ),
         )
         return done
+    _check_writable(target)
+    watchdog = Watchdog(Limits.of(http.settings))
     for attempt in range(3):
         check_cancelled(cancel)
-        remote = probe_remote(http, request.url)
+        remote = probe_remote(http, request.url, watchdog, cancel)
         if request.size is not None and remote.size is not None and remote.size != request.size:
             raise IntegrityError(
                 f"{request.filename}: the source says {request.size} bytes but {remote.url} serves "
@@ -173,10 +187,12 @@ def _fetch_locked(
             )
         try:
             if remote.size is None or not remote.ranges:
-                return fetch_single_stream(request, target, http, remote, progress, started, cancel)
+                return fetch_single_stream(
+                    request, target, http, remote, watchdog, progress, started, cancel
+                )
             return fetch_segmented(
-                request, target, http, remote, connections, progress, slots, started, arrival,
-                cancel,
+                request, target, http, remote, watchdog, connections, progress, slots, started,
+                arrival, cancel,
             )  # fmt: skip
         except RemoteChangedError as exc:
             if arrival is not None:
@@ -196,9 +212,15 @@ def _fetch_locked(
                 ),
             )
             target.discard()
-        except NoRangesError:
-            remote = Remote(remote.url, remote.size, remote.etag, remote.last_modified, False)
-            return fetch_single_stream(request, target, http, remote, progress, started, cancel)
+        except NoRangesError as exc:
+            if arrival is not None:
+                arrival._lose()  # its part file is about to be replaced by a fresh one
+            message = f"{exc}; starting over with one stream"
+            emit(progress, ProgressEvent(request.filename, "notice", 0, remote.size, message))
+            remote = dataclasses.replace(remote, ranges=False)
+            return fetch_single_stream(
+                request, target, http, remote, watchdog, progress, started, cancel
+            )
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -238,7 +260,7 @@ def fetch_many(
         raise IntegrityError(
             f"no checksum is known for {', '.join(unverified)}; pass --allow-unverified to download anyway"
         )
-    directory.mkdir(parents=True, exist_ok=True)
+    _prepare_directory(directory, http)
     known = sum(r.size or 0 for r in normalized)
     check_space(directory, known, f"{len(normalized)} files")
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))

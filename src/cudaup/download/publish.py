@@ -8,12 +8,12 @@ from pathlib import Path
 
 from cudaup.download.request import DownloadRequest
 from cudaup.download.target import Target, fsync_dir
-from cudaup.errors import (
-    IntegrityError,
-)
+from cudaup.errors import IntegrityError, UsageError
 
 #: Bytes hashed per read, here and while a download fills its part file.
 HASH_BLOCK = 4 * 1024 * 1024
+#: What a rename may need on a full disk: one block for the directory's new entry.
+PUBLISH_ROOM = 4096
 
 
 def hash_file(path: Path, algorithm: str) -> str:
@@ -48,7 +48,13 @@ def publish(target: Target, request: DownloadRequest, digest: str | None) -> Non
             "the download was deleted (the published checksum or the server is wrong; "
             "try again later)"
         )
-    target.part.replace(target.final)
+    if target.final.is_dir() and not target.final.is_symlink():
+        raise UsageError(
+            f"{target.final} is a directory; cudaup will not put {request.filename} in its "
+            "place (remove it, or choose another -o directory)"
+        )
+    with target.explained(target.final, "create", PUBLISH_ROOM):
+        target.part.replace(target.final)
     fsync_dir(target.directory)
     with contextlib.suppress(FileNotFoundError):
         target.state.unlink()

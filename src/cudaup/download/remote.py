@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import urllib3
 
-from cudaup.errors import (
-    NetworkError,
-    RemoteFileMissingError,
-)
-from cudaup.net.http import HttpClient
+from cudaup.download.watch import Flow, Watchdog, supervise
+from cudaup.errors import NetworkError, RemoteFileMissingError
+from cudaup.net.http import HttpClient, describe
+
+T = TypeVar("T")
 
 CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 #: Socket reads adapt between these sizes (see :func:`read_body`).
 MIN_READ = 64 * 1024
 MAX_READ = 1024 * 1024
+#: Requests that fail in a row without moving the download forward before it gives up.
 MAX_FAILURES = 6
+#: What a connection that fails raises (a request sent with ``retry=False``).
+TRANSIENT = (urllib3.exceptions.HTTPError, ConnectionError)
 
 
 class RemoteChangedError(Exception):
@@ -28,11 +33,35 @@ class RemoteChangedError(Exception):
 
 
 class NoRangesError(Exception):
-    """The server answered a range request with the whole file."""
+    """The server answered a range request with the whole file, unchanged."""
 
 
 class RetryableError(Exception):
-    """A transient failure of one request: short body, bad range, stall."""
+    """A transient failure of one request: a broken connection, a short body, a bad
+    range, 5xx; retried within the :class:`Budget`."""
+
+    #: the server's ``Retry-After``, when it gave one
+    retry_after: str | None = None
+
+    @classmethod
+    def of(cls, exc: BaseException, flow: Flow | None = None) -> RetryableError:
+        """``exc`` (one of :data:`TRANSIENT`) in words, or why the watchdog dropped ``flow``."""
+        if flow is not None and flow.dropped:
+            return cls(flow.dropped)
+        if isinstance(exc, urllib3.exceptions.HTTPError):
+            return cls(describe(exc))
+        return cls(str(exc) or type(exc).__name__)
+
+
+class BusyError(RetryableError):
+    """503 or 429: the server wants fewer connections, or to be asked again later."""
+
+    def __init__(self, status: int, retry_after: str | None) -> None:
+        super().__init__(
+            f"HTTP {status}" + (f", Retry-After: {retry_after}" if retry_after else "")
+        )
+        self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +70,7 @@ class Remote:
     size: int | None
     etag: str | None
     last_modified: str | None
+    #: whether the server answered the probe's range request with a 206
     ranges: bool
 
     @property
@@ -50,67 +80,230 @@ class Remote:
             return self.etag
         return self.last_modified
 
+    def range_headers(self, start: int, stop: int | None = None) -> dict[str, str]:
+        """``Range`` (to ``stop``, or to the end) with ``If-Range``, identity encoding."""
+        wanted = f"bytes={start}-{stop - 1}" if stop is not None else f"bytes={start}-"
+        headers = {"Range": wanted, "Accept-Encoding": "identity"}
+        if self.validator:
+            headers["If-Range"] = self.validator
+        return headers
 
-def probe_remote(http: HttpClient, url: str) -> Remote:
-    """The probe, retried like any request when the connection breaks under it."""
-    for failures in range(MAX_FAILURES + 1):
+    def whole_file_answer(self, headers: Mapping[str, str]) -> Exception:
+        """What a 200 to a range request means: another version of the file (its
+        validators or size differ: :class:`RemoteChangedError`), or the same file from
+        a server that stopped honouring ranges (:class:`NoRangesError`)."""
+        changes = [
+            f"{name} {old!r} → {new!r}"
+            for name, old, new in (
+                ("ETag", self.etag, headers.get("ETag")),
+                ("Last-Modified", self.last_modified, headers.get("Last-Modified")),
+            )
+            if old and new and old != new
+        ]
+        length = headers.get("Content-Length", "")
+        if self.size is not None and length.isdigit() and int(length) != self.size:
+            changes.append(f"size {self.size} → {length}")
+        if changes:
+            return RemoteChangedError(f"the server sent another version: {'; '.join(changes)}")
+        return NoRangesError("the server answered a range request with the whole file")
+
+
+def refuse_status(url: str, status: int, headers: Mapping[str, str]) -> Exception:
+    """What a status that is neither 200 nor 206 means for a download request."""
+    if status in {429, 503}:
+        return BusyError(status, headers.get("Retry-After"))
+    if 400 <= status < 500 and status != 408:
+        return RemoteFileMissingError(f"{url} answered HTTP {status}", url, status)
+    return RetryableError(f"HTTP {status}")
+
+
+def answered_range(
+    headers: Mapping[str, str], start: int, stop: int | None, size: int | None
+) -> int:
+    """The end (exclusive) of the bytes a 206 carries, checked against what was asked.
+
+    The answer must start where asked, end no later than asked (a server may send a
+    shorter prefix, its own chunk limit: the rest is asked for next), and agree on the
+    file's size.
+    """
+    header = headers.get("Content-Range", "")
+    match = CONTENT_RANGE.match(header)
+    if match is not None:
+        first, last, total = int(match.group(1)), int(match.group(2)), match.group(3)
+        if (
+            first == start
+            and first <= last
+            and (stop is None or last < stop)
+            and (total == "*" or size is None or int(total) == size)
+            and (size is None or last < size)
+        ):
+            return last + 1
+    asked = f"{start}-{stop - 1}" if stop is not None else f"{start}-"
+    raise RetryableError(f"asked for bytes {asked} but got {header or 'no Content-Range'}")
+
+
+class Budget:
+    """How the requests of one download (or of one of its segments) are retried.
+
+    At most :data:`MAX_FAILURES` failures in a row that bring no new byte, within the
+    watchdog's stall limit, each followed by the wait the one retry policy says (the
+    server's ``Retry-After`` when it gave one).
+    """
+
+    def __init__(self, http: HttpClient, watchdog: Watchdog, url: str) -> None:
+        self._http = http
+        self._watchdog = watchdog
+        self._url = url
+        self.failures = 0
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    def failed(self, error: RetryableError, *, progressed: bool, what: str) -> None:
+        """After ``what`` failed: raise when the download must end, else wait for the next try."""
+        self._watchdog.note_failure(error)
+        if (stalled := self._watchdog.stall_error(urlsplit(self._url).netloc)) is not None:
+            raise stalled
+        self.failures = 0 if progressed else self.failures + 1
+        if self.failures > MAX_FAILURES:
+            raise NetworkError(
+                f"{self._url}: {what} failed {self.failures} times in a row without progress "
+                f"({error})"
+            )
+        self._http.backoff.wait(self.failures, error.retry_after)
+
+
+def probe_remote(
+    http: HttpClient, url: str, watchdog: Watchdog, cancel: threading.Event | None = None
+) -> Remote:
+    """The probe, retried like any request of the download, within its stall limit.
+
+    It runs in a thread of its own, watched like the transfer: ``cancel`` and the stall
+    limit end it even while a server dribbles out its headers.
+    """
+    outcome: list[Remote | BaseException] = []
+
+    def probe() -> None:
+        budget = Budget(http, watchdog, url)
+        while True:
+            try:
+                outcome.append(_probe_once(http, url, watchdog))
+                return
+            except RetryableError as exc:
+                budget.failed(exc, progressed=False, what="the probe")
+
+    def run() -> None:
         try:
-            return _probe_once(http, url)
-        except (urllib3.exceptions.HTTPError, ConnectionError) as exc:
-            if failures == MAX_FAILURES:
-                raise NetworkError(
-                    f"{url}: the probe failed {failures + 1} times ({exc})"
-                ) from None
-            http.backoff.wait(failures)
-    raise AssertionError("unreachable")  # pragma: no cover
+            probe()
+        except BaseException as exc:  # handed to the watching thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="cudaup-probe")
+    supervise(
+        [thread],
+        watchdog,
+        what=urlsplit(url).netloc,
+        cancel=cancel,
+        failed=lambda: False,
+        finished=lambda: bool(outcome),
+        every_tick=lambda: None,
+    )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
-def _probe_once(http: HttpClient, url: str) -> Remote:
-    raw = http.open("GET", url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"})
+def ask(
+    http: HttpClient,
+    watchdog: Watchdog,
+    url: str,
+    headers: Mapping[str, str],
+    receive: Callable[[urllib3.BaseHTTPResponse, Flow], tuple[T, bool]],
+) -> T:
+    """One request of a download, watched from before it is sent until its body is read.
+
+    ``receive`` reads the answer and returns its result and whether it read the body to
+    its end (the connection then goes back to the pool; else it is closed).  A broken
+    connection, or one the watchdog dropped, raises :class:`RetryableError` saying why.
+    """
+    raw: urllib3.BaseHTTPResponse | None = None
+    drained = False
     try:
+        with watchdog.flow() as flow:
+            try:
+                raw = http.open(
+                    "GET", url, headers, timeout=watchdog.request_timeout(), retry=False
+                )
+                watchdog.attach(flow, raw)
+                result, drained = receive(raw, flow)
+                return result
+            except TRANSIENT as exc:
+                raise RetryableError.of(exc, flow) from None
+            except RetryableError:
+                if flow.dropped:  # a short body because the watchdog shut the socket
+                    raise RetryableError(flow.dropped) from None
+                raise
+    finally:
+        # After the flow is unregistered: a drop never shuts a socket another request took.
+        if raw is not None:
+            if drained:
+                raw.release_conn()
+            else:
+                raw.close()
+
+
+def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
+    def receive(raw: urllib3.BaseHTTPResponse, _flow: Flow) -> tuple[Remote, bool]:
         status, headers = raw.status, raw.headers
-        final_url = str(raw.url or url)
         if status == 206:
             match = CONTENT_RANGE.match(headers.get("Content-Range", ""))
             total = match.group(3) if match else "*"
             size = int(total) if total.isdigit() else None
             raw.read()
-            ranges = size is not None
+            ranges = match is not None
         elif status == 200:
             length = headers.get("Content-Length", "")
             size, ranges = (int(length) if length.isdigit() else None), False
         elif status == 416:
             total = headers.get("Content-Range", "").rsplit("/", 1)[-1]
             size, ranges = (int(total) if total.isdigit() else 0), True
-        elif 400 <= status < 500:
-            raise RemoteFileMissingError(f"{url} answered HTTP {status}", url, status)
         else:
-            raise NetworkError(f"{url} answered HTTP {status}")
-        return Remote(final_url, size, headers.get("ETag"), headers.get("Last-Modified"), ranges)
-    finally:
-        if raw.status == 206:
-            raw.release_conn()
-        else:
-            raw.close()  # never read a whole 200 body just to reuse the connection
+            raise refuse_status(url, status, headers)
+        watchdog.answered()
+        remote = Remote(
+            str(raw.url or url), size, headers.get("ETag"), headers.get("Last-Modified"), ranges
+        )
+        # never read a whole 200 body just to reuse the connection
+        return remote, status == 206
+
+    return ask(http, watchdog, url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"}, receive)
 
 
 class Body(Protocol):
     def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes: ...
 
 
-def read_body(raw: Body, clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
+def read_body(
+    raw: Body, clock: Callable[[], float] = time.monotonic, flow: Flow | None = None
+) -> Iterator[bytes]:
     """The response body in reads sized to about a tenth of a second of transfer.
 
     Whatever-has-arrived reads (``read1``) hand over one TLS record (16 KiB) at a
     time: on a fast link that is thousands of wake-ups, writes and GIL hand-offs per
     file, which made Python the bottleneck (0.2 s of CPU per 60 MB).  Fixed large
     reads would make a slow link's progress and a stolen segment's stop lag.  So the
-    size doubles while reads return quickly and halves when one takes long.
+    size doubles while reads return quickly and halves when one takes long.  ``flow``
+    learns each read's size and result (the speed floor measures it).
     """
     size = MIN_READ
     while True:
         began = clock()
+        if flow is not None:
+            flow.reading = size
         chunk = raw.read(size, decode_content=False)
+        if flow is not None:
+            flow.reading = 0
+            flow.received += len(chunk)
         if not chunk:
             return
         elapsed = clock() - began

@@ -1,42 +1,50 @@
-"""Parallel ranged connections into one part file, hashed while it fills."""
+"""Parallel ranged connections into one part file, hashed while it fills.
+
+Each worker thread takes a segment of the plan and asks for its bytes, again and
+again until the segment is done: a shorter 206 than asked is written and the rest
+asked for; a failure keeps what was written.  A segment's retries are budgeted on
+progress: :data:`~cudaup.download.remote.MAX_FAILURES` requests in a row that bring
+nothing end the download, any that brings bytes resets the count.  A 503 or 429 means
+the server wants fewer connections: the download lowers its count by one for good
+and the worker that was refused stops (the last one waits ``Retry-After`` instead).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
-import json
 import os
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import urllib3
 
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import HASH_BLOCK, publish
 from cudaup.download.remote import (
-    CONTENT_RANGE,
-    MAX_FAILURES,
+    Budget,
+    BusyError,
     Remote,
     RemoteChangedError,
     RetryableError,
+    answered_range,
+    ask,
     read_body,
+    refuse_status,
 )
 from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
 from cudaup.download.segments import Segment, SegmentPlan
-from cudaup.download.target import Target, check_space
-from cudaup.errors import (
-    InsufficientSpaceError,
-    NetworkError,
-    RemoteFileMissingError,
-)
+from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
+from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
+from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
-from cudaup.util.atomic import atomic_write
-from cudaup.util.parallel import check as check_cancelled
+from cudaup.util.parallel import CancelledError
 
+#: How often the resume state is rewritten while the download runs, in seconds (progress
+#: is reported every :data:`~cudaup.download.watch.TICK`).
 STATE_INTERVAL = 1.0
-PROGRESS_INTERVAL = 0.1
 
 
 class Transfer:
@@ -47,122 +55,155 @@ class Transfer:
         http: HttpClient,
         request: DownloadRequest,
         remote: Remote,
-        fd: int,
+        target: Target,
+        part: PartFile,
         plan: SegmentPlan,
         slots: threading.Semaphore | None,
+        watchdog: Watchdog,
+        connections: int,
     ) -> None:
         self.http = http
         self.request = request
         self.remote = remote
-        self.fd = fd
+        self.target = target
+        self.part = part
         self.plan = plan
         self.slots = slots
+        self.watchdog = watchdog
         self.errors: list[BaseException] = []
+        #: connections this download may use; lowered for good by each 503/429
+        self.connections = connections
+        #: why the server asked for fewer connections, for the supervisor to tell
+        self.lowered_by = ""
+        self._workers = connections
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
+        """One of the connections shared by every download of a ``fetch_many``."""
         if self.slots is None:
             yield
             return
-        self.slots.acquire()
+        while not self.slots.acquire(timeout=TICK):
+            if self.plan.cancelled:
+                raise CancelledError("the download stopped while waiting for a connection")
         try:
             yield
         finally:
             self.slots.release()
 
+    def stop(self) -> None:
+        """Stop every worker and the hasher, and unblock their reads."""
+        self.plan.cancel()
+        self.watchdog.drop_all("the download stopped")
+
     # -- a worker ----------------------------------------------------------------
     def work(self) -> None:
+        retired = False
         try:
-            while (segment := self.plan.take()) is not None:
+            while not retired and (segment := self.plan.take()) is not None:
                 try:
-                    self._fetch_segment(segment)
+                    retired = self._fetch_segment(segment)
                 finally:
                     self.plan.release(segment)
+        except (CancelledError, PartFileClosedError):
+            pass  # the download stopped around this worker: nothing to report
         except BaseException as exc:  # reported to the supervisor, which stops the others
-            with self._lock:
-                self.errors.append(exc)
-            self.plan.cancel()
+            if not self.plan.cancelled:
+                with self._lock:
+                    self.errors.append(exc)
+            self.stop()
+        finally:
+            if not retired:
+                with self._lock:
+                    self._workers -= 1
 
-    def _fetch_segment(self, segment: Segment) -> None:
-        failures = 0
+    def _retire(self, busy: BusyError) -> bool:
+        """After a 503/429: one connection fewer from now on; whether this worker stops."""
+        with self._lock:
+            self.connections = max(1, self.connections - 1)
+            self.lowered_by = str(busy)
+            if self._workers <= self.connections:
+                return False
+            self._workers -= 1
+            return True
+
+    def _fetch_segment(self, segment: Segment) -> bool:
+        """Fill ``segment`` (or until it is stolen); whether this worker was retired."""
+        budget = Budget(self.http, self.watchdog, self.request.url)
         while not segment.done and not self.plan.cancelled:
             before = segment.pos
             try:
                 with self.slot():
                     self._request_range(segment)
-                failures = 0
-            except (
-                RetryableError,
-                urllib3.exceptions.HTTPError,
-                NetworkError,
-                ConnectionError,
-            ) as exc:
-                failures = 0 if segment.pos > before else failures + 1
-                if failures > MAX_FAILURES:
-                    raise NetworkError(
-                        f"{self.request.url}: bytes {segment.pos}-{segment.end - 1} failed "
-                        f"{failures} times in a row ({exc})"
-                    ) from None
-                self.http.backoff.wait(failures)
+                budget.succeeded()
+                continue  # done, stolen, or a shorter answer whose rest is asked for now
+            except BusyError as exc:
+                if self._retire(exc):
+                    return True
+                error: RetryableError = exc
+            except RetryableError as exc:
+                error = exc
+            if self.plan.cancelled:
+                break
+            what = f"bytes {segment.pos}-{segment.end - 1}"
+            budget.failed(error, progressed=segment.pos > before, what=what)
+        return False
 
     def _request_range(self, segment: Segment) -> None:
         start, stop = segment.pos, segment.end
-        headers = {"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
-        if self.remote.validator:
-            headers["If-Range"] = self.remote.validator
-        raw = self.http.open("GET", self.remote.url, headers)
-        complete = False
-        try:
-            if raw.status == 200:
-                raise RemoteChangedError("the server sent the whole file to a range request")
-            if raw.status == 416:
-                raise RemoteChangedError("the server says the range is not satisfiable (416)")
-            if raw.status != 206:
-                if 400 <= raw.status < 500 and raw.status not in {408, 429}:
-                    raise RemoteFileMissingError(
-                        f"{self.remote.url} answered HTTP {raw.status}", self.remote.url, raw.status
-                    )
-                raise RetryableError(f"HTTP {raw.status}")
-            match = CONTENT_RANGE.match(raw.headers.get("Content-Range", ""))
-            if (
-                match is None
-                or int(match.group(1)) != start
-                or int(match.group(2)) != stop - 1
-                or match.group(3) not in {str(self.plan.size), "*"}
-            ):
-                raise RetryableError(
-                    f"asked for bytes {start}-{stop - 1} but got "
-                    f"{raw.headers.get('Content-Range') or 'no Content-Range'}"
+
+        def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[None, bool]:
+            return None, self._receive(raw, segment, start, stop, flow)
+
+        ask(
+            self.http,
+            self.watchdog,
+            self.remote.url,
+            self.remote.range_headers(start, stop),
+            receive,
+        )
+
+    def _receive(
+        self,
+        raw: urllib3.BaseHTTPResponse,
+        segment: Segment,
+        start: int,
+        stop: int,
+        flow: Flow,
+    ) -> bool:
+        """Write the answer's bytes into ``segment``; whether the body was read to its end."""
+        if raw.status == 200:
+            raise self.remote.whole_file_answer(raw.headers)
+        if raw.status == 416:
+            raise RemoteChangedError("the server says the range is not satisfiable (416)")
+        if raw.status != 206:
+            raise refuse_status(self.remote.url, raw.status, raw.headers)
+        end = answered_range(raw.headers, start, stop, self.plan.size)
+        for chunk in read_body(raw, flow=flow):
+            allowed = self.plan.reserve(segment, len(chunk))
+            if allowed:
+                self._write(
+                    chunk if allowed == len(chunk) else memoryview(chunk)[:allowed], segment.pos
                 )
-            for chunk in read_body(raw):
-                allowed = self.plan.reserve(segment, len(chunk))
-                if allowed:
-                    self._write(
-                        chunk if allowed == len(chunk) else memoryview(chunk)[:allowed], segment.pos
-                    )
-                    self.plan.advance(segment, allowed)
-                if allowed < len(chunk) or segment.done or self.plan.cancelled:
-                    return  # stolen or finished: drop the rest of this response
-            complete = True
-            if segment.pos < min(stop, segment.end):
-                raise RetryableError(f"the body ended at byte {segment.pos} of {stop}")
-        finally:
-            if complete:
-                raw.release_conn()
-            else:
-                raw.close()
+                self.plan.advance(segment, allowed)
+                self.watchdog.progressed(allowed)
+            if allowed < len(chunk) or self.plan.cancelled or (segment.done and segment.pos < end):
+                return False  # stolen or stopped: drop the rest of this response
+        if segment.pos < min(end, segment.end):
+            raise RetryableError(f"the body ended at byte {segment.pos} of {end}")
+        return True
 
     def _write(self, data: bytes | memoryview, offset: int) -> None:
         try:
-            written = os.pwrite(self.fd, data, offset)
+            with self.part.use() as fd:
+                written = os.pwrite(fd, data, offset)
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise InsufficientSpaceError(
-                    f"the disk filled up while writing {self.request.filename}; free some space "
-                    "and run the same command again to resume"
-                ) from None
-            raise
+            needed = self.plan.size - self.plan.completed
+            error = self.target.explain(exc, self.target.part, "write", needed)
+            if error is None:
+                raise
+            raise error from exc
         if written != len(data):  # pragma: no cover - pwrite on a regular file writes it all
             raise OSError(f"short write at {offset}")
 
@@ -180,16 +221,19 @@ class Transfer:
                 while position < mark:
                     # One reused buffer: a fresh 4 MiB bytes per read would be a fresh
                     # mmap (and 1024 page faults) each time.
-                    count = os.preadv(self.fd, [view[: min(HASH_BLOCK, mark - position)]], position)
+                    with self.part.use() as fd:
+                        count = os.preadv(fd, [view[: min(HASH_BLOCK, mark - position)]], position)
                     if not count:
                         raise OSError(f"cannot read back byte {position} of the part file")
                     digest.update(view[:count])
                     position += count
             result.append(digest.hexdigest())
+        except PartFileClosedError:
+            pass
         except BaseException as exc:
             with self._lock:
                 self.errors.append(exc)
-            self.plan.cancel()
+            self.stop()
 
 
 def resume_plan(
@@ -228,11 +272,34 @@ def resume_plan(
         return None
 
 
+def _prepare(
+    request: DownloadRequest,
+    target: Target,
+    remote: Remote,
+    progress: Progress | None,
+    connections: int,
+    tail: int,
+) -> SegmentPlan:
+    """The plan to fill: the resume state's, or a fresh part file of the full size."""
+    assert remote.size is not None
+    size = remote.size
+    plan = resume_plan(target, remote, progress, request.filename)
+    if plan is not None:
+        check_space(target.directory, size - plan.completed, request.filename)
+        return plan
+    target.discard()
+    check_space(target.directory, size, request.filename)
+    with target.explained(target.part, "create", size), target.part.open("wb") as handle:
+        handle.truncate(size)
+    return SegmentPlan.split(size, connections, tail)
+
+
 def fetch_segmented(
     request: DownloadRequest,
     target: Target,
     http: HttpClient,
     remote: Remote,
+    watchdog: Watchdog,
     connections: int,
     progress: Progress | None,
     slots: threading.Semaphore | None,
@@ -242,15 +309,8 @@ def fetch_segmented(
 ) -> DownloadResult:
     assert remote.size is not None
     size = remote.size
-    plan = resume_plan(target, remote, progress, request.filename)
-    if plan is None:
-        target.discard()
-        check_space(target.directory, size, request.filename)
-        with target.part.open("wb") as handle:
-            handle.truncate(size)
-        plan = SegmentPlan.split(size, connections, arrival.tail_first if arrival else 0)
-    else:
-        check_space(target.directory, size - plan.completed, request.filename)
+    tail = arrival.tail_first if arrival else 0
+    plan = _prepare(request, target, remote, progress, connections, tail)
     resumed_from = plan.completed
     if resumed_from:
         emit(
@@ -265,17 +325,21 @@ def fetch_segmented(
         )
 
     def save_state() -> None:
-        atomic_write(target.state, json.dumps({
+        # The rows are taken before the part file is synced: every byte they count is
+        # on disk before the state that counts it.
+        rows = plan.state()
+        with contextlib.suppress(PartFileClosedError), part.use() as fd:
+            os.fdatasync(fd)
+        document = {
             "schema": 1, "url": request.url, "size": size, "etag": remote.etag,
-            "last_modified": remote.last_modified, "segments": plan.state(),
-        }), durable=True)  # fmt: skip
+            "last_modified": remote.last_modified, "segments": rows,
+        }  # fmt: skip
+        target.save_state(document, size - plan.completed)
 
-    save_state()
-    fd = os.open(target.part, os.O_RDWR)
-    if arrival is not None:
-        arrival._attach(target.part, plan)
-    transfer = Transfer(http, request, remote, fd, plan, slots)
+    with target.explained(target.part, "open"):
+        part = PartFile(target.part)
     checksum = request.checksum
+    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, connections)
     digests: list[str] = []
     threads = [
         threading.Thread(target=transfer.work, daemon=True, name=f"cudaup-dl-{i}")
@@ -290,44 +354,61 @@ def fetch_segmented(
                 name="cudaup-hash",
             )
         )
-    emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
+    told = connections
+    last_state = time.monotonic()
+
+    def every_tick() -> None:
+        nonlocal told, last_state
+        emit(progress, ProgressEvent(request.filename, "advance", plan.completed, size))
+        if transfer.connections < told:
+            told = transfer.connections
+            host = urlsplit(remote.url).netloc
+            emit(
+                progress,
+                ProgressEvent(
+                    request.filename,
+                    "notice",
+                    plan.completed,
+                    size,
+                    f"{host} answered {transfer.lowered_by}; using {told} connection"
+                    f"{'s' if told > 1 else ''} from now on",
+                ),
+            )
+        if time.monotonic() - last_state >= STATE_INTERVAL:
+            last_state = time.monotonic()
+            save_state()
+
     try:
-        for thread in threads:
-            thread.start()
-        last_state = last_progress = time.monotonic()
-        while alive := [t for t in threads if t.is_alive()]:
-            alive[0].join(PROGRESS_INTERVAL)
-            check_cancelled(cancel)  # saves the state on the way out, below
-            now = time.monotonic()
-            if now - last_progress >= PROGRESS_INTERVAL:
-                last_progress = now
-                emit(progress, ProgressEvent(request.filename, "advance", plan.completed, size))
-            if now - last_state >= STATE_INTERVAL:
-                last_state = now
-                os.fdatasync(fd)
-                save_state()
-            if transfer.errors:
-                plan.cancel()
-            if plan.all_done() and (checksum is None or digests or transfer.errors):
-                break
-        for thread in threads:
-            thread.join(timeout=5)
+        save_state()
+        if arrival is not None:
+            arrival._attach(target.part, plan)
+        emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
+        supervise(
+            threads,
+            watchdog,
+            what=urlsplit(remote.url).netloc,
+            cancel=cancel,
+            failed=lambda: bool(transfer.errors),
+            finished=lambda: plan.all_done() and (checksum is None or bool(digests)),
+            every_tick=every_tick,
+        )
+        if transfer.errors:
+            raise transfer.errors[0]
+        join_all(threads, within=5)
+        if not plan.all_done() or (checksum is not None and not digests):
+            raise NetworkError(f"{request.url}: the download stopped before it was complete")
+        with target.explained(target.part, "write", 0), part.use() as fd:
+            os.fsync(fd)
     except BaseException:
-        plan.cancel()
-        for thread in threads:
-            thread.join(timeout=2)
-        with contextlib.suppress(OSError):
-            os.fdatasync(fd)
-        save_state()
-        os.close(fd)
+        transfer.stop()
+        join_all(threads, within=0.5)  # their reads are unblocked: they end at once
+        # Keep the error that stopped the download, even when the state cannot be saved
+        # (the state on disk is older, so it counts fewer bytes: still true).
+        with contextlib.suppress(CudaupError, OSError):
+            save_state()
+        part.close()
         raise
-    if transfer.errors:
-        os.fdatasync(fd)
-        save_state()
-        os.close(fd)
-        raise transfer.errors[0]
-    os.fsync(fd)
-    os.close(fd)
+    part.close()
     algorithm = checksum[0] if checksum else None
     digest = digests[0] if digests else None
     publish(target, request, digest)
@@ -342,5 +423,5 @@ def fetch_segmented(
         fetched=size - resumed_from,
         seconds=time.monotonic() - started,
         skipped=False,
-        connections=connections,
+        connections=transfer.connections,
     )

@@ -67,6 +67,9 @@ class SegmentPlan:
 
     @classmethod
     def from_state(cls, size: int, rows: list[list[int]]) -> SegmentPlan:
+        """The plan a resume state file recorded (read from disk: checked, never trusted)."""
+        if not all(type(value) is int for row in rows for value in row):
+            raise ValueError("segments in the state file are not whole numbers")
         segments = sorted((Segment(a, p, b) for a, p, b in rows), key=lambda s: s.start)
         covered = 0
         for segment in segments:

@@ -6,25 +6,32 @@ import contextlib
 import json
 import os
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cudaup.errors import (
-    InsufficientSpaceError,
-    UsageError,
-)
+from cudaup.errors import CudaupError, InsufficientSpaceError, UsageError
+from cudaup.util.atomic import atomic_write
+from cudaup.util.faults import Place, explain, explained, output_place
+from cudaup.util.paths import inside
 
 
 class Target:
-    """Paths of one download: the final name, the part file and its resume state."""
+    """Paths of one download: the final name, the part file and its resume state.
 
-    def __init__(self, directory: Path, filename: str) -> None:
-        if "/" in filename or "\\" in filename or filename in {"", ".", ".."}:
-            raise UsageError(f"refusing to write a file named {filename!r}")
+    ``place`` says what to do when the directory refuses a write (another ``-o``, or
+    another ``CUDAUP_CACHE_DIR`` when the directory is in the cache).
+    """
+
+    def __init__(self, directory: Path, filename: str, place: Place | None = None) -> None:
+        # The name comes from a URL or a source document: it must stay a plain name.
+        self.final, self.part, self.state = (
+            inside(directory, name, field="file name", error=UsageError)
+            for name in (filename, filename + ".part", filename + ".part.json")
+        )
         self.directory = directory
-        self.final = directory / filename
-        self.part = directory / (filename + ".part")
-        self.state = directory / (filename + ".part.json")
+        self.place = place if place is not None else output_place(directory)
 
     def load_state(self) -> dict[str, Any] | None:
         try:
@@ -33,10 +40,70 @@ class Target:
             return None
         return document if isinstance(document, dict) and document.get("schema") == 1 else None
 
+    def save_state(self, document: dict[str, Any], needed: int) -> None:
+        """Rewrite the resume state atomically and durably (``needed``: bytes still to come)."""
+        data = json.dumps(document)
+        with self.explained(self.state, "write", needed + len(data)):
+            atomic_write(self.state, data, durable=True)
+
     def discard(self) -> None:
-        for path in (self.part, self.state):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        with self.explained(self.part, "remove"):
+            for path in (self.part, self.state):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+    def explained(
+        self, path: Path, doing: str, needed: int | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """A full disk or a refused write at ``path`` inside the block as the error that
+        names it (see :mod:`cudaup.util.faults`)."""
+        return explained(f"cannot {doing} {path}", self.directory, [self.place], needed)
+
+    def explain(
+        self, exc: OSError, path: Path, doing: str, needed: int | None = None
+    ) -> CudaupError | None:
+        """What :meth:`explained` makes of ``exc``, for a loop too hot for a context manager."""
+        return explain(exc, f"cannot {doing} {path}", self.directory, [self.place], needed)
+
+
+class PartFile:
+    """The part file's descriptor, shared by the writers and the hasher.
+
+    It is closed only once no thread is using it, and refused to every use after, so a
+    worker that is still finishing a write when the download stops can never write
+    through a descriptor number the process has since given to another file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        self._users = 0
+        self._closed = False
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[int]:
+        with self._changed:
+            if self._closed:
+                raise PartFileClosedError("the download stopped")
+            self._users += 1
+        try:
+            yield self.fd
+        finally:
+            with self._changed:
+                self._users -= 1
+                self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+            self._changed.wait_for(lambda: self._users == 0)
+        os.close(self.fd)
+
+
+class PartFileClosedError(Exception):
+    """A worker tried to use the part file after the download stopped."""
 
 
 def check_space(directory: Path, needed: int, what: str) -> None:

@@ -6,7 +6,8 @@ well-behaved CLI: ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (via the
 standard library's reading of them), ``SSL_CERT_FILE``/``SSL_CERT_DIR``, and
 ``~/.netrc`` (or ``$NETRC``) credentials for the host being asked.  TLS is
 always verified.  Redirects are followed by hand so that an https→http
-downgrade can be refused.
+downgrade, or a redirect to a host that is not a configured source or on the
+list in :mod:`cudaup.net.hosts`, can be refused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cudaup.config import Settings
 from cudaup.errors import NetworkError, SourceFormatError
 from cudaup.net import backoff as backoff_policy
 from cudaup.net.backoff import Backoff
+from cudaup.net.hosts import check_redirect
 from cudaup.net.response_cache import CachedResponse, HttpCache
 from cudaup.net.tls import default_context
 
@@ -151,23 +153,27 @@ class HttpClient:
         *,
         preload: bool = False,
         timeout: float | None = None,
+        retry: bool = True,
     ) -> urllib3.BaseHTTPResponse:
         """Send one request, following redirects; the raw streaming response.
 
         Connection errors, timeouts and retryable statuses (5xx, 408, 429 with
         ``Retry-After``) are retried with exponential backoff and jitter; other
-        statuses are returned for the caller to interpret.
+        statuses are returned for the caller to interpret.  With ``retry=False``
+        each hop is tried once, every status comes back as it is and a connection
+        that fails raises urllib3's exception (:func:`describe` puts it in words): the
+        downloader keeps its own budget and lowers its connections on 503/429.  A
+        refused redirect always raises :class:`NetworkError`.
         """
         current = url
         for _hop in range(MAX_REDIRECTS + 1):
-            response = self._send_with_retries(method, current, headers, preload, timeout)
+            response = self._send_with_retries(method, current, headers, preload, timeout, retry)
             location = response.headers.get("Location")
             if response.status in {301, 302, 303, 307, 308} and location:
                 response.drain_conn()
                 response.release_conn()
                 target = urljoin(current, location)
-                if urlsplit(current).scheme == "https" and urlsplit(target).scheme != "https":
-                    raise NetworkError(f"refusing a redirect from {current} down to {target}")
+                check_redirect(self.settings, current, target)
                 current = target
                 continue
             response.url = current
@@ -181,11 +187,13 @@ class HttpClient:
         headers: Mapping[str, str] | None,
         preload: bool,
         timeout: float | None,
+        retry: bool,
     ) -> urllib3.BaseHTTPResponse:
+        retries = self._retries if retry else 0
         all_headers = {**self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
         last_error = ""
-        for attempt in range(self._retries + 1):
+        for attempt in range(retries + 1):
             self._count()
             try:
                 response = self._manager(url).request(
@@ -198,18 +206,20 @@ class HttpClient:
                     timeout=urllib3.Timeout(connect=min(10.0, read_timeout), read=read_timeout),
                 )
             except urllib3.exceptions.HTTPError as exc:
-                last_error = _describe(exc)
+                if not retry:
+                    raise
+                last_error = describe(exc)
             else:
-                if response.status not in RETRY_STATUSES:
+                if response.status not in RETRY_STATUSES or not retry:
                     return response
                 last_error = f"HTTP {response.status}"
                 retry_after = response.headers.get("Retry-After")
                 response.drain_conn()
                 response.release_conn()
-                if attempt < self._retries:
+                if attempt < retries:
                     self.backoff.wait(attempt, retry_after)
                 continue
-            if attempt < self._retries:
+            if attempt < retries:
                 self.backoff.wait(attempt)
         host = urlsplit(url).netloc
         raise NetworkError(f"cannot reach {host} ({last_error}) for {url}")
@@ -270,13 +280,20 @@ def _read_limited(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
     return b"".join(chunks)
 
 
-_CONNECTION_PREFIX = re.compile(r"^\w*Connection\(host='[^']*', port=\d+\): ")
+_INCOMPLETE = re.compile(r"IncompleteRead\((\d+) bytes read, (\d+) more expected\)")
+_TIMEOUT_VALUE = re.compile(r" \((?:read|connect) timeout=[^)]*\)")
+_CONNECTION_PREFIX = re.compile(r"^\w*Connection(?:Pool)?\(host='[^']*', port=\d+\): ")
 
 
-def _describe(exc: urllib3.exceptions.HTTPError) -> str:
+def describe(exc: urllib3.exceptions.HTTPError) -> str:
     """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"."""
     reason = getattr(exc, "reason", None)
     text = str(reason or exc)
+    if isinstance(exc, urllib3.exceptions.ProtocolError) and exc.args:
+        text = str(exc.args[0])  # not the tuple of the message and the cause
+    if short := _INCOMPLETE.search(text):
+        return f"the connection broke {short[1]} bytes into the body, {short[2]} bytes short"
     text = text.split(": ", 1)[-1] if "NewConnectionError" in text else text
     text = _CONNECTION_PREFIX.sub("", text)
+    text = _TIMEOUT_VALUE.sub("", text)  # "Read timed out. (read timeout=0.99666285)"
     return text.replace("([Errno -2] Name or service not known)", "(name not known)")

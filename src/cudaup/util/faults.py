@@ -47,6 +47,11 @@ def store_place(home: Path) -> Place:
     )
 
 
+def output_place(directory: Path) -> Place:
+    """A directory the user chose for downloads (``-o``)."""
+    return Place(directory, "choose another -o directory, or fix its permissions")
+
+
 def prefix_place(prefix: Path) -> Place:
     return Place(prefix.parent, "choose a --prefix you can write, or fix its permissions")
 
@@ -87,7 +92,10 @@ def full_disk(
         if os.statvfs(directory).f_favail == 0:
             cause = "the file system has no free inodes (room for new files) left"
     needs = f"it needs {size_text(needed)}" if needed is not None else "it needs more room"
-    return InsufficientSpaceError(f"{action}: {cause} in {directory}: {needs}, {free}")
+    return InsufficientSpaceError(
+        f"{action}: {cause} in {directory}: {needs}, {free}; "
+        "free some space and run the same command again"
+    )
 
 
 def _place_of(path: Path, places: Sequence[Place]) -> Place | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,17 +30,24 @@ def map_concurrently(
 ) -> list[R]:
     """``[function(x) for x in items]`` in up to ``workers`` threads (inline for one item).
 
-    The first exception (Ctrl-C included) cancels what has not started, sets
-    ``cancel`` so that running work can stop at its next check (a download saves
-    its resumable state and returns within a fraction of a second), and propagates.
-    Ctrl-C reaches only the main thread; without ``cancel``, running work would
-    finish before the exception could leave this function.
+    The first exception (Ctrl-C included), whichever item raised it, cancels what has
+    not started, sets ``cancel`` so that running work stops at its next check (a
+    download saves its resumable state and returns within a fraction of a second),
+    and propagates once the running work has stopped: the caller never waits for a
+    sibling to finish its work, only for it to notice ``cancel``.  Ctrl-C reaches only
+    the main thread; without ``cancel``, running work finishes before the exception
+    leaves this function.
     """
     if len(items) <= 1 or workers <= 1:
         return [function(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         futures = [pool.submit(function, item) for item in items]
         try:
+            pending: set[Future[R]] = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    future.result()  # raises the first failure as soon as it happens
             return [future.result() for future in futures]
         except BaseException:
             if cancel is not None:
