@@ -195,9 +195,7 @@ def test_no_room_for_the_resume_state(
     fault_server.add("/f.run", BODY)
     with pytest.raises(InsufficientSpaceError) as caught:
         fetch(request(fault_server), disk, http=client(tmp_path / "cache"))
-    assert str(caught.value).startswith(
-        f"cannot write {disk}/f.run.part.json: "
-    )
+    assert str(caught.value).startswith(f"cannot write {disk}/f.run.part.json: ")
     assert f" in {disk}: it needs " in str(caught.value)
 
 
