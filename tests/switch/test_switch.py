@@ -8,6 +8,7 @@ is left exactly as it was.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -346,8 +347,11 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     text = nvcc.read_text()
     assert text.startswith("#!/bin/sh\n# cudaup shim")
     assert text.endswith(
-        f"exec {sys.executable} -P -c '{shims.SHIM_CODE}' {three.home} nvcc \"$@\"\n"
+        f"exec {sys.executable} -I -S -c '{shims.SHIM_CODE}' {shims.package_root()} "
+        f'{three.home} nvcc "$@"\n'
     )
+    # The directory baked in is the one this cudaup was imported from.
+    assert (Path(shims.package_root()) / "cudaup" / "switch" / "shim.py").is_file()
     shims.write_shims(three, ["nvcc"])
     assert sorted(p.name for p in three.bin_dir.iterdir()) == ["nvcc", "ptxas"]
     assert not [p for p in three.bin_dir.iterdir() if p.name.startswith(".")]
@@ -355,12 +359,26 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
         shims.write_shims(three, ["../evil"])
 
 
-def test_available_tools_is_the_union_of_toolkits_and_the_core_list(three: Store) -> None:
+def test_shims_are_written_only_for_tools_a_toolkit_has(three: Store, tmp_path: Path) -> None:
     make_toolkit(three, "12.9.0", ("nvcc", "nvvp-like"))
-    tools = shims.available_tools(three)
-    assert {"nvcc", "ptxas", "cu++filt", "compute-sanitizer", "cuda-gdb", "nvvp-like"} <= set(tools)
+    assert shims.available_tools(three) == ["nvcc", "nvvp-like", "ptxas"]
     written = shims.refresh_shims(three)
-    assert {p.name for p in written} == set(tools)
+    assert sorted(p.name for p in written) == ["nvcc", "nvvp-like", "ptxas"]
+    # A system's ncu stays visible behind the shims: no toolkit of cudaup's has one.
+    system = make_tree(tmp_path / "nsight", "system", ("ncu",))
+    env = {"PATH": f"{three.bin_dir}:{system / 'bin'}:/usr/bin:/bin"}
+    done = subprocess.run(["ncu"], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("ncu from system")
+    # nvcc keeps its shim with no toolkit at all: it says how to choose one.
+    empty = Store(tmp_path / "empty")
+    assert [p.name for p in shims.refresh_shims(empty)] == ["nvcc"]
+    # A default that is a path brings its tools; removing a toolkit removes its shims.
+    three.set_default(str(system))
+    assert "ncu" in shims.available_tools(three)
+    three.set_default(None)
+    shutil.rmtree(three.toolkits_dir / "12.9.0")
+    assert sorted(p.name for p in shims.refresh_shims(three)) == ["nvcc", "ptxas"]
+    assert not (three.bin_dir / "nvvp-like").exists()
 
 
 def run_shim(
@@ -408,7 +426,8 @@ def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
     assert missing.returncode == 127
     assert missing.stderr == (
         f"cudaup: ptxas is not in CUDA 12.8.0 ({three.toolkits_dir / '12.8.0'}), chosen by "
-        f"CUDAUP_TOOLKIT; {shim.HOW_TO_CHOOSE}\n"
+        "CUDAUP_TOOLKIT; it comes with the cuda_nvcc component (`cudaup install 12.8.0 "
+        f"--components cuda_nvcc` adds it), or {shim.HOW_TO_CHOOSE}\n"
     )
     (project / ".cuda-version").write_text("12.4\n")
     absent = run_shim(three.home, "nvcc", cwd=project / "sub")
