@@ -19,8 +19,10 @@ import pytest
 
 from cudaup.core.versions import parse_request
 from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundError, UsageError
+from cudaup.install import store as store_module
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import is_shim
 from cudaup.switch import environment, pins, selection, shim, shims, system_link
 from tests.helpers import require_tool
 
@@ -142,6 +144,31 @@ def test_a_version_request_names_the_newest_installed_match(
     assert (found.version if found else None) == expected
     mine = shim.find_installed(str(three.home), request_text)
     assert (mine[0] if mine else None) == expected  # the shim agrees with Store.find
+
+
+@pytest.mark.parametrize(
+    ("request_text", "tool", "expected"),
+    [
+        ("12.8", "nvcc", "12.8.1"),  # 12.8.2 is newer but has no nvcc
+        ("12.8", "ptxas", "12.8.1"),
+        ("12.8", "cuobjdump", "12.8.2"),  # only 12.8.2 has it
+        ("12.8", "ncu", "12.8.2"),  # nobody has it: the newest match
+        ("12.8.2", "nvcc", "12.8.2"),  # a release is that release
+        ("12", "nvcc", "12.8.1"),
+        ("latest", "nvcc", "13.0.1"),
+    ],
+)
+def test_a_floating_request_prefers_a_toolkit_that_has_the_tool(
+    three: Store, request_text: str, tool: str, expected: str
+) -> None:
+    make_toolkit(three, "12.8.2", ("cuobjdump",))
+    found = three.find(request_text, tool)
+    assert found is not None and found.version == expected
+    assert shim.find_installed(str(three.home), request_text, tool) == (
+        expected,
+        str(three.toolkits_dir / expected),
+    )  # the shim agrees with Store.find
+    assert shim.COMPILER == "nvcc" == store_module.COMPILER
 
 
 def test_external_toolkits_count_as_installed(three: Store, tmp_path: Path) -> None:
@@ -342,7 +369,7 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     assert sorted(p.name for p in written) == ["cuobjdump", "nvcc"]
     assert foreign.read_text() == "#!/bin/sh\necho mine\n"  # never overwritten
     nvcc = three.bin_dir / "nvcc"
-    assert shims.is_shim(nvcc)
+    assert is_shim(nvcc)
     assert os.access(nvcc, os.X_OK)
     text = nvcc.read_text()
     assert text.startswith("#!/bin/sh\n# cudaup shim")
