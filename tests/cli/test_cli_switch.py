@@ -493,13 +493,16 @@ def test_run_refuses_another_toolkits_nvcc_and_names_the_component(
         assert done.stdout == ""  # the other nvcc never ran
         assert f"nvcc is not in CUDA 12.9.0 ({store.toolkits_dir / '12.9.0'})" in done.stderr
         assert "cuda_nvcc" in done.stderr and "--channel redist" in done.stderr
-    # A tool cudaup knows no component for, found in another toolkit's bin: refused too.
+    # A tool cudaup knows no component for is a toolkit's when an installed toolkit has it
+    # (it has a shim): refused too.  Before that, it is any command.
     env = {"PATH": f"{elsewhere / 'bin'}:/usr/bin:/bin"}
+    assert cudaup_process("run", "12.9", "--", "nvvp", cwd=tmp_path, env=env).returncode == 0
+    make_toolkit(store, "13.0.2", ("nvcc", "nvvp"))
+    shims.refresh_shims(store)
     other = cudaup_process("run", "12.9", "--", "nvvp", cwd=tmp_path, env=env)
     assert other.returncode == 127 and other.stdout == ""
     assert f"cudaup does not run {elsewhere / 'bin' / 'nvvp'} instead" in other.stderr
     # Commands that are no toolkit's run as they are; a nested nvcc meets the shims first.
-    shims.refresh_shims(store)
     nested = cudaup_process("run", "12.9", "--", "sh", "-c", "nvcc; echo $?", cwd=tmp_path, env=env)
     assert nested.returncode == 0
     assert nested.stdout == "127\n" and "nvcc is not in CUDA 12.9.0" in nested.stderr

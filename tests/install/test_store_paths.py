@@ -11,6 +11,7 @@ import pytest
 from cudaup.errors import IntegrityError
 from cudaup.install.layout import keep_wheel_record, merge_tree
 from cudaup.install.store import RECORD, External, InstalledToolkit, Store
+from cudaup.switch import shim
 from tests.sandbox import Sandbox, sandbox  # noqa: F401 - fixture
 
 CLIMBS = ["../../../../srv/data", "13.0.1/../../x", "..", "/srv/data", "13.0.1/x", ""]
@@ -101,6 +102,10 @@ def test_external_entries_that_are_not_cudaups_are_left_out(tmp_path: Path) -> N
         External(prefix, "13.0.1"),
         External("/srv/sbsa", "13.0.1", "linux-sbsa"),
     ]
+    # The shim reads the same document the same way (and never a foreign toolkit).
+    Path(prefix).mkdir()
+    assert shim.installed(str(tmp_path)) == [("13.0.1", prefix)]
+    assert [(t.version, str(t.path)) for t in store.runnable()] == [("13.0.1", prefix)]
     for broken in ("[" * 100_000, "[1]", "\xff", '{"schema": 2, "toolkits": [1]}'):
         (tmp_path / "external.json").write_text(broken)
         assert store.external() == []

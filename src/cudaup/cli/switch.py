@@ -18,7 +18,7 @@ from cudaup.core.components import TOOLS
 from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.machine.toolkits import is_shim, looks_like_toolkit
+from cudaup.machine.toolkits import is_shim
 from cudaup.switch import environment, github, pins, selection, shim, shims, system_link
 
 _CHOOSE = (
@@ -344,7 +344,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     environ[selection.TOOLKIT_ENV] = str(toolkit)
     environ["PATH"] = _with_shims(environ["PATH"], toolkit, store)
     if "/" not in program:
-        _refuse_other_toolkits(program, active, toolkit, environ["PATH"])
+        _refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -370,22 +370,20 @@ def _with_shims(path: str, toolkit: Path, store: Store) -> str:
 
 
 def _refuse_other_toolkits(
-    program: str, active: selection.Active, toolkit: Path, path: str
+    program: str, active: selection.Active, toolkit: Path, path: str, store: Store
 ) -> None:
-    """Exit 127 when ``program`` is not in the chosen toolkit but a CUDA tool: PATH would
-    find another toolkit's (``/usr/local/bin/nvcc``), and a build with the wrong compiler
-    that exits 0 is worse than none."""
+    """Exit 127 when ``program`` is a toolkit's tool (one cudaup knows, or one an installed
+    toolkit has: it has a shim) that the chosen toolkit lacks: PATH would find another
+    toolkit's (``/usr/local/bin/nvcc``), and a build with the wrong compiler that exits 0
+    is worse than none."""
     if shim.tool_path(str(toolkit), program) is not None:
         return
-    found = shutil.which(program, path=path)
-    other = None
-    if found is not None and not is_shim(Path(found)):
-        home = Path(found).resolve().parent.parent
-        if looks_like_toolkit(home) and home != toolkit.resolve():
-            other = found
-    if program not in TOOLS and other is None:
-        return  # make, cmake, python: not a toolkit's tool
-    instead = f"; cudaup does not run {other} instead" if other else ""
+    if program not in TOOLS and not is_shim(store.bin_dir / program):
+        return  # make, cmake, python: no toolkit's tool
+    shim_dir = os.path.normpath(store.bin_dir.absolute())
+    beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
+    found = shutil.which(program, path=beyond)  # what PATH would have run
+    instead = f"; cudaup does not run {found} instead" if found and not is_shim(Path(found)) else ""
     raise CommandNotRunError(selection.missing_tool(active, program) + instead, 127)
 
 

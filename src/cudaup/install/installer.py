@@ -5,7 +5,7 @@ same filesystem as its destination, then publishes it with one rename:
 
 * ``redist``: each manifest archive (sha256-verified) is extracted safely into
   its own directory, then merged;
-* ``pypi``: each wheel (sha256 from PyPI) is unpacked with its file modes, and
+* ``pypi``: each wheel (sha256 from PyPI) is unpacked (with pip's modes), and
   its ``nvidia/cu13`` (13.x) or ``nvidia/<component>`` (12.x) tree merged;
 * ``installer``: the runfile runs silently with ``--toolkitpath`` in staging,
   its log kept in the store, ``/usr/local/cuda`` checked before and after;
@@ -41,7 +41,7 @@ from typing import Any, Literal
 from cudaup import __version__
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
-from cudaup.core.components import REQUIRED_TOOLS, pypi_extra
+from cudaup.core.components import REQUIRED_TOOLS
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
@@ -375,8 +375,8 @@ def check_tools(tree: Path, resolution: Resolution, notes: Sequence[str]) -> Non
                 fallback = next((n for n in notes if n.startswith("channel auto:")), None)
                 why = f" ({fallback})" if fallback else ""
                 message += (
-                    f"{why}; NVIDIA's redist archive of {pypi_extra(artifact.component)} has "
-                    f"{tool}: install with --channel redist"
+                    f"{why}; NVIDIA's redist archive of {artifact.component} has {tool}: "
+                    "install with --channel redist"
                 )
             raise ArtifactNotFoundError(message)
 

@@ -308,7 +308,7 @@ def _environment(lookup: Lookup) -> Iterable[Found]:
             yield Path(value), name, {}
 
 
-def looks_like_toolkit(directory: Path) -> bool:
+def _looks_like_toolkit(directory: Path) -> bool:
     # /usr/local has include/ and lib/ too: look for what only a toolkit has.
     return (
         (directory / "nvvm").is_dir()
@@ -325,7 +325,7 @@ def nvcc_home(nvcc: Path) -> Path:
     """
     real = nvcc.resolve()
     home = real.parent.parent
-    if looks_like_toolkit(home):
+    if _looks_like_toolkit(home):
         return home
     try:
         head = real.read_bytes()[:4096]

@@ -41,7 +41,7 @@ running it: ``cudaup doctor`` and ``list`` follow shims on PATH that way.
 """
 
 # os.path, not pathlib (12 ms to import); execve is the point of this module.
-# ruff: noqa: PTH100, PTH109, PTH110, PTH111, PTH112, PTH113, PTH118, PTH119, PTH120, PTH123, PTH208, S606
+# ruff: noqa: PTH100, PTH109, PTH117, PTH110, PTH111, PTH112, PTH113, PTH118, PTH119, PTH120, PTH123, PTH208, S606
 
 from __future__ import annotations
 
@@ -215,7 +215,16 @@ def installed(home: str) -> list[tuple[str, str]]:
         else:
             pairs = []
         for version, path in pairs:
-            if isinstance(version, str) and isinstance(path, str) and os.path.isdir(path):
+            # Store.external's checks: a release, and an absolute, normalised, printable path.
+            if (
+                isinstance(version, str)
+                and _release(version) is not None
+                and isinstance(path, str)
+                and path.isprintable()
+                and os.path.isabs(path)
+                and os.path.normpath(path) == path
+                and os.path.isdir(path)
+            ):
                 found.append((version, path))
     return found
 
@@ -465,7 +474,7 @@ def missing_tool(tool: str, toolkit: str, version: str | None) -> str:
     """What to do about a tool a toolkit lacks: the component that ships it, if known."""
     component = TOOL_COMPONENTS.get(tool)
     if component is None:
-        return "it is not one of the tools cudaup knows a component for"
+        return "cudaup knows no component that ships it"
     if tool == "nvcc" and os.path.isfile(os.path.join(toolkit, "bin", "ptxas")):
         # What an install from PyPI's CUDA 12 nvcc wheel (ptxas, no nvcc) looks like.
         return (
