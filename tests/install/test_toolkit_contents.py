@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.core.components import CLOSURE, REQUIRED_TOOLS, TOOLS, with_closure
+from cudaup.core.components import CLOSURE, REQUIRED_TOOLS, with_closure
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.switch import shim
@@ -52,9 +52,9 @@ def test_nvcc_brings_the_cpp_core_libraries_where_a_release_has_them() -> None:
     assert "cuda_cccl" in CLOSURE["cuda_nvcc"]
 
 
-def test_the_shim_knows_the_same_tools_as_the_components_table() -> None:
-    assert shim.TOOL_COMPONENTS == TOOLS
-    assert all(tool in TOOLS for tools in REQUIRED_TOOLS.values() for tool in tools)
+def test_a_required_tool_is_said_to_come_with_its_component() -> None:
+    for component, tools in REQUIRED_TOOLS.items():
+        assert all(shim.TOOL_COMPONENTS[tool] == component for tool in tools)
 
 
 # -- a component without its tool ----------------------------------------------------------------

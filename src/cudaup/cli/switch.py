@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.cli.common import emit_json
-from cudaup.core.components import TOOLS
 from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
@@ -378,7 +377,7 @@ def _refuse_other_toolkits(
     is worse than none."""
     if shim.tool_path(str(toolkit), program) is not None:
         return
-    if program not in TOOLS and not is_shim(store.bin_dir / program):
+    if program not in shim.TOOL_COMPONENTS and not is_shim(store.bin_dir / program):
         return  # make, cmake, python: no toolkit's tool
     shim_dir = os.path.normpath(store.bin_dir.absolute())
     beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)

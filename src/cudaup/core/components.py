@@ -69,30 +69,10 @@ CLOSURE: dict[str, tuple[str, ...]] = {
     "libcufft": ("libnvjitlink",),
 }
 
-#: Which component ships each tool of a toolkit's ``bin`` (for "install X to get it").
-#: :mod:`cudaup.switch.shim` keeps a copy (it imports the standard library only); a test
-#: checks that the two agree.
-TOOLS: dict[str, str] = {
-    "nvcc": "cuda_nvcc",
-    "ptxas": "cuda_nvcc",
-    "fatbinary": "cuda_nvcc",
-    "nvlink": "cuda_nvcc",
-    "cudafe++": "cuda_nvcc",
-    "bin2c": "cuda_nvcc",
-    "cuobjdump": "cuda_cuobjdump",
-    "nvdisasm": "cuda_nvdisasm",
-    "cu++filt": "cuda_cuxxfilt",
-    "nvprune": "cuda_nvprune",
-    "cuda-gdb": "cuda_gdb",
-    "cuda-gdbserver": "cuda_gdb",
-    "compute-sanitizer": "cuda_sanitizer_api",
-    "nsys": "nsight_systems",
-    "ncu": "nsight_compute",
-}
-
 #: Tools without which a component is not what its name promises: an install whose
 #: ``cuda_nvcc`` has no ``bin/nvcc`` (PyPI's CUDA 12 nvcc wheels hold only ptxas) is
-#: refused rather than published as a toolkit that cannot compile.
+#: refused rather than published as a toolkit that cannot compile.  (Which component
+#: ships each tool, for messages, is :data:`cudaup.switch.shim.TOOL_COMPONENTS`.)
 REQUIRED_TOOLS: dict[str, tuple[str, ...]] = {"cuda_nvcc": ("nvcc",)}
 
 

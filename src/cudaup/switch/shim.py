@@ -15,9 +15,8 @@ ARGS...`` does the same, more slowly.)
 
 This module runs on every compiler call, so it imports only ``os`` and ``sys``:
 ``pathlib``, ``re`` and ``packaging`` would each cost milliseconds.  It keeps a
-small copy of the request rules of :mod:`cudaup.core.versions`, of
-:meth:`cudaup.install.store.Store.find` and of :data:`cudaup.core.components.TOOLS`;
-the tests check that the copies agree.  :mod:`cudaup.switch` uses the helpers
+small copy of the request rules of :mod:`cudaup.core.versions` and of
+:meth:`cudaup.install.store.Store.find`; the tests check that the copies agree.  :mod:`cudaup.switch` uses the helpers
 here too, so ``cudaup which`` and the shims name the same toolkit.
 
 Selection order (``cudaup run VERSION`` sets ``CUDAUP_TOOLKIT`` for its command):
@@ -61,7 +60,7 @@ PIN_FILE = ".cuda-version"
 #: The tool a floating request prefers a toolkit for when no tool is named (``show``,
 #: ``env``): a toolkit that compiles.  Kept equal to :data:`cudaup.install.store.COMPILER`.
 COMPILER = "nvcc"
-#: Which component ships each tool (a copy of :data:`cudaup.core.components.TOOLS`).
+#: Which component ships each tool of a toolkit's ``bin`` (for "install X to get it").
 TOOL_COMPONENTS = {
     "nvcc": "cuda_nvcc",
     "ptxas": "cuda_nvcc",
