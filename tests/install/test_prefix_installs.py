@@ -127,7 +127,7 @@ def test_the_first_install_becomes_the_default_and_says_what_next(
         f"directory (CUDA 12.8.1 ({store.toolkits_dir / '12.8.1'}) is active here)"
     )
     again = install(capsys, "12.8.1", "--platform", "linux-x86_64")
-    assert "next: nvcc runs CUDA 12.8.1 here (the default)" in again.out
+    assert "next: nothing: CUDA 12.8.1 is the active toolkit here (the default)" in again.out
 
 
 def test_install_with_no_version_installs_what_the_nearest_pin_asks_for(

@@ -174,7 +174,7 @@ def next_step(store: Store, result: InstallResult, toolkit: InstalledToolkit | N
     active = select(store)
     name = str(result.path) if toolkit is not None and toolkit.external else result.version
     if active.path is not None and os.path.realpath(active.path) == os.path.realpath(result.path):
-        return f"nvcc runs CUDA {result.version} here ({active.reason})"
+        return f"nothing: CUDA {result.version} is the active toolkit here ({active.reason})"
     now = f"{active.describe()} is active here" if active.path else "no toolkit is active here"
     return (
         f"`cudaup default {name}` to use it everywhere, or `cudaup pin {name}` for this "

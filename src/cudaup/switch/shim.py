@@ -10,14 +10,15 @@ Each shim is a short ``sh`` script written by :func:`cudaup.switch.write_shims`:
 ``-I`` keeps the user's ``PYTHON*`` variables and the current directory out of
 the interpreter; ``-S`` skips ``site`` (its ``.pth`` files cost milliseconds),
 so the directory cudaup was imported from when the shim was written (the first
-argument) is appended to ``sys.path`` instead.  (``python -m cudaup.switch.shim HOME TOOL
-ARGS...`` does the same, more slowly.)
+argument) is appended to ``sys.path`` instead.  (``python -m cudaup.switch.shim
+HOME TOOL ARGS...`` does the same, more slowly.)
 
 This module runs on every compiler call, so it imports only ``os`` and ``sys``:
 ``pathlib``, ``re`` and ``packaging`` would each cost milliseconds.  It keeps a
 small copy of the request rules of :mod:`cudaup.core.versions` and of
-:meth:`cudaup.install.store.Store.find`; the tests check that the copies agree.  :mod:`cudaup.switch` uses the helpers
-here too, so ``cudaup which`` and the shims name the same toolkit.
+:meth:`cudaup.install.store.Store.find`; the tests check that the copies agree.
+:mod:`cudaup.switch` uses the helpers here too, so ``cudaup which`` and the
+shims name the same toolkit.
 
 Selection order (``cudaup run VERSION`` sets ``CUDAUP_TOOLKIT`` for its command):
 
