@@ -22,7 +22,7 @@ from cudaup.cli.main import build_parser
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.switch import pins
+from cudaup.switch import pins, shims
 from tests import fakemachine as fm
 from tests.helpers import require_tool
 from tests.switch.test_switch import make_toolkit, make_tree, readlink
@@ -433,3 +433,77 @@ def test_uninstall_names_who_owns_a_toolkit_cudaup_did_not_install(
     assert code == EXIT_CODES["usage"]
     assert "was not installed by cudaup (found via CUDA_HOME)" in err, err
     assert "not cudaup, not cudaup" not in err and tree.is_dir()
+
+
+# -- a floating request and a partial toolkit ---------------------------------------------------------------
+def test_a_partial_newer_toolkit_does_not_take_nvcc_from_a_floating_default(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 13.0.2 installed with libraries only (cublas), plus one tool no other toolkit has.
+    partial = store.toolkits_dir / "13.0.2"
+    (partial / "lib64").mkdir(parents=True)
+    (partial / "lib64" / "libcublas.so.13").write_text("ELF")
+    make_tree(partial, "13.0.2", ("ncu",))
+    store.write_record(partial, {"version": "13.0.2", "components": ["libcublas"]})
+    assert cudaup(capsys, "default", "13.0")[0] == 0
+    full = store.toolkits_dir / "13.0.1"
+    env = {"PATH": f"{store.bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    nvcc = subprocess.run(["nvcc"], env=env, capture_output=True, text=True, check=True)
+    assert nvcc.stdout.startswith("nvcc from 13.0.1")  # the shim
+    assert cudaup_json(capsys, "which", "nvcc")["path"] == str(full / "bin" / "nvcc")
+    shown = cudaup_json(capsys, "show")
+    assert shown["active"]["version"] == "13.0.1"
+    assert [t["version"] for t in shown["installed"] if t["active"]] == ["13.0.1"]
+    assert cudaup_json(capsys, "env", "--shell", "bash")["variables"]["CUDA_HOME"] == str(full)
+    assert [t["version"] for t in cudaup_json(capsys, "list")["installed"] if t["default"]] == [
+        "13.0.1"
+    ]
+    # Per tool: what only 13.0.2 has comes from 13.0.2, through the shim, which and run.
+    ncu = subprocess.run(["ncu"], env=env, capture_output=True, text=True, check=True)
+    assert ncu.stdout.startswith("ncu from 13.0.2")
+    assert cudaup_json(capsys, "which", "ncu")["path"] == str(partial / "bin" / "ncu")
+    ran = cudaup_process("run", "13.0", "--", "ncu", cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stdout.startswith("ncu from 13.0.2"), ran.stderr
+    # The release named exactly is that release, partial or not.
+    exact = subprocess.run(
+        ["nvcc"],
+        env={**env, "CUDAUP_TOOLKIT": "13.0.2"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert exact.returncode == 127
+    assert "nvcc is not in CUDA 13.0.2" in exact.stderr and "cuda_nvcc component" in exact.stderr
+
+
+# -- run never falls through to another toolkit's tool ----------------------------------------------------------
+def test_run_refuses_another_toolkits_nvcc_and_names_the_component(
+    store: Store, tmp_path: Path
+) -> None:
+    # 12.9.0 as PyPI's CUDA 12 wheels make it: ptxas, no nvcc.
+    make_toolkit(store, "12.9.0", ("ptxas",))
+    elsewhere = make_tree(tmp_path / "usr-local" / "cuda-13.0", "system", ("nvcc", "nvvp"))
+    (elsewhere / "include").mkdir()
+    (elsewhere / "include" / "cuda_runtime_api.h").write_text("#define CUDART_VERSION 13000\n")
+    plain = make_tree(tmp_path / "usr-local-bin", "wrapper", ("nvcc",))  # like /usr/local/bin
+    for directory in (elsewhere / "bin", plain / "bin"):
+        env = {"PATH": f"{directory}:/usr/bin:/bin"}
+        done = cudaup_process("run", "12.9", "--", "nvcc", "--version", cwd=tmp_path, env=env)
+        assert done.returncode == 127, done.stdout
+        assert done.stdout == ""  # the other nvcc never ran
+        assert f"nvcc is not in CUDA 12.9.0 ({store.toolkits_dir / '12.9.0'})" in done.stderr
+        assert "cuda_nvcc" in done.stderr and "--channel redist" in done.stderr
+    # A tool cudaup knows no component for is a toolkit's when an installed toolkit has it
+    # (it has a shim): refused too.  Before that, it is any command.
+    env = {"PATH": f"{elsewhere / 'bin'}:/usr/bin:/bin"}
+    assert cudaup_process("run", "12.9", "--", "nvvp", cwd=tmp_path, env=env).returncode == 0
+    make_toolkit(store, "13.0.2", ("nvcc", "nvvp"))
+    shims.refresh_shims(store)
+    other = cudaup_process("run", "12.9", "--", "nvvp", cwd=tmp_path, env=env)
+    assert other.returncode == 127 and other.stdout == ""
+    assert f"cudaup does not run {elsewhere / 'bin' / 'nvvp'} instead" in other.stderr
+    # Commands that are no toolkit's run as they are; a nested nvcc meets the shims first.
+    nested = cudaup_process("run", "12.9", "--", "sh", "-c", "nvcc; echo $?", cwd=tmp_path, env=env)
+    assert nested.returncode == 0
+    assert nested.stdout == "127\n" and "nvcc is not in CUDA 12.9.0" in nested.stderr
+    assert cudaup_process("run", "12.9", "--", "ptxas", cwd=tmp_path, env=env).returncode == 0

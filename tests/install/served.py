@@ -81,17 +81,26 @@ def _page(server: FaultServer, project: str, filename: str, body: bytes) -> None
 def serve_pypi(server: FaultServer, release: str, wheel: bytes, version: str = "13.0.88") -> str:
     """``cuda-toolkit==release`` whose ``cudart`` extra pins ``nvidia-cuda-runtime==version``,
     that wheel being ``wheel``; the index URL."""
-    metadata = (
-        f"Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: {release}\nProvides-Extra: cudart\n"
-        f'Requires-Dist: nvidia-cuda-runtime=={version}.*; extra == "cudart"\n'
-    )
+    return serve_extras(server, release, {"cudart": ("nvidia-cuda-runtime", version, wheel)})
+
+
+def serve_extras(
+    server: FaultServer, release: str, extras: dict[str, tuple[str, str, bytes]]
+) -> str:
+    """``cuda-toolkit==release`` whose extras each pin one component wheel:
+    ``{extra: (project, version, wheel)}``; the index URL."""
+    lines = [f"Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: {release}\n"]
+    for extra, (project, version, _wheel) in extras.items():
+        lines.append(f"Provides-Extra: {extra}\n")
+        lines.append(f'Requires-Dist: {project}=={version}.*; extra == "{extra}"\n')
     meta_wheel = make_wheel("cuda-toolkit", release, {})
     meta_name = f"cuda_toolkit-{release}-py2.py3-none-any.whl"
     _page(server, "cuda-toolkit", meta_name, meta_wheel)
-    server.add(f"/files/{meta_name}.metadata", metadata.encode())
-    runtime = f"nvidia_cuda_runtime-{version}-py3-none-manylinux_2_27_x86_64.whl"
-    _page(server, "nvidia-cuda-runtime", runtime, wheel)
-    server.add(f"/files/{runtime}.metadata", b"Metadata-Version: 2.1\nName: nvidia-cuda-runtime\n")
+    server.add(f"/files/{meta_name}.metadata", "".join(lines).encode())
+    for project, version, wheel in extras.values():
+        name = f"{project.replace('-', '_')}-{version}-py3-none-manylinux_2_27_x86_64.whl"
+        _page(server, project, name, wheel)
+        server.add(f"/files/{name}.metadata", f"Metadata-Version: 2.1\nName: {project}\n".encode())
     return f"{server.url}/simple"
 
 

@@ -159,14 +159,27 @@ def test_members_may_come_before_their_directories(tmp_path: Path, dest: Path) -
     archive = make_tar(tmp_path / "a.tar", [file("d/sub/f"), directory("d/sub", 0o750)], "w")
     extract_archive(archive, dest)
     assert (dest / "d/sub/f").read_bytes() == b"data\n"
-    assert mode_of(dest / "d/sub") == 0o750
+    assert mode_of(dest / "d/sub") == 0o755  # as every directory: others may enter it
 
 
-def test_group_and_other_write_are_dropped(tmp_path: Path, dest: Path) -> None:
-    archive = make_tar(tmp_path / "a.tar.xz", [file("w", mode=0o777), file("ro", mode=0o444)])
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        (0o777, 0o755),  # group/other write dropped
+        (0o744, 0o755),  # NVIDIA's wheels store nvcc like this: others must run it too
+        (0o700, 0o755),
+        (0o100, 0o755),
+        (0o664, 0o644),  # the wheels' crt/*.stub
+        (0o600, 0o644),
+        (0o444, 0o644),  # the owner can always write and remove
+    ],
+)
+def test_modes_are_normalised_as_pip_does(
+    tmp_path: Path, dest: Path, stored: int, expected: int
+) -> None:
+    archive = make_tar(tmp_path / "a.tar.xz", [file("f", mode=stored)])
     extract_archive(archive, dest)
-    assert mode_of(dest / "w") == 0o755
-    assert mode_of(dest / "ro") == 0o644  # the owner can always write and remove
+    assert mode_of(dest / "f") == expected
 
 
 def record_row(name: str, data: bytes) -> bytes:

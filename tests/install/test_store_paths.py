@@ -10,7 +10,8 @@ import pytest
 
 from cudaup.errors import IntegrityError
 from cudaup.install.layout import keep_wheel_record, merge_tree
-from cudaup.install.store import RECORD, InstalledToolkit, Store
+from cudaup.install.store import RECORD, External, InstalledToolkit, Store
+from cudaup.switch import shim
 from tests.sandbox import Sandbox, sandbox  # noqa: F401 - fixture
 
 CLIMBS = ["../../../../srv/data", "13.0.1/../../x", "..", "/srv/data", "13.0.1/x", ""]
@@ -62,10 +63,11 @@ def test_a_link_planted_as_a_toolkit_is_replaced_not_followed(
 
 def test_external_entries_that_are_not_cudaups_are_left_out(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    (tmp_path / "external.json").write_text(
+    prefix = str(tmp_path / "prefix")
+    (tmp_path / "external.json").write_text(  # the first format, keyed by release
         json.dumps(
             {
-                "13.0.1": str(tmp_path / "prefix"),
+                "13.0.1": prefix,
                 "../../x": "/srv/data",
                 "12.8.0": "relative/path",
                 "12.9.0": "/srv/../etc",
@@ -74,10 +76,68 @@ def test_external_entries_that_are_not_cudaups_are_left_out(tmp_path: Path) -> N
             }
         )
     )
-    assert store.external() == {"13.0.1": str(tmp_path / "prefix")}
-    for broken in ("[" * 100_000, "[1]", "\xff"):
+    assert store.external() == [External(prefix, "13.0.1")]
+    (tmp_path / "external.json").write_text(
+        json.dumps(
+            {
+                "schema": 2,
+                "toolkits": {
+                    prefix: "13.0.1",
+                    "/srv/a": "../../x",
+                    "relative/path": "12.8.0",
+                    "/srv/../etc": "12.9.0",
+                    "/srv/b": ["12.9.1"],
+                    "/srv/\x1b[2J": "12.6.0",
+                },
+                "foreign": {
+                    "/srv/sbsa": {"release": "13.0.1", "platform": "linux-sbsa"},
+                    "/srv/c": {"release": "13.0.1", "platform": "../../etc"},
+                    "/srv/d": {"release": "/etc", "platform": "linux-sbsa"},
+                    "/srv/e": "13.0.1",
+                },
+            }
+        )
+    )
+    assert store.external() == [
+        External(prefix, "13.0.1"),
+        External("/srv/sbsa", "13.0.1", "linux-sbsa"),
+    ]
+    # The shim reads the same document the same way (and never a foreign toolkit).
+    Path(prefix).mkdir()
+    assert shim.installed(str(tmp_path)) == [("13.0.1", prefix)]
+    assert [(t.version, str(t.path)) for t in store.runnable()] == [("13.0.1", prefix)]
+    for broken in ("[" * 100_000, "[1]", "\xff", '{"schema": 2, "toolkits": [1]}'):
         (tmp_path / "external.json").write_text(broken)
-        assert store.external() == {}
+        assert store.external() == []
+
+
+def test_prefix_installs_are_known_by_path(tmp_path: Path) -> None:
+    store = Store(tmp_path / "home")
+    first, second = tmp_path / "a", tmp_path / "b"
+    for prefix in (first, second):
+        prefix.mkdir()
+        store.write_record(prefix, {"version": "13.0.1"})
+        store.add_external("13.0.1", prefix)
+    store.add_external("13.0.1", first)  # again: still one entry for it
+    assert [(t.version, t.path) for t in store.installed()] == [
+        ("13.0.1", first),
+        ("13.0.1", second),
+    ]
+    document = json.loads((tmp_path / "home" / "external.json").read_text())
+    assert document == {
+        "schema": 2,
+        "toolkits": {str(first): "13.0.1", str(second): "13.0.1"},
+        "foreign": {},
+    }
+    store.remove(store.at(first))  # type: ignore[arg-type]
+    assert [t.path for t in store.installed()] == [second]
+    # A foreign toolkit is listed, never found by a request nor by its release.
+    sbsa = tmp_path / "sbsa"
+    sbsa.mkdir()
+    store.add_external("13.0.2", sbsa, "linux-sbsa")
+    assert [t.foreign for t in store.installed()] == ["linux-sbsa", None]
+    assert store.find("13.0") == store.at(second)
+    assert store.get("13.0.2") is None and store.find("13.0.2") is None
 
 
 def test_an_external_tree_without_cudaups_record_is_not_deleted(
@@ -97,7 +157,7 @@ def test_an_external_tree_without_cudaups_record_is_not_deleted(
     store.write_record(prefix, {"version": "13.0.1"})
     store.add_external("13.0.1", prefix)
     store.remove(InstalledToolkit("13.0.1", prefix, {"version": "13.0.1"}, True))
-    assert not prefix.exists() and store.external() == {}
+    assert not prefix.exists() and [e.path for e in store.external()] == [str(sandbox.decoy)]
 
 
 @pytest.mark.parametrize("component", ["../../../../tmp/x", "a/b", "..", "-x"])

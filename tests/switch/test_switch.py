@@ -8,6 +8,7 @@ is left exactly as it was.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,8 +19,10 @@ import pytest
 
 from cudaup.core.versions import parse_request
 from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundError, UsageError
+from cudaup.install import store as store_module
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import is_shim
 from cudaup.switch import environment, pins, selection, shim, shims, system_link
 from tests.helpers import require_tool
 
@@ -141,6 +144,31 @@ def test_a_version_request_names_the_newest_installed_match(
     assert (found.version if found else None) == expected
     mine = shim.find_installed(str(three.home), request_text)
     assert (mine[0] if mine else None) == expected  # the shim agrees with Store.find
+
+
+@pytest.mark.parametrize(
+    ("request_text", "tool", "expected"),
+    [
+        ("12.8", "nvcc", "12.8.1"),  # 12.8.2 is newer but has no nvcc
+        ("12.8", "ptxas", "12.8.1"),
+        ("12.8", "cuobjdump", "12.8.2"),  # only 12.8.2 has it
+        ("12.8", "ncu", "12.8.2"),  # nobody has it: the newest match
+        ("12.8.2", "nvcc", "12.8.2"),  # a release is that release
+        ("12", "nvcc", "12.8.1"),
+        ("latest", "nvcc", "13.0.1"),
+    ],
+)
+def test_a_floating_request_prefers_a_toolkit_that_has_the_tool(
+    three: Store, request_text: str, tool: str, expected: str
+) -> None:
+    make_toolkit(three, "12.8.2", ("cuobjdump",))
+    found = three.find(request_text, tool)
+    assert found is not None and found.version == expected
+    assert shim.find_installed(str(three.home), request_text, tool) == (
+        expected,
+        str(three.toolkits_dir / expected),
+    )  # the shim agrees with Store.find
+    assert shim.COMPILER == "nvcc" == store_module.COMPILER
 
 
 def test_external_toolkits_count_as_installed(three: Store, tmp_path: Path) -> None:
@@ -341,13 +369,16 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     assert sorted(p.name for p in written) == ["cuobjdump", "nvcc"]
     assert foreign.read_text() == "#!/bin/sh\necho mine\n"  # never overwritten
     nvcc = three.bin_dir / "nvcc"
-    assert shims.is_shim(nvcc)
+    assert is_shim(nvcc)
     assert os.access(nvcc, os.X_OK)
     text = nvcc.read_text()
     assert text.startswith("#!/bin/sh\n# cudaup shim")
     assert text.endswith(
-        f"exec {sys.executable} -P -c '{shims.SHIM_CODE}' {three.home} nvcc \"$@\"\n"
+        f"exec {sys.executable} -I -S -c '{shims.SHIM_CODE}' {shims.package_root()} "
+        f'{three.home} nvcc "$@"\n'
     )
+    # The directory baked in is the one this cudaup was imported from.
+    assert (Path(shims.package_root()) / "cudaup" / "switch" / "shim.py").is_file()
     shims.write_shims(three, ["nvcc"])
     assert sorted(p.name for p in three.bin_dir.iterdir()) == ["nvcc", "ptxas"]
     assert not [p for p in three.bin_dir.iterdir() if p.name.startswith(".")]
@@ -355,12 +386,26 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
         shims.write_shims(three, ["../evil"])
 
 
-def test_available_tools_is_the_union_of_toolkits_and_the_core_list(three: Store) -> None:
+def test_shims_are_written_only_for_tools_a_toolkit_has(three: Store, tmp_path: Path) -> None:
     make_toolkit(three, "12.9.0", ("nvcc", "nvvp-like"))
-    tools = shims.available_tools(three)
-    assert {"nvcc", "ptxas", "cu++filt", "compute-sanitizer", "cuda-gdb", "nvvp-like"} <= set(tools)
+    assert shims.available_tools(three) == ["nvcc", "nvvp-like", "ptxas"]
     written = shims.refresh_shims(three)
-    assert {p.name for p in written} == set(tools)
+    assert sorted(p.name for p in written) == ["nvcc", "nvvp-like", "ptxas"]
+    # A system's ncu stays visible behind the shims: no toolkit of cudaup's has one.
+    system = make_tree(tmp_path / "nsight", "system", ("ncu",))
+    env = {"PATH": f"{three.bin_dir}:{system / 'bin'}:/usr/bin:/bin"}
+    done = subprocess.run(["ncu"], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("ncu from system")
+    # nvcc keeps its shim with no toolkit at all: it says how to choose one.
+    empty = Store(tmp_path / "empty")
+    assert [p.name for p in shims.refresh_shims(empty)] == ["nvcc"]
+    # A default that is a path brings its tools; removing a toolkit removes its shims.
+    three.set_default(str(system))
+    assert "ncu" in shims.available_tools(three)
+    three.set_default(None)
+    shutil.rmtree(three.toolkits_dir / "12.9.0")
+    assert sorted(p.name for p in shims.refresh_shims(three)) == ["nvcc", "ptxas"]
+    assert not (three.bin_dir / "nvvp-like").exists()
 
 
 def run_shim(
@@ -408,7 +453,8 @@ def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
     assert missing.returncode == 127
     assert missing.stderr == (
         f"cudaup: ptxas is not in CUDA 12.8.0 ({three.toolkits_dir / '12.8.0'}), chosen by "
-        f"CUDAUP_TOOLKIT; {shim.HOW_TO_CHOOSE}\n"
+        "CUDAUP_TOOLKIT; it comes with the cuda_nvcc component (`cudaup install 12.8.0 "
+        f"--components cuda_nvcc` adds it), or {shim.HOW_TO_CHOOSE}\n"
     )
     (project / ".cuda-version").write_text("12.4\n")
     absent = run_shim(three.home, "nvcc", cwd=project / "sub")

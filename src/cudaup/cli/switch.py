@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from cudaup.cli.common import emit_json
 from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import is_shim
 from cudaup.switch import environment, github, pins, selection, shim, shims, system_link
 
 _CHOOSE = (
@@ -329,30 +331,66 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError(f"name a command to run: cudaup run {args.version} -- nvcc --version")
     store = Store.from_env()
-    active = selection.select(store, request=args.version)
+    program = command[0]
+    # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
+    tool = program if "/" not in program else shim.COMPILER
+    active = selection.select(store, request=args.version, tool=tool)
     toolkit = active.require()
     environ = dict(os.environ)
     environ.update(environment.toolkit_env(toolkit, store))
-    # Shims the command starts (a tool this toolkit lacks, a nested build) agree with it.
+    # Shims the command starts (a tool this toolkit lacks, a nested build) agree with it,
+    # and come before any other toolkit's tools on PATH.
     environ[selection.TOOLKIT_ENV] = str(toolkit)
+    environ["PATH"] = _with_shims(environ["PATH"], toolkit, store)
+    if "/" not in program:
+        _refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(command[0], command, environ)  # noqa: S606 - running it is the point
+        os.execvpe(program, command, environ)  # noqa: S606 - running it is the point
     except FileNotFoundError:
         raise CommandNotRunError(
-            f"{command[0]}: command not found (PATH starts with {toolkit / 'bin'})", 127
+            f"{program}: command not found (PATH starts with {toolkit / 'bin'})", 127
         ) from None
     except OSError as exc:
-        raise CommandNotRunError(f"cannot run {command[0]}: {exc.strerror}", 126) from None
+        raise CommandNotRunError(f"cannot run {program}: {exc.strerror}", 126) from None
     return 0  # pragma: no cover - execvpe does not return
+
+
+def _with_shims(path: str, toolkit: Path, store: Store) -> str:
+    """``PATH`` with the shims right after the toolkit's ``bin`` (when there are shims)."""
+    if not store.bin_dir.is_dir():
+        return path
+    shim_dir = os.path.normpath(store.bin_dir.absolute())
+    entries = [e for e in path.split(os.pathsep) if e and os.path.normpath(e) != shim_dir]
+    own = str(toolkit / "bin")
+    at = entries.index(own) + 1 if own in entries else 0
+    return os.pathsep.join([*entries[:at], shim_dir, *entries[at:]])
+
+
+def _refuse_other_toolkits(
+    program: str, active: selection.Active, toolkit: Path, path: str, store: Store
+) -> None:
+    """Exit 127 when ``program`` is a toolkit's tool (one cudaup knows, or one an installed
+    toolkit has: it has a shim) that the chosen toolkit lacks: PATH would find another
+    toolkit's (``/usr/local/bin/nvcc``), and a build with the wrong compiler that exits 0
+    is worse than none."""
+    if shim.tool_path(str(toolkit), program) is not None:
+        return
+    if program not in shim.TOOL_COMPONENTS and not is_shim(store.bin_dir / program):
+        return  # make, cmake, python: no toolkit's tool
+    shim_dir = os.path.normpath(store.bin_dir.absolute())
+    beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
+    found = shutil.which(program, path=beyond)  # what PATH would have run
+    instead = f"; cudaup does not run {found} instead" if found and not is_shim(Path(found)) else ""
+    raise CommandNotRunError(selection.missing_tool(active, program) + instead, 127)
 
 
 # -- which / show -----------------------------------------------------------------------------------
 def cmd_which(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
-    active = selection.select(store)
+    active = selection.select(store, tool=args.tool)
     path = selection.tool_in(active, args.tool)
     if args.json:
         emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})

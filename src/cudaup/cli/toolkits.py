@@ -1,4 +1,10 @@
-"""The commands about installed toolkits: ``install``, ``uninstall``, ``list``."""
+"""The commands about installed toolkits: ``install``, ``uninstall``, ``list``.
+
+After an install, as rustup and uv do: the first toolkit installed into an empty
+store becomes cudaup's default (never ``/usr/local/cuda``), and one line says the
+next step.  ``install`` with no version installs what the nearest
+``.cuda-version`` asks for.
+"""
 
 from __future__ import annotations
 
@@ -19,18 +25,24 @@ from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
 from cudaup.fleet.apply import install_locked
-from cudaup.install.installer import InstallOptions, install
-from cudaup.install.store import Store
+from cudaup.install.installer import InstallOptions, InstallResult, install
+from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
-from cudaup.switch.selection import resolve_default
-from cudaup.switch.shims import refresh_shims
+from cudaup.switch import shim
+from cudaup.switch.pins import pinned_release
+from cudaup.switch.selection import resolve_default, select
+from cudaup.switch.shims import refresh_shims, shims_on_path
 from cudaup.util.cachedir import inspect
 
 
 def add_install(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version", nargs="?", help="13.0.1, 13.0, cu130, latest (or --lock)")
+    parser.add_argument(
+        "version",
+        nargs="?",
+        help="13.0.1, 13.0, cu130, latest (default: what the nearest .cuda-version asks for)",
+    )
     parser.add_argument(
         "--lock", metavar="FILE", help="install exactly what a cuda.lock.toml names"
     )
@@ -65,7 +77,11 @@ def add_install(parser: argparse.ArgumentParser) -> None:
 
 
 def add_uninstall(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version", help="an installed release: 12.8.1, or a request like 12.8")
+    parser.add_argument(
+        "version",
+        metavar="VERSION|PATH",
+        help="an installed release (12.8.1, or a request like 12.8), or a --prefix directory",
+    )
     parser.set_defaults(handler=cmd_uninstall)
 
 
@@ -90,6 +106,11 @@ def cmd_install(args: argparse.Namespace) -> int:
         link_mode=args.link_mode,
         verify=args.verify,
     )
+    pin: Path | None = None
+    version = args.version
+    if not args.lock and not version:
+        pin, version = pinned_release(Path.cwd())
+    empty = not store.runnable() and store.default() is None
     with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
         if args.lock:
             if args.version or args.components or args.all:
@@ -100,40 +121,98 @@ def cmd_install(args: argparse.Namespace) -> int:
                 Path(args.lock), options, settings=settings_of(args), store=store,
                 mirror=args.mirror, progress=display,
             )  # fmt: skip
-        elif not args.version:
-            raise UsageError("name a release to install (13.0.1, 13.0, cu130) or give --lock FILE")
         else:
             result = install(
-                args.version,
+                version,
                 options,
                 settings=settings_of(args),
                 store=store,
                 progress=display,
             )
+    installed = store.at(result.path)
+    default = None
+    if empty and installed is not None and installed.foreign is None:
+        # rustup's first toolchain becomes the default: cudaup's own, never /usr/local/cuda.
+        default = str(installed.path) if installed.external else installed.version
+        store.set_default(default)
     refresh_shims(store)  # the new toolkit's tools get shims
+    step = next_step(store, result, installed)
     if args.json:
-        emit_json({"schema": 1, **result.to_json()})
+        emit_json({
+            "schema": 1, **result.to_json(), "pin": str(pin) if pin else None,
+            "default_set": default, "next": step,
+        })  # fmt: skip
         return 0
+    if pin is not None:
+        print(f"{pin} asks for {version}")
     what = "already installed" if result.skipped else "installed"
     print(
         f"CUDA {result.version} {what} at {result.path} ({result.channel}: {', '.join(result.components)})"
     )
     for note in result.notes:
         print(f"note: {note}")
+    if default is not None:
+        print(
+            f"default: {default} (the first toolkit cudaup installed; `cudaup default` changes it)"
+        )
+    print(f"next: {step}")
     return 0
+
+
+def next_step(store: Store, result: InstallResult, toolkit: InstalledToolkit | None) -> str:
+    """The one thing to do after an install for ``nvcc`` to run this toolkit, in words."""
+    if toolkit is not None and toolkit.foreign is not None:
+        return (
+            f"this {toolkit.foreign} toolkit cannot run here: cudaup lists it and can "
+            "uninstall it, but never selects it; copy or mount it where it runs"
+        )
+    if not shims_on_path(store):
+        return (
+            f'put {store.bin_dir} on PATH (export PATH="{store.bin_dir}:$PATH" in your shell\'s '
+            "profile) so that nvcc and the other tools run the active toolkit"
+        )
+    active = select(store)
+    name = str(result.path) if toolkit is not None and toolkit.external else result.version
+    if active.path is not None and os.path.realpath(active.path) == os.path.realpath(result.path):
+        return f"nothing: CUDA {result.version} is the active toolkit here ({active.reason})"
+    now = f"{active.describe()} is active here" if active.path else "no toolkit is active here"
+    return (
+        f"`cudaup default {name}` to use it everywhere, or `cudaup pin {name}` for this "
+        f"directory ({now})"
+    )
+
+
+def _to_remove(store: Store, value: str) -> InstalledToolkit | None:
+    """The toolkit ``uninstall VALUE`` names: a directory, a release, or a request; a
+    release installed at several places must be named by its path."""
+    if shim.is_path_request(value):
+        return store.at(Path(value).expanduser())
+    toolkit = store.find(value)
+    if toolkit is None:
+        toolkit = next((t for t in store.installed() if t.version == value), None)  # foreign
+    if toolkit is None:
+        return None
+    same = [t for t in store.installed() if t.version == toolkit.version]
+    if len(same) > 1:
+        places = ", ".join(str(t.path) for t in same)
+        raise UsageError(
+            f"CUDA {toolkit.version} is installed at {len(same)} places ({places}); "
+            "name the one to remove by its path"
+        )
+    return toolkit
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
-    toolkit = store.find(args.version)
+    toolkit = _to_remove(store, args.version)
     if toolkit is None:
         others = [
             t
             for t in find_toolkits(
                 Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
             )
-            if args.version in t.identity.candidates or t.identity.line == args.version
+            if args.version in {*t.identity.candidates, t.identity.line, t.path}
         ]
         if others:
             other = others[0]
@@ -148,12 +227,15 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
                 else f"was not installed by cudaup (found via {', '.join(other.found_via)})"
             )
             raise UsageError(f"CUDA {args.version} at {other.path} {owner}; {hint}")
-        installed = ", ".join(t.version for t in store.installed()) or "none"
+        installed = ", ".join(_shown(t) for t in store.installed()) or "none"
         raise ArtifactNotFoundError(
             f"cudaup has no CUDA {args.version} installed (installed: {installed})"
         )
     store.remove(toolkit)
-    if store.default() in {toolkit.version, str(toolkit.path)}:
+    unset = None
+    chosen = resolve_default(store)
+    if chosen is not None and chosen.path is None:
+        unset = store.default()  # it named what was removed, and names nothing now
         store.set_default(None)
 
     refresh_shims(store)
@@ -163,16 +245,23 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({
             "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
-            "cache_reclaimable_bytes": reclaimable,
+            "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
         })  # fmt: skip
     else:
         print(f"removed CUDA {toolkit.version} from {toolkit.path}")
+        if unset is not None:
+            print(f"note: the default ({unset}) named it; there is no default now")
         if reclaimable:
             print(
                 f"cudaup's cache keeps {human_size(reclaimable)} that no installed toolkit "
                 "uses, for a quick reinstall; `cudaup cache prune` frees it"
             )
     return 0
+
+
+def _shown(toolkit: InstalledToolkit) -> str:
+    """``12.8.1``, or ``12.8.1 at /opt/cuda`` for a prefix install."""
+    return f"{toolkit.version} at {toolkit.path}" if toolkit.external else toolkit.version
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -197,7 +286,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             "default": default,
             "installed": [
                 {"version": t.version, "path": str(t.path), "components": t.components,
-                 "channel": (t.record or {}).get("channel"), "default": t.path.resolve() == default_path}
+                 "channel": (t.record or {}).get("channel"), "external": t.external,
+                 "foreign_platform": t.foreign, "default": t.path.resolve() == default_path}
                 for t in installed
             ],
             "other": [t.to_json() for t in others],
@@ -208,8 +298,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for toolkit in installed:
         mark = "*" if toolkit.path.resolve() == default_path else " "
         channel = (toolkit.record or {}).get("channel", "?")
+        foreign = f"; for {toolkit.foreign}, not run here" if toolkit.foreign else ""
         print(
-            f"{mark} {toolkit.version:<9} {toolkit.path}  ({channel}: {', '.join(toolkit.components)})"
+            f"{mark} {toolkit.version:<9} {toolkit.path}  "
+            f"({channel}: {', '.join(toolkit.components)}{foreign})"
         )
     for other in others:
         owner = f" · {other.owner}" if other.owner else ""

@@ -54,17 +54,26 @@ _PYPI_SPECIAL: dict[str, str] = {
 }
 
 
-#: What a component needs to be useful on its own, as NVIDIA's wheels declare it
-#: (``nvidia-cuda-nvcc`` 13.x requires nvidia-nvvm, nvidia-cuda-runtime and
-#: nvidia-cuda-crt): ``nvcc`` alone cannot compile without cicc (nvvm), the crt
-#: headers and the cudart headers.  Only entries a release actually has are added.
+#: What a component needs to be useful on its own.  ``nvcc`` brings what compiling
+#: everyday code needs: cicc (nvvm) and the crt headers, which ``nvidia-cuda-nvcc`` 13.x
+#: itself requires, the cudart headers, and the C++ core libraries (cccl: libcu++,
+#: Thrust, CUB), without which ``cuda_fp16.h``, ``<thrust/...>`` and cooperative groups
+#: fail on ``nv/target``.  Every ``cuda-toolkit`` release on PyPI (12.x and 13.x) offers
+#: a ``cccl`` extra and every redist manifest a ``cuda_cccl``; CUDA 12 has no separate
+#: crt and nvvm (they are inside ``cuda_nvcc``).  Only entries a release has are added.
 CLOSURE: dict[str, tuple[str, ...]] = {
-    "cuda_nvcc": ("cuda_crt", "libnvvm", "cuda_cudart"),
+    "cuda_nvcc": ("cuda_crt", "libnvvm", "cuda_cudart", "cuda_cccl"),
     "libcublas": ("libnvjitlink",),
     "libcusolver": ("libcublas", "libcusparse", "libnvjitlink"),
     "libcusparse": ("libnvjitlink",),
     "libcufft": ("libnvjitlink",),
 }
+
+#: Tools without which a component is not what its name promises: an install whose
+#: ``cuda_nvcc`` has no ``bin/nvcc`` (PyPI's CUDA 12 nvcc wheels hold only ptxas) is
+#: refused rather than published as a toolkit that cannot compile.  (Which component
+#: ships each tool, for messages, is :data:`cudaup.switch.shim.TOOL_COMPONENTS`.)
+REQUIRED_TOOLS: dict[str, tuple[str, ...]] = {"cuda_nvcc": ("nvcc",)}
 
 
 def with_closure(names: Iterable[str], available: Iterable[str]) -> list[str]:

@@ -5,11 +5,18 @@ same filesystem as its destination, then publishes it with one rename:
 
 * ``redist``: each manifest archive (sha256-verified) is extracted safely into
   its own directory, then merged;
-* ``pypi``: each wheel (sha256 from PyPI) is unpacked with its file modes, and
+* ``pypi``: each wheel (sha256 from PyPI) is unpacked (with pip's modes), and
   its ``nvidia/cu13`` (13.x) or ``nvidia/<component>`` (12.x) tree merged;
 * ``installer``: the runfile runs silently with ``--toolkitpath`` in staging,
   its log kept in the store, ``/usr/local/cuda`` checked before and after;
 * ``auto``: ``redist`` when NVIDIA's host answers, else ``pypi`` (and says so).
+
+A component that lacks the tool its name promises (``cuda_nvcc`` without
+``bin/nvcc``: PyPI's CUDA 12 nvcc wheels hold only ptxas) is refused before
+anything is published, naming the archive and the channel that has it.  A
+toolkit for another platform than this machine's (``--platform linux-sbsa`` on
+x86_64) goes only to a ``--prefix``: the store holds what runs here.  Files get
+pip's modes (0755 when executable, else 0644) whatever the archive stored.
 
 The redist and pypi channels take each archive's tree from the unpacked cache
 (:mod:`cudaup.install.unpacked`), hard-linked or copied (``link_mode``) and
@@ -34,6 +41,7 @@ from typing import Any, Literal
 from cudaup import __version__
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
+from cudaup.core.components import REQUIRED_TOOLS
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
@@ -44,6 +52,7 @@ from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.install.unpacked import Staged, stage_all
 from cudaup.machine.driver_probe import detect_driver
+from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
 from cudaup.resolve.resolver import Resolver
@@ -103,6 +112,18 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
         return "pypi"
     notes.append(f"channel auto: using redist from {settings.download_url}")
     return "redist"
+
+
+def check_platform(options: InstallOptions) -> None:
+    """A toolkit for another platform goes to a ``--prefix``, never into the store: its
+    tools cannot run here, so it must never be selected, shimmed or made the default."""
+    here = host_platform()
+    if options.platform != here and options.prefix is None:
+        raise UsageError(
+            f"a {options.platform} toolkit cannot run on this {here} machine, so cudaup does "
+            "not put it in its store (where `default`, `pin` and the shims would run it); "
+            "install it into a directory of its own with --prefix DIR"
+        )
 
 
 def check_driver(
@@ -211,6 +232,7 @@ def install(
         )
     if options.everything and options.components:
         raise UsageError("--all and --components exclude each other")
+    check_platform(options)  # before any request: materialize checks again, for --lock
     notes: list[str] = []
     http = http or HttpClient(settings)
     channel = choose_channel(settings, options.channel, notes)
@@ -252,6 +274,7 @@ def materialize(
     """Download, stage, lay out and publish a resolved (or locked) toolkit."""
     channel = resolution.channel
     release = resolution.release.version
+    check_platform(options)
     check_driver(settings, release, options.driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
     if unverified and not options.allow_unverified:
@@ -271,7 +294,7 @@ def materialize(
         using_cache(settings.cache_root),
     ):
         store.sweep(final.parent, final.name)
-        existing = _existing(store, release, final)
+        existing = store.at(final)
         if (
             existing is not None
             and wanted <= set(existing.components)
@@ -323,6 +346,7 @@ def materialize(
                         "the cache is on another filesystem: files were copied, not hard-linked"
                     )
                 tree, versions = _merge_trees(resolution, staged, staging)
+                check_tools(tree, resolution, notes)
                 notes += finish_layout(tree, release, versions)
             record = _record(resolution, versions, staged, options.link_mode)
             needed = len(json.dumps(record, indent=1, sort_keys=True)) + 1
@@ -330,8 +354,31 @@ def materialize(
                 store.write_record(tree, record)
                 store.publish(tree, final)
         if options.prefix is not None:
-            store.add_external(release, final)
+            foreign = options.platform if options.platform != host_platform() else None
+            store.add_external(release, final, foreign)
     return InstallResult(release, final, channel, sorted(versions), False, notes)
+
+
+def check_tools(tree: Path, resolution: Resolution, notes: Sequence[str]) -> None:
+    """Refuse a component without the tool it exists for (:data:`REQUIRED_TOOLS`)."""
+    release = resolution.release.version
+    for artifact in resolution.artifacts:
+        for tool in REQUIRED_TOOLS.get(artifact.component, ()):
+            path = tree / "bin" / tool
+            if path.is_file():
+                continue
+            message = (
+                f"{artifact.filename} ({artifact.component} of CUDA {release}, from "
+                f"{resolution.channel}) has no bin/{tool}, so this toolkit could not run {tool}"
+            )
+            if resolution.channel == "pypi":
+                fallback = next((n for n in notes if n.startswith("channel auto:")), None)
+                why = f" ({fallback})" if fallback else ""
+                message += (
+                    f"{why}; NVIDIA's redist archive of {artifact.component} has {tool}: "
+                    "install with --channel redist"
+                )
+            raise ArtifactNotFoundError(message)
 
 
 def _places(settings: Settings, store: Store, prefix: Path | None) -> tuple[Place, ...]:
@@ -340,13 +387,6 @@ def _places(settings: Settings, store: Store, prefix: Path | None) -> tuple[Plac
     if prefix is not None:
         places.append(prefix_place(prefix))
     return tuple(places)
-
-
-def _existing(store: Store, release: str, final: Path) -> InstalledToolkit | None:
-    toolkit = store.get(release)
-    if toolkit is not None and toolkit.path == final:
-        return toolkit
-    return None
 
 
 def _same_channel(toolkit: InstalledToolkit, channel: Channel) -> bool:

@@ -7,7 +7,7 @@ Layout of ``$CUDAUP_HOME`` (default: the user data dir)::
     toolkits/.trash-<...>/        trees being deleted (never listed)
     bin/                          shims (nvcc, ptxas, …) that run the active toolkit
     default                       the default toolkit: a version, or a path
-    external.json                 toolkits cudaup installed outside the store (--prefix)
+    external.json                 toolkits cudaup installed outside the store (--prefix), by path
     system-link.json              what /usr/local/cuda pointed at, for ``cudaup undo``
     locks/                        one lock per release
 
@@ -20,8 +20,19 @@ Every directory the store writes, renames or deletes is built by
 :func:`cudaup.core.names.check_release`) for ``toolkits/<release>``, a plain
 name for staging, trash and locks.  A release that came from a tampered lock or
 manifest therefore cannot name a directory outside the store.  ``external.json``
-is read the same way: an entry is a release and an absolute path, and a tree
+is read the same way: an entry is an absolute path and a release, and a tree
 there is removed only when it carries cudaup's record (cudaup made it).
+
+``external.json`` is keyed by path, so two prefixes of one release are both known::
+
+    {"schema": 2,
+     "toolkits": {"/opt/cuda-13.0.1": "13.0.1", "/scratch/cuda": "13.0.1"},
+     "foreign": {"/srv/sbsa/cuda-13.0.1": {"release": "13.0.1", "platform": "linux-sbsa"}}}
+
+``foreign`` holds toolkits built for another platform than this machine's (for a
+container image or another host's sysroot): listed and uninstallable, never
+selected and never given shims, since their tools cannot run here.  The first
+format (``{"13.0.1": "/opt/cuda-13.0.1"}``, keyed by release) is still read.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaup.config import home_dir
 from cudaup.core.names import check_file_name, check_release
+from cudaup.core.platforms import PLATFORMS
 from cudaup.core.versions import parse_request
 from cudaup.errors import CudaupError, IntegrityError, LockedError
 from cudaup.util.atomic import atomic_write
@@ -49,16 +61,38 @@ from cudaup.util.paths import inside
 RECORD = "cudaup-record.json"
 
 
+#: The tool a toolkit must have for a floating request (``13.0``) to prefer it when no
+#: tool is named: ``show``, ``env`` and ``run`` want a toolkit that compiles.  Kept equal
+#: to :data:`cudaup.switch.shim.COMPILER`.
+COMPILER = "nvcc"
+
+
 @dataclass(frozen=True, slots=True)
 class InstalledToolkit:
     version: str
     path: Path
     record: dict[str, Any] | None
     external: bool = False
+    #: the platform it was built for when that is not this machine's (``--platform``)
+    foreign: str | None = None
 
     @property
     def components(self) -> list[str]:
         return list((self.record or {}).get("components", []))
+
+    def has_tool(self, tool: str) -> bool:
+        """Whether ``bin/<tool>`` is an executable file (the shims' own test)."""
+        path = self.path / "bin" / tool
+        return path.is_file() and os.access(path, os.X_OK)
+
+
+@dataclass(frozen=True, slots=True)
+class External:
+    """One entry of ``external.json``: a toolkit cudaup installed with ``--prefix``."""
+
+    path: str
+    release: str
+    foreign: str | None = None  # the platform, when not this machine's
 
 
 class Store:
@@ -85,24 +119,45 @@ class Store:
         check_release(release, field="release", where=str(self.toolkits_dir), error=IntegrityError)
         return inside(self.toolkits_dir, release, field="release")
 
-    def external(self) -> dict[str, str]:
-        """Toolkits installed with ``--prefix``: release → absolute path.  Entries that are
-        not a release and an absolute, normalised path are not cudaup's and are left out."""
+    def external(self) -> list[External]:
+        """Toolkits installed with ``--prefix``.  Entries that are not an absolute,
+        normalised path and a release (and, for a foreign one, a known platform) are
+        not cudaup's and are left out; so is a whole document that is not JSON."""
         try:
             document = json.loads((self.home / "external.json").read_bytes())
         except (OSError, ValueError, RecursionError):
-            return {}
+            return []
         if not isinstance(document, dict):
-            return {}
-        return {
-            version: path
-            for version, path in document.items()
-            if _is_release(version)
-            and isinstance(path, str)
-            and path.isprintable()
-            and Path(path).is_absolute()
-            and os.path.normpath(path) == path
+            return []
+        if document.get("schema") != 2:  # the first format: {"13.0.1": "/opt/cuda-13.0.1"}
+            return [External(path, release) for release, path in document.items()
+                    if _is_release(release) and _is_prefix(path)]  # fmt: skip
+        found: list[External] = []
+        native = document.get("toolkits")
+        if isinstance(native, dict):
+            found += [External(path, release) for path, release in native.items()
+                      if _is_prefix(path) and _is_release(release)]  # fmt: skip
+        foreign = document.get("foreign")
+        if isinstance(foreign, dict):
+            for path, entry in foreign.items():
+                if not (_is_prefix(path) and isinstance(entry, dict)):
+                    continue
+                release, platform = entry.get("release"), entry.get("platform")
+                if _is_release(release) and platform in PLATFORMS:
+                    found.append(External(path, str(release), str(platform)))
+        return found
+
+    def _write_external(self, entries: list[External]) -> None:
+        document: dict[str, Any] = {
+            "schema": 2,
+            "toolkits": {e.path: e.release for e in entries if e.foreign is None},
+            "foreign": {
+                e.path: {"release": e.release, "platform": e.foreign}
+                for e in entries
+                if e.foreign is not None
+            },
         }
+        atomic_write(self.home / "external.json", json.dumps(document, indent=1) + "\n")
 
     def installed(self) -> list[InstalledToolkit]:
         """Every toolkit cudaup installed, newest first (staging and trash are invisible)."""
@@ -112,31 +167,47 @@ class Store:
                 if entry.name.startswith(".") or not entry.is_dir():
                     continue
                 found.append(InstalledToolkit(entry.name, entry, self._read_record(entry)))
-        for version, path in self.external().items():
-            directory = Path(path)
+        for external in self.external():
+            directory = Path(external.path)
             if directory.is_dir():
+                record = self._read_record(directory)
                 found.append(
-                    InstalledToolkit(version, directory, self._read_record(directory), True)
+                    InstalledToolkit(external.release, directory, record, True, external.foreign)
                 )
         return sorted(found, key=lambda t: _sort_key(t.version), reverse=True)
 
-    def get(self, version: str) -> InstalledToolkit | None:
-        return next((t for t in self.installed() if t.version == version), None)
+    def runnable(self) -> list[InstalledToolkit]:
+        """:meth:`installed` less the toolkits built for another platform."""
+        return [t for t in self.installed() if t.foreign is None]
 
-    def find(self, request: str) -> InstalledToolkit | None:
-        """The newest installed toolkit matching a version request (``12.8``, ``cu130``)."""
+    def get(self, version: str) -> InstalledToolkit | None:
+        """The toolkit of exactly this release that runs here (the store's before a prefix's)."""
+        return next((t for t in self.runnable() if t.version == version), None)
+
+    def at(self, path: Path) -> InstalledToolkit | None:
+        """The installed toolkit (foreign ones included) whose directory is ``path``."""
+        wanted = os.path.realpath(path)
+        return next((t for t in self.installed() if os.path.realpath(t.path) == wanted), None)
+
+    def find(self, request: str, tool: str = COMPILER) -> InstalledToolkit | None:
+        """The installed toolkit a version request (``12.8``, ``cu130``) names: the release
+        itself, else the newest match that has ``tool``, else the newest match.
+
+        So a floating ``13.0`` keeps running nvcc from 13.0.1 when a newer 13.0.2 was
+        installed with libraries only.  Toolkits for another platform never match."""
         exact = self.get(request)
         if exact is not None:
             return exact
         wanted = parse_request(request)
-        for toolkit in self.installed():
+        matching = []
+        for toolkit in self.runnable():
             try:
                 version = Version(toolkit.version)
             except InvalidVersion:
                 continue
             if wanted.matches(version):
-                return toolkit
-        return None
+                matching.append(toolkit)
+        return next((t for t in matching if t.has_tool(tool)), matching[0] if matching else None)
 
     # -- the default -------------------------------------------------------------------
     def default(self) -> str | None:
@@ -204,22 +275,30 @@ class Store:
         if toolkit.external and toolkit.record is None:
             raise IntegrityError(
                 f"{toolkit.path} has no {RECORD}: cudaup did not install it there, so it "
-                f"does not delete it; remove {toolkit.version} from "
+                f"does not delete it; remove {toolkit.path} from "
                 f"{self.home / 'external.json'} by hand"
             )
         trash = _trash_for(toolkit.path)
         toolkit.path.rename(trash)
         if toolkit.external:
-            external = self.external()
-            external.pop(toolkit.version, None)
-            atomic_write(self.home / "external.json", json.dumps(external, indent=1))
+            self.forget_external(toolkit.path)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def add_external(self, version: str, path: Path) -> None:
+    def add_external(self, version: str, path: Path, foreign: str | None = None) -> None:
+        """Remember a ``--prefix`` install at ``path`` (one entry per path)."""
         check_release(version, field="release", error=IntegrityError)
-        external = self.external()
-        external[version] = os.path.normpath(path.absolute())
-        atomic_write(self.home / "external.json", json.dumps(external, indent=1))
+        entry = External(os.path.normpath(path.absolute()), version, foreign)
+        entries = self.external()
+        known = [e.path for e in entries]
+        if entry.path in known:
+            entries[known.index(entry.path)] = entry  # a reinstall keeps its place
+        else:
+            entries.append(entry)
+        self._write_external(entries)
+
+    def forget_external(self, path: Path) -> None:
+        where = os.path.normpath(path.absolute())
+        self._write_external([e for e in self.external() if e.path != where])
 
     def write_record(self, directory: Path, record: dict[str, Any]) -> None:
         atomic_write(inside(directory, RECORD), json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -240,6 +319,16 @@ class Store:
 def _trash_for(path: Path) -> Path:
     """A fresh name beside ``path`` for the tree on its way out."""
     return inside(path.parent, f".trash-{path.name}-{secrets.token_hex(4)}")
+
+
+def _is_prefix(value: object) -> bool:
+    """An absolute, normalised, printable path (what :meth:`Store.add_external` writes)."""
+    return (
+        isinstance(value, str)
+        and value.isprintable()
+        and Path(value).is_absolute()
+        and os.path.normpath(value) == value
+    )
 
 
 def _is_release(value: object) -> bool:

@@ -21,7 +21,14 @@ from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import CudaVersion, DriverInfo
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits, python_site_packages
+from cudaup.machine.toolkits import (
+    Lookup,
+    Toolkit,
+    ask_shim,
+    find_toolkits,
+    is_shim,
+    python_site_packages,
+)
 
 Severity = Literal["error", "warning", "info"]
 IN_USE = ("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")
@@ -57,6 +64,8 @@ class Report:
     torch: TorchInfo | None
     env: dict[str, str]
     problems: list[Problem] = field(default_factory=list)
+    #: why the cudaup shim that is ``nvcc`` on PATH runs no toolkit here, when it runs none
+    shim_problem: str | None = None
 
     def in_use(self) -> list[Toolkit]:
         return [t for t in self.toolkits if any(v in IN_USE for v in t.found_via)]
@@ -120,13 +129,17 @@ def examine(
     toolkits = find_toolkits(lookup)
     nvcc_path = shutil.which("nvcc", path=lookup.env.get("PATH", ""))
     nvcc_toolkit = next((t for t in toolkits if "nvcc on PATH" in t.found_via), None)
-    nvcc = None
+    nvcc, shim_problem = None, None
     if nvcc_path:
-        nvcc = nvcc_path + (
-            f" → {nvcc_toolkit.path} (CUDA {nvcc_toolkit.identity.describe()})"
-            if nvcc_toolkit
-            else ""
-        )
+        shim = is_shim(Path(nvcc_path))
+        answer = ask_shim(Path(nvcc_path), lookup) if shim else None
+        if answer is not None and answer.executable is None:
+            shim_problem = answer.problem or "it names no toolkit"
+            nvcc = f"{nvcc_path} (cudaup shim; it runs no toolkit here)"
+        else:
+            nvcc = nvcc_path + (" (cudaup shim)" if shim else "")
+            if nvcc_toolkit:
+                nvcc += f" → {nvcc_toolkit.path} (CUDA {nvcc_toolkit.identity.describe()})"
     python, sites = python_site_packages(lookup)
     env_keys = (
         "CUDA_HOME",
@@ -140,6 +153,7 @@ def examine(
     )
     env = {k: lookup.env[k] for k in env_keys if k in lookup.env}
     report = Report(driver, driver_cuda, source, toolkits, nvcc, python, read_torch(sites), env)
+    report.shim_problem = shim_problem
     report.problems = diagnose(report, compat)
     return report
 
@@ -265,6 +279,15 @@ def _layout_problems(report: Report) -> list[Problem]:
 
 def _environment_problems(report: Report) -> list[Problem]:
     problems: list[Problem] = []
+    if report.shim_problem:
+        problems.append(
+            Problem(
+                "warning",
+                f"nvcc on PATH is cudaup's shim, and it runs no toolkit here: {report.shim_problem}",
+                "choose a toolkit (`cudaup default VERSION`, `cudaup pin VERSION`), or take "
+                "cudaup's shim directory off PATH",
+            )
+        )
     toolkits = report.toolkits
     library_roots = {
         t.identity.describe(): t.path

@@ -8,7 +8,8 @@ what several steps find at the same real path):
    manages it) and every ``/usr/local/cuda-*``;
 3. toolkits owned by dpkg packages (``/var/lib/dpkg/status``) or rpm packages;
 4. ``CUDA_HOME``, ``CUDA_PATH``;
-5. ``nvcc`` on ``PATH``;
+5. ``nvcc`` on ``PATH`` (a cudaup shim is followed to the toolkit it runs here,
+   and is no toolkit itself when it runs none);
 6. ``/opt/nvidia/hpc_sdk/*/*/cuda/*``;
 7. pip-installed ``nvidia-*`` wheels of a Python (``nvidia/cu13`` for 13.x, one
    directory per component for 12.x);
@@ -46,6 +47,11 @@ _CUDART_HEADER = re.compile(r"#define\s+CUDART_VERSION\s+(\d+)")
 _DPKG_TOOLKIT = re.compile(r"^cuda-(?P<comp>[a-z0-9-]+?)-(?P<major>\d+)-(?P<minor>\d+)$")
 _WRAPPED_NVCC = re.compile(r"""(/[^\s"'$;]+)/bin/nvcc\b""")
 _DIST_INFO = re.compile(r"^(?P<name>nvidia[_-][A-Za-z0-9_.-]+?)-(?P<version>\d[^-]*)\.dist-info$")
+#: The second line of every shim cudaup writes in ``$CUDAUP_HOME/bin``.
+SHIM_MARK = "# cudaup shim"
+#: With this variable set to 1 a shim prints what it would run (JSON) instead of running
+#: it; the same name as :data:`cudaup.switch.shim.QUERY_ENV` (a test checks).
+SHIM_QUERY_ENV = "CUDAUP_SHIM_QUERY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,10 +338,61 @@ def nvcc_home(nvcc: Path) -> Path:
     return home
 
 
+def is_shim(path: Path) -> bool:
+    """Whether ``path`` is a shim cudaup wrote (its mark on the second or third line)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(256)
+    except OSError:
+        return False
+    return any(line.startswith(SHIM_MARK.encode()) for line in head.splitlines()[1:3])
+
+
+@dataclass(frozen=True, slots=True)
+class ShimAnswer:
+    """What a cudaup shim runs here: the executable, or why it runs nothing."""
+
+    executable: Path | None
+    toolkit: Path | None
+    problem: str | None
+
+
+def ask_shim(shim: Path, lookup: Lookup) -> ShimAnswer:
+    """Ask a shim what it would run, in ``lookup``'s environment and the current directory
+    (a ``.cuda-version`` here counts, as it does for the shim)."""
+    env = {**lookup.env, SHIM_QUERY_ENV: "1"}
+    try:
+        done = subprocess.run(
+            [str(shim)], env=env, capture_output=True, timeout=lookup.timeout, check=False
+        )
+        document = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError, RecursionError) as exc:
+        return ShimAnswer(None, None, f"the shim {shim} did not answer ({exc})")
+    if not isinstance(document, dict):
+        return ShimAnswer(None, None, f"the shim {shim} did not answer")
+    executable, toolkit, problem = (
+        document.get("executable"),
+        document.get("toolkit"),
+        document.get("problem"),
+    )
+    return ShimAnswer(
+        Path(executable) if isinstance(executable, str) else None,
+        Path(toolkit) if isinstance(toolkit, str) else None,
+        problem if isinstance(problem, str) else None,
+    )
+
+
 def _nvcc_on_path(lookup: Lookup) -> Iterable[Found]:
     nvcc = shutil.which("nvcc", path=lookup.env.get("PATH", ""))
-    if nvcc:
-        yield nvcc_home(Path(nvcc)), "nvcc on PATH", {"nvcc": nvcc}
+    if not nvcc:
+        return
+    if is_shim(Path(nvcc)):
+        # $CUDAUP_HOME is not a toolkit: the one the shim runs here is in use.
+        answer = ask_shim(Path(nvcc), lookup)
+        if answer.executable is not None:
+            yield nvcc_home(answer.executable), "nvcc on PATH", {"nvcc": nvcc}
+        return
+    yield nvcc_home(Path(nvcc)), "nvcc on PATH", {"nvcc": nvcc}
 
 
 def _hpc_sdk(lookup: Lookup) -> Iterable[Found]:

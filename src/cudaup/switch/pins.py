@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cudaup.errors import UsageError
 from cudaup.switch import shim
 from cudaup.switch.selection import PIN_FILE, check_request
 from cudaup.util.atomic import atomic_write
@@ -32,3 +33,23 @@ def find_pin(start: Path) -> Path | None:
     """The nearest ``.cuda-version`` in ``start`` or above."""
     found = shim.find_pin(str(start))
     return Path(found) if found else None
+
+
+def pinned_release(start: Path) -> tuple[Path, str]:
+    """The nearest ``.cuda-version`` and the release it asks for, for ``cudaup install``
+    with no version (as rustup reads ``rust-toolchain.toml`` and uv ``.python-version``)."""
+    pin = find_pin(start)
+    if pin is None:
+        raise UsageError(
+            f"name a release to install (13.0.1, 13.0, cu130), give --lock FILE, or pin one "
+            f"for this directory (`cudaup pin 13.0`): there is no {PIN_FILE} in {start} or above"
+        )
+    request = shim.read_pin(str(pin))
+    if not request:
+        raise UsageError(f"{pin} names no toolkit; write a release in it (`cudaup pin 13.0`)")
+    if shim.is_path_request(request):
+        raise UsageError(
+            f"{pin} names the directory {request}, not a release cudaup could install; "
+            "name a release: cudaup install 13.0.1"
+        )
+    return pin, check_request(request)

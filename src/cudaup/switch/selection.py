@@ -9,8 +9,8 @@ nothing is an error, never a silent fall-through):
 4. ``cudaup default`` (``$CUDAUP_HOME/default``).
 
 A value is a version request (``13.0``, ``12.8.1``, ``cu128``: the newest
-*installed* toolkit that matches, :meth:`Store.find`) or a path to a toolkit
-directory.  ``cudaup default 12.8`` also accepts a system toolkit that
+*installed* toolkit that matches and has the tool asked for, ``nvcc`` when none
+is, :meth:`Store.find`) or a path to a toolkit directory.  ``cudaup default 12.8`` also accepts a system toolkit that
 identifies as 12.8 when the store has none, and records its path.  The rules
 themselves live in :mod:`cudaup.switch.shim` (standard library only, so that a
 shim starts fast); this module gives them the store's view.
@@ -106,9 +106,9 @@ def _home(store: Store) -> str:
 def _store_finder(store: Store) -> shim.Finder:
     """:meth:`Store.find` in the shape :mod:`cudaup.switch.shim` takes."""
 
-    def find(_home: str, request: str) -> tuple[str, str] | None:
+    def find(_home: str, request: str, tool: str) -> tuple[str, str] | None:
         try:
-            toolkit = store.find(request)
+            toolkit = store.find(request, tool)
         except UsageError:
             return None
         return (toolkit.version, str(toolkit.path)) if toolkit else None
@@ -134,16 +134,18 @@ def select(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     request: str | None = None,
+    tool: str = shim.COMPILER,
 ) -> Active:
-    """The active toolkit: ``request`` (``cudaup run``), else ``CUDAUP_TOOLKIT``, else the
-    nearest ``.cuda-version``, else the default.  Never raises for a missing toolkit:
-    see :meth:`Active.require`."""
+    """The active toolkit for ``tool``: ``request`` (``cudaup run``), else
+    ``CUDAUP_TOOLKIT``, else the nearest ``.cuda-version``, else the default.  Never
+    raises for a missing toolkit: see :meth:`Active.require`."""
     env = os.environ if env is None else env
     where = str(cwd if cwd is not None else Path.cwd())
     find = _store_finder(store)
+    home = _home(store)
     if request is not None:
-        return _active(shim.resolve(_home(store), request.strip(), "run", None, where, find))
-    return _active(shim.choose(_home(store), env, where, find))
+        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool))
+    return _active(shim.choose(home, env, where, find, tool))
 
 
 def resolve_default(store: Store) -> Active | None:
@@ -160,11 +162,17 @@ def tool_in(active: Active, tool: str) -> Path:
     toolkit = active.require()
     found = shim.tool_path(str(toolkit), tool)
     if found is None:
-        raise ArtifactNotFoundError(
-            f"{tool} is not in {active.describe()}, chosen by "
-            f"{shim.asker(active.source, str(active.origin))}"
-        )
+        raise ArtifactNotFoundError(missing_tool(active, tool))
     return Path(found)
+
+
+def missing_tool(active: Active, tool: str) -> str:
+    """``nvcc is not in CUDA 12.8.1 (…), chosen by …; it comes with the cuda_nvcc component …``"""
+    return (
+        f"{tool} is not in {active.describe()}, chosen by "
+        f"{shim.asker(active.source, str(active.origin))}; "
+        f"{shim.missing_tool(tool, str(active.path), active.version)}"
+    )
 
 
 # -- requests: versions, paths, system toolkits ------------------------------------------

@@ -4,10 +4,14 @@ Each shim is a short ``sh`` script written by :func:`cudaup.switch.write_shims`:
 
     #!/bin/sh
     # cudaup shim: ...
-    exec /usr/bin/python3 -P -c 'import sys; from cudaup.switch.shim import main; sys.exit(main())' \
-        /home/me/.local/share/cudaup nvcc "$@"
+    exec /usr/bin/python3 -I -S -c 'import sys; sys.path.append(sys.argv.pop(1)); from cudaup.switch.shim import main; sys.exit(main())' \
+        /usr/lib/python3/site-packages /home/me/.local/share/cudaup nvcc "$@"
 
-(``python -m cudaup.switch.shim HOME TOOL ARGS...`` does the same, 3-4 ms slower.)
+``-I`` keeps the user's ``PYTHON*`` variables and the current directory out of
+the interpreter; ``-S`` skips ``site`` (its ``.pth`` files cost milliseconds),
+so the directory cudaup was imported from when the shim was written (the first
+argument) is appended to ``sys.path`` instead.  (``python -m cudaup.switch.shim
+HOME TOOL ARGS...`` does the same, more slowly.)
 
 This module runs on every compiler call, so it imports only ``os`` and ``sys``:
 ``pathlib``, ``re`` and ``packaging`` would each cost milliseconds.  It keeps a
@@ -22,15 +26,22 @@ Selection order (``cudaup run VERSION`` sets ``CUDAUP_TOOLKIT`` for its command)
 2. the nearest ``.cuda-version`` file, from the current directory upwards;
 3. ``$CUDAUP_HOME/default``.
 
-A value is a version request (``13.0``, ``12.8.1``, ``cu128``: the newest
-installed toolkit that matches) or a path to a toolkit directory (anything
-with a ``/``, or starting with ``~`` or ``.``; relative paths in a
-``.cuda-version`` file are relative to the file's directory).  A value that
-matches nothing is an error, never a silent fall-through to the next source.
+A value is a version request or a path to a toolkit directory (anything with a
+``/``, or starting with ``~`` or ``.``; relative paths in a ``.cuda-version``
+file are relative to the file's directory).  A version request names the
+installed release itself, else the newest installed match *that has the tool
+being run* (``nvcc`` when no tool is named), else the newest match: a floating
+``13.0`` keeps running nvcc from 13.0.1 after 13.0.2 was installed with
+libraries only.  A value that matches nothing is an error, never a silent
+fall-through to the next source, and a tool the chosen toolkit lacks is an
+error naming the component that ships it, never another toolkit's tool.
+
+With ``CUDAUP_SHIM_QUERY=1`` a shim prints (JSON) what it would run instead of
+running it: ``cudaup doctor`` and ``list`` follow shims on PATH that way.
 """
 
 # os.path, not pathlib (12 ms to import); execve is the point of this module.
-# ruff: noqa: PTH100, PTH109, PTH110, PTH111, PTH112, PTH113, PTH118, PTH119, PTH120, PTH123, PTH208, S606
+# ruff: noqa: PTH100, PTH109, PTH117, PTH110, PTH111, PTH112, PTH113, PTH118, PTH119, PTH120, PTH123, PTH208, S606
 
 from __future__ import annotations
 
@@ -41,11 +52,33 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    #: ``(home, request)`` → ``(version, path)`` of the installed toolkit it names.
-    Finder = Callable[[str, str], tuple[str, str] | None]
+    #: ``(home, request, tool)`` → ``(version, path)`` of the installed toolkit it names.
+    Finder = Callable[[str, str, str], tuple[str, str] | None]
 
 TOOLKIT_ENV = "CUDAUP_TOOLKIT"
+QUERY_ENV = "CUDAUP_SHIM_QUERY"
 PIN_FILE = ".cuda-version"
+#: The tool a floating request prefers a toolkit for when no tool is named (``show``,
+#: ``env``): a toolkit that compiles.  Kept equal to :data:`cudaup.install.store.COMPILER`.
+COMPILER = "nvcc"
+#: Which component ships each tool of a toolkit's ``bin`` (for "install X to get it").
+TOOL_COMPONENTS = {
+    "nvcc": "cuda_nvcc",
+    "ptxas": "cuda_nvcc",
+    "fatbinary": "cuda_nvcc",
+    "nvlink": "cuda_nvcc",
+    "cudafe++": "cuda_nvcc",
+    "bin2c": "cuda_nvcc",
+    "cuobjdump": "cuda_cuobjdump",
+    "nvdisasm": "cuda_nvdisasm",
+    "cu++filt": "cuda_cuxxfilt",
+    "nvprune": "cuda_nvprune",
+    "cuda-gdb": "cuda_gdb",
+    "cuda-gdbserver": "cuda_gdb",
+    "compute-sanitizer": "cuda_sanitizer_api",
+    "nsys": "nsight_systems",
+    "ncu": "nsight_compute",
+}
 #: Exit status when no toolkit or tool can be run (as a shell's "command not found").
 NOT_FOUND = 127
 HOW_TO_CHOOSE = (
@@ -151,9 +184,9 @@ def is_path_request(text: str) -> bool:
     return "/" in text or text.startswith(("~", "."))
 
 
-# -- the store, read without cudaup.install (mirrors Store.installed) ---------------
+# -- the store, read without cudaup.install (mirrors Store.installed and Store.find) ------
 def installed(home: str) -> list[tuple[str, str]]:
-    """``(version, path)`` of every toolkit in the store, unsorted."""
+    """``(version, path)`` of every toolkit in the store that runs here, unsorted."""
     found: list[tuple[str, str]] = []
     toolkits = os.path.join(home, "toolkits")
     try:
@@ -171,12 +204,28 @@ def installed(home: str) -> list[tuple[str, str]]:
         try:
             with open(external) as handle:
                 document = json.load(handle)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             document = {}
-        if isinstance(document, dict):
-            for version, path in document.items():
-                if os.path.isdir(str(path)):
-                    found.append((str(version), str(path)))
+        if isinstance(document, dict) and document.get("schema") == 2:
+            # {path: release}; the "foreign" toolkits (another platform's) never run here
+            entries = document.get("toolkits")
+            pairs = [(v, p) for p, v in entries.items()] if isinstance(entries, dict) else []
+        elif isinstance(document, dict):
+            pairs = list(document.items())  # the first format: {release: path}
+        else:
+            pairs = []
+        for version, path in pairs:
+            # Store.external's checks: a release, and an absolute, normalised, printable path.
+            if (
+                isinstance(version, str)
+                and _release(version) is not None
+                and isinstance(path, str)
+                and path.isprintable()
+                and os.path.isabs(path)
+                and os.path.normpath(path) == path
+                and os.path.isdir(path)
+            ):
+                found.append((version, path))
     return found
 
 
@@ -190,20 +239,25 @@ def newest_first(toolkits: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return sorted(toolkits, key=key, reverse=True)
 
 
-def find_installed(home: str, request: str) -> tuple[str, str] | None:
-    """The installed toolkit a version request names: the exact name, else the newest match."""
-    toolkits = installed(home)
+def find_installed(home: str, request: str, tool: str = COMPILER) -> tuple[str, str] | None:
+    """The installed toolkit a version request names: the exact name, else the newest
+    match that has ``tool``, else the newest match."""
+    toolkits = newest_first(installed(home))
     for version, path in toolkits:
         if version == request:
             return version, path
     parsed = parse_request(request)
     if parsed is None:
         return None
-    for version, path in newest_first(toolkits):
-        release = _release(version)
-        if release is not None and matches(parsed[0], parsed[1], release):
+    matching = [
+        (version, path)
+        for version, path in toolkits
+        if (release := _release(version)) is not None and matches(parsed[0], parsed[1], release)
+    ]
+    for version, path in matching:
+        if tool_path(path, tool) is not None:
             return version, path
-    return None
+    return matching[0] if matching else None
 
 
 # -- where the choice comes from ------------------------------------------------------
@@ -297,8 +351,10 @@ def resolve(
     origin: str | None,
     base: str,
     find: Finder = find_installed,
+    tool: str = COMPILER,
 ) -> Choice:
-    """Turn one request into a :class:`Choice`; ``base`` anchors relative paths."""
+    """Turn one request into a :class:`Choice`; ``base`` anchors relative paths, and
+    ``tool`` is what the toolkit is wanted for (see :func:`find_installed`)."""
     who = asker(source, origin)
     if is_path_request(request):
         path = os.path.normpath(os.path.join(base, os.path.expanduser(request)))
@@ -306,7 +362,7 @@ def resolve(
             problem = f"{who} names {request}, which is not a directory"
             return Choice(source, request, origin, failure="not-a-directory", problem=problem)
         return Choice(source, request, origin, version=version_at(home, path), path=path)
-    found = find(home, request)
+    found = find(home, request, tool)
     if found is not None:
         return Choice(source, request, origin, version=found[0], path=found[1])
     if parse_request(request) is None:
@@ -329,21 +385,26 @@ def version_at(home: str, path: str) -> str | None:
 
 
 def choose(
-    home: str, env: Mapping[str, str], cwd: str | None, find: Finder = find_installed
+    home: str,
+    env: Mapping[str, str],
+    cwd: str | None,
+    find: Finder = find_installed,
+    tool: str = COMPILER,
 ) -> Choice:
-    """The active toolkit: ``CUDAUP_TOOLKIT``, else the nearest pin, else the default."""
+    """The active toolkit for ``tool``: ``CUDAUP_TOOLKIT``, else the nearest pin, else
+    the default."""
     request = env.get(TOOLKIT_ENV, "").strip()
     if request:
-        return resolve(home, request, "env", None, cwd or os.sep, find)
+        return resolve(home, request, "env", None, cwd or os.sep, find, tool)
     pin = find_pin(cwd) if cwd else None
     if pin is not None:
         request = read_pin(pin)
         if not request:
             return Choice("file", "", pin, failure="empty", problem=f"{pin} names no toolkit")
-        return resolve(home, request, "file", pin, os.path.dirname(pin), find)
+        return resolve(home, request, "file", pin, os.path.dirname(pin), find, tool)
     request = read_default(home)
     if request:
-        return resolve(home, request, "default", None, home, find)
+        return resolve(home, request, "default", None, home, find, tool)
     return Choice(
         "none", failure="none", problem=f"no CUDA toolkit is chosen here; {HOW_TO_CHOOSE}"
     )
@@ -409,6 +470,41 @@ def describe(choice: Choice) -> str:
     return f"the toolkit at {choice.path}"
 
 
+def missing_tool(tool: str, toolkit: str, version: str | None) -> str:
+    """What to do about a tool a toolkit lacks: the component that ships it, if known."""
+    component = TOOL_COMPONENTS.get(tool)
+    if component is None:
+        return "cudaup knows no component that ships it"
+    if tool == "nvcc" and os.path.isfile(os.path.join(toolkit, "bin", "ptxas")):
+        # What an install from PyPI's CUDA 12 nvcc wheel (ptxas, no nvcc) looks like.
+        return (
+            f"its {component} has ptxas but not nvcc, as PyPI's CUDA 12 nvcc wheels do; "
+            f"`cudaup install {version or 'VERSION'} --channel redist --components nvcc` "
+            "brings the compiler"
+        )
+    if version is None:
+        return f"it comes with the {component} component"
+    return (
+        f"it comes with the {component} component "
+        f"(`cudaup install {version} --components {component}` adds it)"
+    )
+
+
+def _query(tool: str, choice: Choice, executable: str | None, problem: str) -> int:
+    import json  # noqa: PLC0415 - doctor's question only
+
+    document = {
+        "tool": tool,
+        "executable": executable,
+        "toolkit": choice.path,
+        "version": choice.version,
+        "source": choice.source,
+        "problem": problem or None,
+    }
+    sys.stdout.write(json.dumps(document) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m cudaup.switch.shim HOME TOOL ARGS...``: exec TOOL from the active toolkit."""
     argv = sys.argv[1:] if argv is None else argv
@@ -416,27 +512,36 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m cudaup.switch.shim CUDAUP_HOME TOOL [ARGS...]\n")
         return 2
     home, tool, args = argv[0], argv[1], argv[2:]
+    query = os.environ.get(QUERY_ENV) == "1"
     try:
         cwd: str | None = os.getcwd()
     except OSError:  # the current directory was deleted
         cwd = None
-    choice = choose(home, os.environ, cwd)
+    choice = choose(home, os.environ, cwd, tool=tool)
     if choice.path is None:
         other = HOW_TO_CHOOSE.replace("choose one", "choose another", 1)
         hint = {
             "none": "",
             "not-installed": f"; install it (`cudaup install {choice.request}`), or {other}",
         }.get(choice.failure or "", f"; fix it, or {other}")
-        sys.stderr.write(f"cudaup: cannot run {tool}: {choice.problem}{hint}\n")
+        problem = f"cannot run {tool}: {choice.problem}{hint}"
+        if query:
+            return _query(tool, choice, None, problem)
+        sys.stderr.write(f"cudaup: {problem}\n")
         return NOT_FOUND
     executable = tool_path(choice.path, tool)
     shims = os.path.realpath(os.path.join(home, "bin"))
     if executable is None or os.path.realpath(os.path.dirname(executable)) == shims:
-        sys.stderr.write(
-            f"cudaup: {tool} is not in {describe(choice)}, chosen by {choice.where()}; "
-            f"{HOW_TO_CHOOSE}\n"
+        problem = (
+            f"{tool} is not in {describe(choice)}, chosen by {choice.where()}; "
+            f"{missing_tool(tool, choice.path, choice.version)}, or {HOW_TO_CHOOSE}"
         )
+        if query:
+            return _query(tool, choice, None, problem)
+        sys.stderr.write(f"cudaup: {problem}\n")
         return NOT_FOUND
+    if query:
+        return _query(tool, choice, executable, "")
     environ = toolkit_environ(choice.path, os.environ, home)
     try:
         os.execve(executable, [executable, *args], environ)

@@ -1,7 +1,12 @@
 """The shims in ``$CUDAUP_HOME/bin``: one small ``sh`` script per tool that execs
-``python -P -c 'from cudaup.switch.shim import main; …'``, which runs the tool of
-the active toolkit (:mod:`cudaup.switch.shim`).  Files cudaup did not write are
-never touched."""
+``python -I -S -c '…from cudaup.switch.shim import main; …'``, which runs the tool of
+the active toolkit (:mod:`cudaup.switch.shim`).
+
+Shims exist for ``nvcc`` (always: even before the first install it says how to
+choose a toolkit) and for every tool some installed toolkit, or the default
+toolkit, has in its ``bin``; none for a tool no toolkit has (``nsys``, ``ncu``
+from a system install stay visible), and none for toolkits built for another
+platform.  Files cudaup did not write are never touched."""
 
 from __future__ import annotations
 
@@ -13,62 +18,46 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from cudaup.errors import (
-    UsageError,
-)
+import cudaup
+from cudaup.errors import UsageError
 from cudaup.install.store import Store
+from cudaup.machine.toolkits import SHIM_MARK, is_shim
 from cudaup.switch import shim
 from cudaup.util.atomic import atomic_write
 
 # -- shims -----------------------------------------------------------------------------
-#: Tools that always get a shim, so that ``nvcc`` says which toolkit to choose
-#: even before the first install.
-CORE_TOOLS: tuple[str, ...] = (
-    "nvcc",
-    "ptxas",
-    "cuobjdump",
-    "nvdisasm",
-    "fatbinary",
-    "nvlink",
-    "cu++filt",
-    "nvprune",
-    "compute-sanitizer",
-    "cuda-gdb",
-    "cuda-gdbserver",
-    "cudafe++",
-    "bin2c",
-    "nsys",
-    "ncu",
-)
-SHIM_MARK = "# cudaup shim"
+#: Tools that always get a shim: ``nvcc`` says which toolkit to choose even before the
+#: first install (and never falls through to another nvcc on PATH).
+CORE_TOOLS: tuple[str, ...] = ("nvcc",)
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+-]*$")
 
 
-#: What a shim runs: ``-c`` rather than ``-m cudaup.switch.shim`` saves runpy's imports
-#: (about 3.5 of the shim's 13 ms); ``-P`` keeps the current directory off sys.path.
-SHIM_CODE = "import sys; from cudaup.switch.shim import main; sys.exit(main())"
+#: What a shim runs, its first argument being the directory cudaup is imported from.
+#: ``-I -S`` skip ``site`` (and every ``.pth`` file) and ignore ``PYTHON*`` variables:
+#: ~1 ms less than ``-P``, and the shim runs the cudaup that wrote it whatever the
+#: environment says.
+SHIM_CODE = (
+    "import sys; sys.path.append(sys.argv.pop(1)); "
+    "from cudaup.switch.shim import main; sys.exit(main())"
+)
+
+
+def package_root() -> str:
+    """The ``sys.path`` entry cudaup is imported from (site-packages, or ``src``)."""
+    return str(Path(cudaup.__file__).resolve().parent.parent)
 
 
 def shim_text(tool: str, home: Path, python: str | None = None) -> str:
-    """The ``sh`` script for one tool: exec ``python -P -c SHIM_CODE HOME TOOL "$@"``."""
+    """The ``sh`` script for one tool: exec ``python -I -S -c CODE ROOT HOME TOOL "$@"``."""
     python = python or sys.executable
     return (
         "#!/bin/sh\n"
         f"{SHIM_MARK}: runs {tool} from the active CUDA toolkit (see `cudaup show`).\n"
         "# Written by cudaup, which rewrites or removes this file; do not edit.\n"
-        f"exec {shlex.quote(python)} -P -c {shlex.quote(SHIM_CODE)} "
-        f'{shlex.quote(str(home.absolute()))} {shlex.quote(tool)} "$@"\n'
+        f"exec {shlex.quote(python)} -I -S -c {shlex.quote(SHIM_CODE)} "
+        f"{shlex.quote(package_root())} {shlex.quote(str(home.absolute()))} "
+        f'{shlex.quote(tool)} "$@"\n'
     )
-
-
-def is_shim(path: Path) -> bool:
-    """Whether a file in ``bin/`` is one cudaup wrote (foreign files are never touched)."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(256)
-    except OSError:
-        return False
-    return any(line.startswith(SHIM_MARK.encode()) for line in head.splitlines()[1:3])
 
 
 def toolkit_tools(toolkit: Path) -> set[str]:
@@ -85,10 +74,10 @@ def toolkit_tools(toolkit: Path) -> set[str]:
 
 
 def available_tools(store: Store) -> list[str]:
-    """The tools that get a shim: :data:`CORE_TOOLS`, everything in an installed toolkit's
-    ``bin``, and in the default toolkit's when it is a path."""
+    """The tools that get a shim: :data:`CORE_TOOLS`, everything in the ``bin`` of an
+    installed toolkit that runs here, and in the default toolkit's when it is a path."""
     tools = set(CORE_TOOLS)
-    for toolkit in store.installed():
+    for toolkit in store.runnable():
         tools |= toolkit_tools(toolkit.path)
     default = store.default()
     if default and shim.is_path_request(default):

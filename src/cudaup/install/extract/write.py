@@ -62,9 +62,12 @@ def require_empty(archive: Path, destination: Path) -> None:
 
 
 def final_mode(member: Member) -> int:
-    """The archive's rwx bits, less group/other write; the owner can always rw(x)."""
-    mode = member.mode & 0o755
-    return mode | (0o700 if member.kind == "dir" else 0o600)
+    """0755 for directories and for files with any execute bit, else 0644, as pip and
+    uv install wheels: NVIDIA's wheels store ``0744`` for nvcc, which would leave a
+    toolkit shared with other users (a ``--prefix`` install by root) unrunnable by them."""
+    if member.kind == "dir" or member.mode & 0o111:
+        return 0o755
+    return 0o644
 
 
 def _usable_cpus() -> int:

@@ -1,0 +1,171 @@
+"""``--prefix`` installs stay known and uninstallable, foreign-platform toolkits stay out
+of the store, and ``install`` does what rustup and uv users expect after it: the
+first toolkit becomes the default, one line says the next step, and no version
+means the nearest ``.cuda-version``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cudaup.errors import EXIT_CODES
+from cudaup.install.store import Store
+from tests.fakenvidia.server import FakeNvidiaServer
+from tests.helpers import CliResult, point_env_at, run_cli
+
+
+@pytest.fixture
+def store(fake_nvidia: FakeNvidiaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    point_env_at(monkeypatch, fake_nvidia)
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "root"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("CUDAUP_DRIVER_VERSION", raising=False)
+    monkeypatch.delenv("CUDAUP_TOOLKIT", raising=False)
+    (tmp_path / "root").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return Store(tmp_path / "home")
+
+
+def install(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
+    return run_cli(capsys, "install", *argv, "--channel", "redist", "--components", "nvcc", "-q")
+
+
+# -- prefixes -----------------------------------------------------------------------------------
+def test_two_prefixes_of_one_release_are_both_listed_and_removed_by_path(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "opt" / "a", tmp_path / "opt" / "b"
+    for prefix in (first, second):
+        done = install(capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(prefix))
+        assert done.code == 0, done.err
+    listed = run_cli(capsys, "list", "--json").json()["installed"]
+    assert [(t["version"], t["path"], t["external"]) for t in listed] == [
+        ("13.0.1", str(first), True),
+        ("13.0.1", str(second), True),
+    ]
+    # A release at two places is named by its path: no guess which one goes.
+    ambiguous = run_cli(capsys, "uninstall", "13.0.1")
+    assert ambiguous.code == EXIT_CODES["usage"]
+    assert str(first) in ambiguous.err and str(second) in ambiguous.err
+    assert first.is_dir() and second.is_dir()
+    removed = run_cli(capsys, "uninstall", str(second), "--json").json()
+    assert removed["path"] == str(second) and not second.exists() and first.is_dir()
+    assert [t["path"] for t in run_cli(capsys, "list", "--json").json()["installed"]] == [
+        str(first)
+    ]
+    # The default was the first prefix (the first install): it still names it.
+    assert store.default() == str(first)
+    relative = os.path.relpath(first, Path.cwd())
+    gone = run_cli(capsys, "uninstall", relative if relative.startswith(".") else f"./{relative}")
+    assert gone.code == 0, gone.err
+    assert not first.exists() and store.installed() == []
+    assert store.default() is None  # it named what was removed
+    assert "there is no default now" in gone.out
+    nothing = run_cli(capsys, "uninstall", str(first))
+    assert nothing.code == EXIT_CODES["artifact-not-found"]
+
+
+def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused = install(capsys, "13.0.1", "--platform", "linux-sbsa")
+    assert refused.code == EXIT_CODES["usage"]
+    assert "cannot run on this linux-x86_64 machine" in refused.err and "--prefix" in refused.err
+    assert not store.toolkits_dir.exists()
+    prefix = tmp_path / "sysroots" / "sbsa" / "cuda-13.0.1"
+    done = run_cli(
+        capsys, "install", "13.0.1", "--channel", "redist", "--components", "nvcc",
+        "--platform", "linux-sbsa", "--prefix", str(prefix), "--json",
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    result = done.json()
+    assert result["default_set"] is None  # never the default, even into an empty store
+    assert "linux-sbsa toolkit cannot run here" in result["next"]
+    [listed] = run_cli(capsys, "list", "--json").json()["installed"]
+    assert listed["foreign_platform"] == "linux-sbsa" and listed["path"] == str(prefix)
+    assert "for linux-sbsa, not run here" in run_cli(capsys, "list").out
+    assert store.find("13.0") is None  # requests never name it
+    assert sorted(p.name for p in store.bin_dir.iterdir()) == ["nvcc"]  # no shims for it
+    chosen = run_cli(capsys, "default", "13.0.1")
+    assert chosen.code != 0
+    assert run_cli(capsys, "uninstall", str(prefix)).code == 0
+    assert not prefix.exists() and store.installed() == []
+
+
+# -- what follows an install ---------------------------------------------------------------------
+def test_the_first_install_becomes_the_default_and_says_what_next(
+    store: Store,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    system_link = Path("/usr/local/cuda")
+    before = system_link.readlink() if system_link.is_symlink() else None
+    first = install(capsys, "12.8.1", "--platform", "linux-x86_64")
+    assert first.code == 0, first.err
+    assert store.default() == "12.8.1"
+    assert "default: 12.8.1 (the first toolkit cudaup installed" in first.out
+    [step] = [line for line in first.out.splitlines() if line.startswith("next:")]
+    assert f"put {store.bin_dir} on PATH" in step
+    # cudaup's own default: /usr/local/cuda is never touched, here or under the test root.
+    assert (system_link.readlink() if system_link.is_symlink() else None) == before
+    assert not (tmp_path / "root" / "usr" / "local" / "cuda").exists()
+    # With the shims on PATH, the next install is not made the default: say how to use it.
+    monkeypatch.setenv("PATH", f"{store.bin_dir}:/usr/bin:/bin")
+    second = install(capsys, "13.0.1", "--platform", "linux-x86_64", "--json")
+    assert second.code == 0, second.err
+    result = second.json()
+    assert result["default_set"] is None and store.default() == "12.8.1"
+    assert result["next"] == (
+        "`cudaup default 13.0.1` to use it everywhere, or `cudaup pin 13.0.1` for this "
+        f"directory (CUDA 12.8.1 ({store.toolkits_dir / '12.8.1'}) is active here)"
+    )
+    again = install(capsys, "12.8.1", "--platform", "linux-x86_64")
+    assert "next: nothing: CUDA 12.8.1 is the active toolkit here (the default)" in again.out
+
+
+def test_install_with_no_version_installs_what_the_nearest_pin_asks_for(
+    store: Store,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nothing = install(capsys, "--platform", "linux-x86_64")
+    assert nothing.code == EXIT_CODES["usage"] and ".cuda-version" in nothing.err
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / ".cuda-version").write_text("# the CUDA this project builds with\n12.8\n")
+    monkeypatch.chdir(project / "src")
+    done = run_cli(
+        capsys, "install", "--channel", "redist", "--components", "nvcc", "--platform",
+        "linux-x86_64", "--json",
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    result = done.json()
+    assert result["version"] == "12.8.2" and result["pin"] == str(project / ".cuda-version")
+    text = install(capsys, "--platform", "linux-x86_64")
+    assert text.out.startswith(f"{project / '.cuda-version'} asks for 12.8\n")
+    for content, words in (("\n", "names no toolkit"), ("/opt/cuda\n", "names the directory")):
+        (project / ".cuda-version").write_text(content)
+        bad = install(capsys, "--platform", "linux-x86_64")
+        assert bad.code == EXIT_CODES["usage"] and words in bad.err
+    (project / ".cuda-version").write_text("twelve\n")
+    assert install(capsys, "--platform", "linux-x86_64").code == EXIT_CODES["usage"]
+
+
+def test_external_json_of_the_first_format_is_still_read(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "old-prefix"
+    done = install(capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(prefix))
+    assert done.code == 0, done.err
+    (store.home / "external.json").write_text(json.dumps({"13.0.1": str(prefix)}))
+    assert [t.path for t in store.installed()] == [prefix]
+    assert run_cli(capsys, "uninstall", str(prefix)).code == 0
+    assert json.loads((store.home / "external.json").read_text())["toolkits"] == {}
