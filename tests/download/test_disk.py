@@ -39,6 +39,8 @@ from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
+from cudaup.util.faults import cache_place
+from cudaup.util.locks import locked
 from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 from tests.helpers import require_tool, run_cli
@@ -350,8 +352,9 @@ def test_a_read_only_file_system(
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from cudaup.util import cachedir
-with cachedir.locked(Path(sys.argv[1]), busy="busy", wait=5):
+from cudaup.util.faults import cache_place
+from cudaup.util.locks import locked
+with locked(Path(sys.argv[1]), busy="busy", wait=5, place=cache_place(Path(sys.argv[1]).parent)):
     print("held", flush=True)
     time.sleep(600)
 """
@@ -359,8 +362,9 @@ with cachedir.locked(Path(sys.argv[1]), busy="busy", wait=5):
 TAKE_LOCK = """
 import sys
 from pathlib import Path
-from cudaup.util import cachedir
-with cachedir.locked(Path(sys.argv[1]), busy="busy", wait=5):
+from cudaup.util.faults import cache_place
+from cudaup.util.locks import locked
+with locked(Path(sys.argv[1]), busy="busy", wait=5, place=cache_place(Path(sys.argv[1]).parent)):
     print("took it")
 """
 
@@ -373,7 +377,7 @@ def test_a_lock_file_root_made_is_taken_by_another_user(shared: Path) -> None:
     lock = cachedir.CacheLayout(cache).download_lock(shared / "out" / "f.run")
     old = os.umask(0o077)  # the strictest umask: the lock file is still 0o666
     try:
-        with cachedir.locked(lock, busy="busy", wait=1):
+        with locked(lock, busy="busy", wait=1, place=cache_place(lock.parent)):
             pass
     finally:
         os.umask(old)
@@ -389,7 +393,7 @@ def test_a_lock_file_root_made_is_taken_by_another_user(shared: Path) -> None:
     new = lock.with_name("made-by-nobody.lock")
     made = as_nobody(["-c", TAKE_LOCK, str(new)], cache, shared)
     assert made.stdout == "took it\n" and new.stat().st_uid == 65534
-    with cachedir.locked(new, busy="busy", wait=1):
+    with locked(new, busy="busy", wait=1, place=cache_place(new.parent)):
         pass
 
 
@@ -424,7 +428,7 @@ def test_a_planted_link_is_never_followed_nor_truncated(tmp_path: Path) -> None:
     lock.symlink_to(victim)
     with (
         pytest.raises(IntegrityError, match=re.escape(f"{lock} is not a regular file")),
-        cachedir.locked(lock, busy="busy", wait=1),
+        locked(lock, busy="busy", wait=1, place=cache_place(lock.parent)),
     ):
         pass  # pragma: no cover
     assert victim.read_text() == "precious" and victim.stat().st_mode & 0o777 == 0o600

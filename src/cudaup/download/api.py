@@ -51,6 +51,7 @@ from cudaup.errors import IntegrityError, NetworkError, UsageError
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
 from cudaup.util.faults import Place, cache_place, denied, explained, output_place
+from cudaup.util.locks import locked
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
 
@@ -97,7 +98,8 @@ def fetch(
         emit(progress, ProgressEvent(request.filename, "notice", 0, request.size, message))
 
     busy = f"another process has held the lock on {target.final} for a day"
-    with cachedir.locked(lock_path, busy=busy, wait=24 * 3600, on_wait=waiting, cancel=cancel):
+    cache = cache_place(http.settings.cache_root)
+    with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
         try:
             result = _fetch_locked(
                 request, target, http, connections, progress, slots, arrival, cancel

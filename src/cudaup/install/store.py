@@ -47,15 +47,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from cudaup.config import home_dir
 from cudaup.core.names import check_file_name, check_release
 from cudaup.core.platforms import PLATFORMS
 from cudaup.core.versions import parse_request
-from cudaup.errors import CudaupError, IntegrityError, LockedError
+from cudaup.errors import CudaupError, IntegrityError
 from cudaup.util.atomic import atomic_write
+from cudaup.util.faults import store_place
+from cudaup.util.locks import locked
 from cudaup.util.paths import inside
 
 RECORD = "cudaup-record.json"
@@ -230,18 +231,9 @@ class Store:
     def lock(self, name: str, timeout: float = 3600) -> Iterator[None]:
         """Hold ``locks/<name>.lock`` (``name``: a release or another plain name)."""
         path = inside(self.locks_dir, f"{name}.lock", field="lock name")
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(path))
-        try:
-            lock.acquire(timeout=timeout)
-        except Timeout:
-            raise LockedError(
-                f"another cudaup process has been installing {name} for too long"
-            ) from None
-        try:
+        busy = f"another cudaup process has been installing {name} for too long"
+        with locked(path, busy=busy, wait=timeout, place=store_place(self.home)):
             yield
-        finally:
-            lock.release()
 
     @contextlib.contextmanager
     def staging(self, parent: Path, name: str) -> Iterator[Path]:
