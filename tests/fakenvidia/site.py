@@ -61,7 +61,7 @@ from typing import Any, Literal
 from .resources import DEFAULT_LAST_MODIFIED, Resource, StaticResource, VirtualFile
 
 DATA_DIR = Path(__file__).parent / "data"
-"""Verbatim copies of the samples in ``/work/shared/reference/nvidia-samples``."""
+"""Verbatim copies of NVIDIA's samples, kept in ``tests/fakenvidia/data/``."""
 
 DOWNLOAD_HOST = "https://developer.download.nvidia.com"
 WWW_HOST = "https://developer.nvidia.com"
@@ -93,7 +93,7 @@ PREVIEW_SHA256: Mapping[str, str] = {
         "a1f68c81160b16d519c4087788b9c07de41306c3f1b872471ceee0996621374d"
     ),
 }
-"""Real SHA-256 values of the 13.4.0 preview installers (nvidia-formats.md section 4)."""
+"""Real SHA-256 values of the 13.4.0 preview installers (from its sha256sum.txt)."""
 
 FUTURE_LABEL = "14.1.0"
 FUTURE_DRIVER = "615.20.01"

@@ -1,4 +1,4 @@
-"""Safe extraction against good and hostile archives (reliability.md item 22).
+"""Safe extraction against good and hostile archives (every member checked before it is written).
 
 Every archive is built here with tarfile/zipfile.  A hostile one must be
 refused whole, with nothing left in the destination.

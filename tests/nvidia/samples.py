@@ -1,4 +1,4 @@
-"""NVIDIA's real samples (copied from shared/reference/nvidia-samples), read as bytes."""
+"""NVIDIA's real samples (kept in tests/fakenvidia/data/), read as bytes."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ DRIVER_ARCHIVE = (
 # The fixtures (fake_nvidia, fake_nvidia_site, ...) come from tests/conftest.py, which imports
 # tests.fakenvidia.fixtures.
 
-# The name pattern nvidia-formats.md section 8 recommends for today's installers.
+# The name pattern of today's installers: cuda_<release>_<driver>_linux[_sbsa].run.
 TODAYS_NAMES = re.compile(
     r"^cuda_(\d+\.\d+\.\d+)(?:_(\d+\.\d+(?:\.\d+)?))?_(linux(?:_sbsa|_ppc64le)?\.run"
     r"|windows(?:_x86_64|_arm64)?(?:_network)?\.exe|win10(?:_network)?\.exe)$"
