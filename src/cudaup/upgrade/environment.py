@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import load_json
-from cudaup.errors import ConflictError, SourceFormatError, UsageError
+from cudaup.errors import ConflictError, PermissionDeniedError, SourceFormatError, UsageError
 from cudaup.plan.elf import NotElfError, scan
 
 #: What the probe may print: a torch + vllm environment answers about 1 MB.
@@ -152,21 +152,31 @@ class Environment:
 def locate(python: str) -> tuple[Path, Path]:
     """(environment root, interpreter) for ``--python``: an interpreter inside a virtual
     environment (``.venv/bin/python``) or the environment's directory.  The path is taken
-    as written (``bin/python`` is a link to the base interpreter; following it would leave
-    the environment)."""
-    given = Path(python).absolute()  # as written: not through bin/python's link
-    if given.is_dir():
-        root, interpreter = given, given / "bin" / "python"
-    else:
-        root, interpreter = given.parent.parent, given
-    if not (root / "pyvenv.cfg").is_file():
-        if not given.exists():
-            raise UsageError(f"{python} does not exist; name an environment's interpreter")
-        raise UsageError(
-            f"{python} is not in a virtual environment (no pyvenv.cfg in {root}): cudaup "
-            "upgrade changes virtual environments, never a system or conda base Python"
-        )
-    return root, interpreter
+    as written, never through ``bin/python``'s link (which leaves the environment), and
+    nothing here runs or even opens the interpreter: a rollback works when it is broken."""
+    given = Path(python).absolute()
+    try:
+        # An interpreter that is a link this user may not follow is an interpreter still.
+        directory = given.is_dir()
+    except PermissionError:
+        directory = False
+    try:
+        if directory:
+            root, interpreter = given, given / "bin" / "python"
+        else:
+            root, interpreter = given.parent.parent, given
+        if (root / "pyvenv.cfg").is_file():
+            return root, interpreter
+    except PermissionError as exc:
+        raise PermissionDeniedError(
+            f"cannot read {exc.filename or python}: permission denied"
+        ) from None
+    if not os.path.lexists(given):
+        raise UsageError(f"{python} does not exist; name an environment's interpreter")
+    raise UsageError(
+        f"{python} is not in a virtual environment (no pyvenv.cfg in {root}): cudaup "
+        "upgrade changes virtual environments, never a system or conda base Python"
+    )
 
 
 def read_environment(python: str, *, timeout: float = PROBE_TIMEOUT) -> Environment:

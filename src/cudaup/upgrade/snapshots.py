@@ -42,7 +42,8 @@ from cudaup.util.faults import Place, remove_tree
 STORE = ".cudaup-snapshots"
 RECORD = "snapshot.json"
 MANIFEST = "manifest.json"
-_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+#: The time to the microsecond (ids sort as the snapshots were taken), and a random tail.
+_ID = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{6}$")
 #: A record is a few kilobytes; a manifest about 100 bytes an entry.
 MAX_RECORD = 16 << 20
 MAX_MANIFEST = 1 << 30
@@ -145,13 +146,13 @@ class SnapshotStore:
             lock.release()
 
     def new_id(self) -> str:
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         return f"{now}-{secrets.token_hex(3)}"
 
     def path_of(self, snapshot_id: str) -> Path:
         if not _ID.match(snapshot_id):
             raise SourceFormatError(
-                f"{snapshot_id!r} is not a snapshot id such as 20251130T120102Z-3fa2c1"
+                f"{snapshot_id!r} is not a snapshot id such as 20251130T120102123456Z-3fa2c1"
             )
         return self.directory / snapshot_id
 
@@ -168,8 +169,10 @@ class SnapshotStore:
             return []
         found = []
         for entry in sorted(self.directory.iterdir()):
+            # A snapshot is listed once its record is written (after its tree and manifest).
             if _ID.match(entry.name) and entry.is_dir() and not entry.is_symlink():
-                found.append(self.read(entry.name))
+                if (entry / RECORD).is_file() or (entry / RECORD).is_symlink():
+                    found.append(self.read(entry.name))
         return found
 
     def read(self, snapshot_id: str) -> Snapshot:
@@ -286,11 +289,12 @@ class SnapshotStore:
             for leftover in (work, aside):
                 if leftover.exists():
                     remove_tree(leftover)
-        known = {s.id for s in self.snapshots()} if self.directory.is_dir() else set()
+        known = {s.id for s in self.snapshots()}
         for entry in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
             prefix, _, rest = entry.name.partition("-")
-            if prefix in {"work", "aside"} and _ID.match(rest) and rest not in known:
-                remove_tree(entry)
+            half_made = _ID.match(entry.name) and entry.name not in known
+            if half_made or (prefix in {"work", "aside"} and _ID.match(rest) and rest not in known):
+                remove_tree(entry)  # what a process killed while cloning left
         for note in notes:
             echo(note)
         return notes

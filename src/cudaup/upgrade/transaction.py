@@ -128,22 +128,19 @@ class Upgrader:
         before = problems(environment.interpreter)
         places = [place_of(root), cache_place(self.settings.cache_root)]
         scratch = tempfile.TemporaryDirectory(prefix="cudaup-upgrade-")
+        snapshot_id = store.new_id()
+        work = store.work_path(snapshot_id)
         snapshot: Snapshot | None = None
-        work = None
         committed = False
         try:
             self.echo("locking the plan's files (uv)")
             lock = export_pylock(plan.result, Path(scratch.name) / "pylock.toml", self.settings)
-            snapshot_id = store.new_id()
-            work = store.work_path(snapshot_id)
             with explained(f"cannot snapshot {root}", store.directory, places):
                 self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
                 store.path_of(snapshot_id).mkdir()
                 fingerprint = clone_tree(root, store.path_of(snapshot_id) / "tree")
-                snapshot = store.create(
-                    self._record(snapshot_id, plan, fingerprint.files, fingerprint.bytes),
-                    fingerprint,
-                )
+                record = self._record(snapshot_id, plan, fingerprint.files, fingerprint.bytes)
+                snapshot = store.create(record, fingerprint)
                 clone_tree(root, work)
             self.echo(f"applying the plan to a copy of {root} (uv)")
             apply_lock(
@@ -184,9 +181,15 @@ class Upgrader:
                 remove_tree(old)
             return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes)
         except BaseException as exc:
+            if not committed and snapshot is not None and snapshot.journal:
+                # The swap itself failed: finished, or undone (the environment put back).
+                committed = store.swapped(snapshot)
             if committed:
                 raise
-            self._undo(store, snapshot, work)
+            # The environment was never touched: what the upgrade made goes.
+            for made in (work, store.path_of(snapshot_id)):
+                if made.exists():
+                    remove_tree(made)
             if isinstance(exc, VerificationFailedError):
                 raise VerificationFailedError(
                     f"the upgraded environment failed '{exc.step}'"
@@ -200,13 +203,6 @@ class Upgrader:
             raise
         finally:
             scratch.cleanup()
-
-    def _undo(self, store: SnapshotStore, snapshot: Snapshot | None, work: Path | None) -> None:
-        """Remove what a failed upgrade made; the environment itself was never touched."""
-        if work is not None and work.exists():
-            remove_tree(work)
-        if snapshot is not None:
-            store.remove(snapshot)
 
     def _record(self, snapshot_id: str, plan: UpgradePlan, files: int, size: int) -> dict[str, Any]:
         return {
@@ -285,7 +281,14 @@ class Upgrader:
             summary = chosen.to_json()
             with explained(f"cannot restore {root}", root.parent, [place_of(root)]):
                 chosen.record["before_restore"] = chosen.status
-                old = store.swap_in(chosen, chosen.tree, "restoring")
+                try:
+                    old = store.swap_in(chosen, chosen.tree, "restoring")
+                except BaseException:
+                    if not store.swapped(chosen):  # undone: the environment is as it was
+                        chosen.record["status"] = chosen.record.pop("before_restore")
+                        chosen.record.pop("journal", None)
+                        store.write(chosen)
+                    raise
                 if old.exists():
                     remove_tree(old)
                 store.remove(chosen)
