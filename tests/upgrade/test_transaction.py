@@ -17,7 +17,7 @@ from cudaup.config import Settings
 from cudaup.core.driver import DriverInfo, DriverVersion, GpuInfo
 from cudaup.errors import EXIT_CODES, VerificationFailedError
 from cudaup.plan.indexes import indexes_for
-from cudaup.upgrade import UpgradeRequest, Upgrader
+from cudaup.upgrade import Upgrader, UpgradeRequest
 from cudaup.upgrade.snapshots import SnapshotStore
 from cudaup.upgrade.verify import Verifier
 from tests.helpers import run_cli
@@ -67,7 +67,8 @@ def holding_world(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world: IndexServer
 ) -> Iterator[HoldingServer]:
     """The world again, on a server that holds cupy-cuda13x's wheel back."""
-    with HoldingServer("cupy_cuda13x-14.0.0-py3-none-any.whl") as server:
+    server = HoldingServer("cupy_cuda13x-14.0.0-py3-none-any.whl")
+    with server:
         build(server)
         monkeypatch.setenv("CUDAUP_PYPI_URL", server.url("pypi"))
         index_table(server, tmp_path / "home")
@@ -214,7 +215,7 @@ def test_two_upgrades_of_one_environment_are_serialised(make_env: MakeEnv) -> No
         assert tree_state(root) == state  # it waits before reading anything
     finally:
         held.release()
-    out, err = process.communicate(timeout=300)
+    _out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
     assert "cupy-cuda13x==14.0.0" in freeze(python)
 

@@ -108,8 +108,9 @@ class Fingerprint:
                 now = None
             difference = entry.describe_difference(now)
             if (
-                difference is None
-                and entry.kind == "symlink"
+                entry.kind == "symlink"
+                and now is not None
+                and _kind(now.st_mode) == "symlink"
                 and str(path.readlink()) != entry.target
             ):
                 difference = "points elsewhere"

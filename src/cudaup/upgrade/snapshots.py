@@ -170,9 +170,9 @@ class SnapshotStore:
         found = []
         for entry in sorted(self.directory.iterdir()):
             # A snapshot is listed once its record is written (after its tree and manifest).
-            if _ID.match(entry.name) and entry.is_dir() and not entry.is_symlink():
-                if (entry / RECORD).is_file() or (entry / RECORD).is_symlink():
-                    found.append(self.read(entry.name))
+            is_snapshot = _ID.match(entry.name) and entry.is_dir() and not entry.is_symlink()
+            if is_snapshot and ((entry / RECORD).is_file() or (entry / RECORD).is_symlink()):
+                found.append(self.read(entry.name))
         return found
 
     def read(self, snapshot_id: str) -> Snapshot:
