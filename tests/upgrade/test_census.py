@@ -180,9 +180,10 @@ def test_requests_rename_roots_and_keep_what_carries_no_line() -> None:
     assert [r.source.name if r.source else None for r in requests] == [
         "cupy-cuda12x", "servellm", "torchvision", "torch",
     ]  # fmt: skip
-    # numpy and requests carry no line: they stay where the resolution allows.
-    assert census.preferences() == [
-        "numpy==2.2.6", "requests==2.32.0", "servellm==1.0", "torch==2.9.1", "torchvision==0.24.1",
+    # numpy, requests and servellm carry no line: they stay where the resolution allows.
+    # PyPI's untagged torch is a CUDA build all the same: it moves to the newest of the line.
+    assert census.preferences(lambda name: name in {"torch", "torchvision"}) == [
+        "numpy==2.2.6", "requests==2.32.0", "servellm==1.0",
     ]  # fmt: skip
 
 

@@ -153,13 +153,17 @@ class Census:
             requests.append(Request(Requirement(text), dist, held))
         return requests
 
-    def preferences(self) -> list[str]:
+    def preferences(self, per_line: Callable[[str], bool] = lambda _: False) -> list[str]:
         """``name==version`` of what carries no line: it stays unless the resolution must
-        move it."""
+        move it.  What a per-line index publishes is a CUDA build whatever its version
+        says (PyPI's untagged torch), and moves to the newest that publishes the line."""
         return sorted(
             f"{d.name}=={d.version}"
             for d in self.environment.distributions.values()
-            if d.name not in self.signals and d.version is not None and not d.direct_url
+            if d.name not in self.signals
+            and not per_line(d.name)
+            and d.version is not None
+            and not d.direct_url
         )
 
     def _applying(self, dist: Distribution) -> list[Requirement]:

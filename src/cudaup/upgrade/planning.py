@@ -154,7 +154,7 @@ def plan_upgrade(
                 line=request.line,
                 lines=lines,
                 held=[r.requirement.name for r in requests if r.held],
-                preferences=census.preferences(),
+                preferences=census.preferences(per_line),
             )
         except (NoCommonLineError, PackageNotFoundError, ReleaseNotFoundError) as exc:
             if request.line is not None:

@@ -14,7 +14,9 @@ snapshot's tree back in the same way; it needs no network and no working interpr
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +35,8 @@ from cudaup.install.installer import InstallOptions, InstallResult, install
 from cudaup.install.store import Store
 from cudaup.plan.export import export_pylock
 from cudaup.plan.lines import line_text
-from cudaup.upgrade.apply import apply_lock
+from cudaup.plan.uv import pages_identity, write_local_index
+from cudaup.upgrade.apply import apply_pins, pinned_requirements
 from cudaup.upgrade.clone import clone_tree
 from cudaup.upgrade.environment import locate
 from cudaup.upgrade.families import load_families
@@ -118,6 +121,10 @@ class Upgrader:
                 return UpgradeOutcome(plan, None, notes=notes, nothing=True)
             if not confirm(plan):
                 return UpgradeOutcome(plan, None, notes=notes, declined=True)
+            if not plan.changes:  # only the toolkit is missing: the environment stays as it is
+                return UpgradeOutcome(
+                    plan, None, toolkit=self._toolkit(plan, request), notes=notes, nothing=True
+                )
             return self._apply(plan, request, store, notes)
 
     def _apply(
@@ -143,13 +150,18 @@ class Upgrader:
                 snapshot = store.create(record, fingerprint)
                 clone_tree(root, work)
             self.echo(f"applying the plan to a copy of {root} (uv)")
-            apply_lock(
-                environment,
-                work,
-                lock,
-                plan.removals,
-                self._uv_cache(store),
-                timeout=self.settings.timeout,
+            pins = Path(scratch.name) / "requirements.txt"
+            pins.write_text(pinned_requirements(lock))
+            shutil.copyfile(lock, store.path_of(snapshot_id) / "pylock.toml")  # what it installed
+            indexes = list(plan.result.job.indexes)
+            if plan.result.pages:
+                local = self._line_index(plan, Path(scratch.name))
+                indexes = [local, *(i for i in indexes if not i.startswith("file:"))]
+            default = plan.result.job.default_index
+            cache = self._uv_cache(store)
+            timeout = self.settings.timeout
+            apply_pins(
+                environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
             self.echo("verifying the upgraded environment in its own interpreter")
             verifier = self.verifier or Verifier(plan.driver)
@@ -219,6 +231,24 @@ class Upgrader:
             "files": files,
             "bytes": size,
         }
+
+    def _line_index(self, plan: UpgradePlan, scratch: Path) -> str:
+        """The plan's per-line pages as a local index at a path fixed by their content: uv
+        keys the wheels it caches by index, so a second upgrade reuses the first's."""
+        pages = plan.result.pages
+        folder = (
+            CacheLayout(self.settings.cache_root).plan / "line-indexes" / pages_identity(pages)[:32]
+        )
+        if not (folder / "complete").is_file():
+            made = scratch / "line"
+            write_local_index(made, pages, "the plan's per-line indexes")
+            (made / "complete").write_text("")
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):  # another upgrade put the same pages there
+                made.rename(folder)
+            if not (folder / "complete").is_file():
+                return made.as_uri()
+        return folder.as_uri()
 
     def _uv_cache(self, store: SnapshotStore) -> Path:
         """uv's cache for the install: cudaup's, where it is on the environment's filesystem
