@@ -375,3 +375,25 @@ def test_no_room_for_the_snapshot_is_named(
         assert tree_state(fs / "venv") == state
         store = fs / ".cudaup-snapshots" / "venv"
         assert sorted(p.name for p in store.iterdir()) == ["lock"]  # the half-made clone went
+
+
+def test_an_index_that_goes_down_before_the_install_changes_nothing(
+    make_env: MakeEnv, world: IndexServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan and its lock were made; then PyPI stops answering: uv cannot download, the
+    upgrade stops with the network's exit code, and the environment is as it was."""
+    from cudaup.errors import NetworkError
+    from cudaup.upgrade import transaction
+
+    python = make_env()
+    state = tree_state(python.parent.parent)
+    pinned = transaction.pinned_requirements
+
+    def then_down(lock: Path) -> str:
+        world.root("pypi").down = True
+        return pinned(lock)
+
+    monkeypatch.setattr(transaction, "pinned_requirements", then_down)
+    with pytest.raises(NetworkError, match=r"uv could not install the plan in .*: .*503"):
+        Upgrader(Settings.from_env()).upgrade(_request(python), lambda plan: True)
+    assert tree_state(python.parent.parent) == state and _store(python).snapshots() == []

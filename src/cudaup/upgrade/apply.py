@@ -43,7 +43,7 @@ _PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _NETWORK = re.compile(
     r"error sending request|Request failed after|dns error|tcp connect error|"
-    r"Connection refused|timed out|Failed to fetch|client error \(Connect\)"
+    r"Connection refused|timed out|Failed to fetch|client error \(Connect\)|HTTP status server error"
 )
 
 
@@ -145,7 +145,7 @@ def run_uv(arguments: list[str], action: str, work: Path, timeout: float) -> str
 def uv_failure(action: str, err: str, work: Path) -> CudaupError:
     """What uv's failure means: a full disk, a refusal, the network, a hash, or uv itself."""
     causes = [
-        line.strip().removeprefix("error: ").removeprefix("Caused by: ")
+        line.strip().removeprefix("error: ").removeprefix("cause: ").removeprefix("Caused by: ")
         for line in err.splitlines()
         if line.strip() and not line.strip().startswith(("hint:", "warning:", "Using "))
     ]
