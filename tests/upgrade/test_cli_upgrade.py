@@ -300,3 +300,21 @@ def test_a_broken_snapshot_record_is_named(
     result = run_cli(capsys, "rollback", "--python", str(python))
     assert result.code == EXIT_CODES["source-format"]
     assert str(snapshot / "snapshot.json") in result.err and "not a snapshot record" in result.err
+
+
+def test_a_framework_reporting_another_line_rolls_back(
+    index_server: IndexServer, make_env: MakeEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cupy-cuda13x build whose runtime answers 12.8: it imports, but is not the line."""
+    from tests.upgrade.world import cupy
+
+    python = make_env(["cupy-cuda12x==13.4.1", "cuda-bindings==12.8.0"])
+    state = tree_state(python.parent.parent)
+    del index_server.root("pypi").pages["cupy-cuda13x"]
+    index_server.add("pypi", *cupy("cupy-cuda13x", "14.0.0", 12080))
+    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--yes", *NO_TOOLKIT)
+    assert result.code == EXIT_CODES["verification-failed"]
+    assert (
+        "failed 'line' for cupy-cuda13x: cupy reports CUDA runtime 12080, not CUDA 13" in result.err
+    )
+    assert tree_state(python.parent.parent) == state

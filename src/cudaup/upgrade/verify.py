@@ -44,10 +44,14 @@ for name in json.loads(sys.argv[1]):
         importlib.import_module(name)
     except BaseException as exc:
         failures[name] = ("%s: %s" % (type(exc).__name__, exc))[:400]
-sys.stdout.write(json.dumps(failures))
+facts = {}
+if "cupy" in sys.modules:
+    try:
+        facts["cupy_runtime"] = str(sys.modules["cupy"].cuda.runtime.runtimeGetVersion())
+    except BaseException as exc:
+        facts["cupy_runtime"] = ("%s: %s" % (type(exc).__name__, exc))[:400]
+sys.stdout.write(json.dumps({"failures": failures, "facts": facts}))
 """
-
-CUPY_RUNTIME = "import cupy, sys; sys.stdout.write(str(cupy.cuda.runtime.runtimeGetVersion()))"
 
 TORCH_KERNEL = """
 import sys, torch
@@ -112,13 +116,10 @@ class Verifier:
         """Every step on the work tree; the first that fails raises (its message without
         what the caller did about it)."""
         after = read_environment(str(work_python))
-        return [
-            self._versions(after, changes, pins),
-            self._check(work_python, before),
-            self._imports(work_python, after, changes),
-            *self._line(work_python, after, line, changes, families),
-            self._gpu(work_python, after, families),
-        ]
+        checks = [self._versions(after, changes, pins), self._check(work_python, before)]
+        imported, facts = self._imports(work_python, after, changes)
+        checks += [imported, *self._line(after, line, changes, families, facts)]
+        return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------
     def _versions(
@@ -142,7 +143,11 @@ class Verifier:
         kept = f" ({len(before)} broken before, unchanged)" if before else ""
         return Check("check", "ok", f"no broken requirement{kept}")
 
-    def _imports(self, python: Path, after: Environment, changes: Sequence[Change]) -> Check:
+    def _imports(
+        self, python: Path, after: Environment, changes: Sequence[Change]
+    ) -> tuple[Check, dict[str, str]]:
+        """The import step, and what the imported frameworks said (CuPy's runtime version:
+        one interpreter imports CuPy once for both)."""
         owners: dict[str, str] = {}
         for change in changes:
             dist = after.get(change.new) if change.new else None
@@ -150,7 +155,7 @@ class Verifier:
                 for module in dist.modules:
                     owners.setdefault(module, dist.name)
         if not owners:
-            return Check("import", "skipped", "no changed distribution has a module")
+            return Check("import", "skipped", "no changed distribution has a module"), {}
         done = self._run(python, IMPORTS, json.dumps(sorted(owners)))
         if done.returncode != 0:
             tried = [ln for ln in done.stderr.splitlines() if ln.startswith("importing ")]
@@ -161,23 +166,23 @@ class Verifier:
                 f"the interpreter died importing {module} (exit {done.returncode})",
             )
         try:
-            failures = json.loads(done.stdout)
-        except ValueError:
-            failures = {"?": "the import check wrote no answer"}
+            answer = json.loads(done.stdout)
+            failures, facts = dict(answer["failures"]), dict(answer["facts"])
+        except (ValueError, KeyError, TypeError):
+            _fail("import", None, f"the import check wrote no answer ({_last(done.stderr)})")
         if failures:
             module, error = sorted(failures.items())[0]
             _fail("import", owners.get(module), f"import {module}: {error}")
-        return Check(
-            "import", "ok", f"{len(owners)} modules of {len(set(owners.values()))} distributions"
-        )
+        count = f"{len(owners)} modules of {len(set(owners.values()))} distributions"
+        return Check("import", "ok", count), {k: str(v) for k, v in facts.items()}
 
     def _line(
         self,
-        python: Path,
         after: Environment,
         line: Line,
         changes: Sequence[Change],
         families: FamilyTable,
+        facts: dict[str, str],
     ) -> list[Check]:
         changed = {c.new for c in changes if c.new}
         checks = []
@@ -188,14 +193,9 @@ class Verifier:
                 _fail("line", "torch", f"torch/version.py says {said}, not {line_text(line)}")
             checks.append(Check("line", "ok", f"torch reports CUDA {line_text(line)}", "torch"))
         for name in sorted(changed & _cupys(families, after)):
-            done = self._run(python, CUPY_RUNTIME)
-            reported = done.stdout.strip()
-            if done.returncode != 0 or not reported.isdigit():
-                _fail(
-                    "line",
-                    name,
-                    f"cupy's CUDA runtime version cannot be read ({_last(done.stderr)})",
-                )
+            reported = facts.get("cupy_runtime", "cupy was not imported")
+            if not reported.isdigit():
+                _fail("line", name, f"cupy's CUDA runtime version cannot be read ({reported})")
             if int(reported) // 1000 != line[0]:
                 _fail("line", name, f"cupy reports CUDA runtime {reported}, not CUDA {line[0]}")
             checks.append(Check("line", "ok", f"cupy reports CUDA runtime {reported}", name))
