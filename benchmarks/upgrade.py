@@ -258,6 +258,8 @@ def main() -> None:
             "|---|---|",
             *upgrade_rows,
             "",
+            "What the transaction adds to uv by hand is bounded and does not grow with the download: the plan (the environment read by its interpreter, one or two resolutions), the lock, two clones (about 2 s together for 30,000 files; the snapshot disk is directories and the manifest until the upgrade replaces builds, which the snapshot then holds), and the verification (the new interpreter started three times, CuPy imported once). The apply itself is uv on its warm cache, as fast as by hand: installing the plan as pins with every wheel's hash, not as the lock (whose URLs uv downloads every time: 1.6 s here, minutes for torch), is what made it so.",
+            "",
         ]
     lines.append(END)
     publish(lines, args.output, BEGIN, END)
