@@ -12,7 +12,7 @@ from cudaup.errors import EXIT_CODES
 from tests.helpers import run_cli
 from tests.plan.pyindex import IndexServer
 from tests.upgrade.conftest import MakeEnv
-from tests.upgrade.world import freeze, tree_state
+from tests.upgrade.world import freeze, tree_state, upgrade
 
 NO_TOOLKIT = ("--no-toolkit",)
 
@@ -23,7 +23,7 @@ def test_dry_run_names_every_change_and_touches_nothing(
     python = make_env()
     root = python.parent.parent
     before = tree_state(root.parent)
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--dry-run", "--json")
+    result = upgrade(capsys, python, "13.0", "--dry-run", "--json")
     assert result.code == 0, result.err
     plan = result.json()
     assert plan["line_before"] == "12.8" and plan["line_after"] == "13.0"
@@ -53,7 +53,7 @@ def test_dry_run_names_every_change_and_touches_nothing(
 
 def test_text_dry_run(make_env: MakeEnv, capsys: pytest.CaptureFixture[str]) -> None:
     python = make_env()
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "13.0", "--dry-run")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     assert lines[0].endswith("CUDA 12.8 → 13.0")
@@ -66,7 +66,7 @@ def test_without_a_terminal_or_yes_it_prints_and_exits_with_the_usage_code(
 ) -> None:
     python = make_env()
     before = tree_state(python.parent.parent.parent)
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), *NO_TOOLKIT)
+    result = upgrade(capsys, python, "13.0", *NO_TOOLKIT)
     assert result.code == EXIT_CODES["usage"]
     assert "cupy-cuda12x 13.4.1 → cupy-cuda13x 14.0.0" in result.out
     assert "apply it with --yes" in result.err
@@ -79,9 +79,7 @@ def test_upgrade_then_rollback_byte_for_byte(
     python = make_env()
     root = python.parent.parent
     frozen, state = freeze(python), tree_state(root)
-    result = run_cli(
-        capsys, "upgrade", "13.0", "--python", str(python), "--yes", "--json", *NO_TOOLKIT
-    )
+    result = upgrade(capsys, python, "13.0", "--yes", "--json", *NO_TOOLKIT)
     assert result.code == 0, result.err
     outcome = result.json()
     assert outcome["applied"] is True and outcome["snapshot"]
@@ -138,9 +136,7 @@ def test_a_verification_failure_rolls_back(
     # cupy-cuda13x 14.0.0 is now a build that raises on import.
     del index_server.root("pypi").pages["cupy-cuda13x"]
     index_server.add("pypi", *cupy("cupy-cuda13x", "14.0.0", 13000, broken=True))
-    result = run_cli(
-        capsys, "upgrade", "13.0", "--python", str(python), "--yes", "--json", *NO_TOOLKIT
-    )
+    result = upgrade(capsys, python, "13.0", "--yes", "--json", *NO_TOOLKIT)
     assert result.code == EXIT_CODES["verification-failed"] == 19
     error = result.json()["error"]
     assert error["details"] == {"step": "import", "package": "cupy-cuda13x"}
@@ -155,32 +151,13 @@ def test_a_driver_too_old_is_refused_before_anything_changes(
 ) -> None:
     python = make_env()
     state = tree_state(python.parent.parent)
-    result = run_cli(
-        capsys,
-        "upgrade",
-        "13.0",
-        "--python",
-        str(python),
-        "--yes",
-        "--driver",
-        "535.104.05",
-        *NO_TOOLKIT,
-    )
+    result = upgrade(capsys, python, "13.0", "--yes", "--driver", "535.104.05", *NO_TOOLKIT)
     assert result.code == EXIT_CODES["driver-too-old"]
     assert "driver 535.104.05 cannot run CUDA 13.0.2" in result.err and "--force" in result.err
     assert tree_state(python.parent.parent) == state
     # --force plans by the packages alone, and says so.
-    forced = run_cli(
-        capsys,
-        "upgrade",
-        "13.0",
-        "--python",
-        str(python),
-        "--dry-run",
-        "--json",
-        "--driver",
-        "535.104.05",
-        "--force",
+    forced = upgrade(
+        capsys, python, "13.0", "--dry-run", "--json", "--driver", "535.104.05", "--force"
     )
     assert forced.code == 0, forced.err
     assert "--force: the driver and the GPUs were not checked" in forced.json()["notes"]
@@ -190,17 +167,7 @@ def test_minor_version_compatibility_is_allowed_with_a_note(
     make_env: MakeEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     python = make_env()
-    result = run_cli(
-        capsys,
-        "upgrade",
-        "13.0",
-        "--python",
-        str(python),
-        "--dry-run",
-        "--json",
-        "--driver",
-        "580.65.06",
-    )
+    result = upgrade(capsys, python, "13.0", "--dry-run", "--json", "--driver", "580.65.06")
     assert result.code == 0, result.err
     assert result.json()["driver"]["verdict"] == "minor-version"
     assert any("minor-version compatibility" in n for n in result.json()["notes"])
@@ -215,12 +182,12 @@ def test_a_line_that_drops_the_gpu_is_refused(
     fm.write(machine / "sys/module/nvidia/version", "590.48.01\n")
     fm.script(machine / "usr/bin/nvidia-smi", "590.48.01, Tesla V100-SXM2-32GB, 7.0, 32768 MiB\n")
     python = make_env()
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "13.0", "--dry-run")
     assert result.code == EXIT_CODES["gpu-unsupported"] == 20
     assert "cannot target GPU 0 Tesla V100-SXM2-32GB (compute capability 7.0" in result.err
     # Without a line, the newest line the GPU and the packages allow: 12.8 (torch has no 12.9
     # build; 13.x is not tried, since every 13 line drops sm_70).
-    newest = run_cli(capsys, "upgrade", "--python", str(python), "--dry-run", "--json")
+    newest = upgrade(capsys, python, "--dry-run", "--json")
     assert newest.code == 0, newest.err
     plan = newest.json()
     assert plan["line_after"] == "12.8" and plan["changes"] == []
@@ -232,23 +199,21 @@ def test_the_newest_line_every_package_allows(
 ) -> None:
     """13.2 has runtime and bindings builds, but no torch (no torch-cu132 index): 13.0."""
     python = make_env()
-    result = run_cli(
-        capsys, "upgrade", "--python", str(python), "--dry-run", "--json", "--driver", "590.48.01"
-    )
+    result = upgrade(capsys, python, "--dry-run", "--json", "--driver", "590.48.01")
     assert result.code == 0, result.err
     plan = result.json()
     assert plan["line_after"] == "13.0"
     assert [e["line"] for e in plan["excluded"]] == ["13.2"]
     # Without torch, 13.2 fits.
     small = make_env(["cupy-cuda12x==13.4.1", "cuda-bindings==12.8.0"], name="small")
-    plan = run_cli(capsys, "upgrade", "--python", str(small), "--dry-run", "--json").json()
+    plan = upgrade(capsys, small, "--dry-run", "--json").json()
     assert plan["line_after"] == "13.2"
     assert {(c["new"] or {}).get("version") for c in plan["changes"]} >= {"13.2.0", "14.0.0"}
 
 
 def test_nothing_to_move(make_env: MakeEnv, capsys: pytest.CaptureFixture[str]) -> None:
     python = make_env(["fastlock==1.0"])
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "13.0", "--dry-run")
     assert result.code == EXIT_CODES["conflict"]
     assert "carries a CUDA line" in result.err
 
@@ -276,13 +241,13 @@ def test_an_interpreter_that_answers_nonsense(
     python = root / "bin" / "python"
     python.write_text('#!/bin/sh\necho \'{"schema": 1, "prefix": 3}\'\n')
     python.chmod(0o755)
-    result = run_cli(capsys, "upgrade", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "--dry-run")
     assert result.code == EXIT_CODES["source-format"] and "'prefix' is not a path" in result.err
     python.write_text("#!/bin/sh\nprintf '\\377\\376'\n")
-    result = run_cli(capsys, "upgrade", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "--dry-run")
     assert result.code == EXIT_CODES["source-format"] and "is not UTF-8" in result.err
     python.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
-    result = run_cli(capsys, "upgrade", "--python", str(python), "--dry-run")
+    result = upgrade(capsys, python, "--dry-run")
     assert result.code == EXIT_CODES["usage"] and "exit 3: boom" in result.err
 
 
@@ -291,9 +256,7 @@ def test_a_broken_snapshot_record_is_named(
 ) -> None:
     python = make_env()
     root = python.parent.parent
-    assert (
-        run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--yes", *NO_TOOLKIT).code == 0
-    )
+    assert upgrade(capsys, python, "13.0", "--yes", *NO_TOOLKIT).code == 0
     store = root.parent / ".cudaup-snapshots" / root.name
     [snapshot] = [p for p in store.iterdir() if p.is_dir()]
     (snapshot / "snapshot.json").write_text(json.dumps({"schema": 1, "id": "other"}))
@@ -312,9 +275,56 @@ def test_a_framework_reporting_another_line_rolls_back(
     state = tree_state(python.parent.parent)
     del index_server.root("pypi").pages["cupy-cuda13x"]
     index_server.add("pypi", *cupy("cupy-cuda13x", "14.0.0", 12080))
-    result = run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--yes", *NO_TOOLKIT)
+    result = upgrade(capsys, python, "13.0", "--yes", *NO_TOOLKIT)
     assert result.code == EXIT_CODES["verification-failed"]
     assert (
         "failed 'line' for cupy-cuda13x: cupy reports CUDA runtime 12080, not CUDA 13" in result.err
     )
     assert tree_state(python.parent.parent) == state
+
+
+def test_on_a_terminal_it_asks(
+    make_env: MakeEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    python = make_env()
+    state = tree_state(python.parent.parent)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    answers = iter(["n", "yes"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    declined = upgrade(capsys, python, "13.0", *NO_TOOLKIT)
+    assert declined.code == 0 and "cupy-cuda12x 13.4.1 → cupy-cuda13x 14.0.0" in declined.out
+    assert "nothing was changed" in declined.out
+    assert tree_state(python.parent.parent) == state
+    accepted = upgrade(capsys, python, "13.0", *NO_TOOLKIT)
+    assert accepted.code == 0 and "CUDA 12.8 → 13.0, " in accepted.out
+    assert "cupy-cuda13x==14.0.0" in freeze(python)
+    # On 13.0 with the same builds, nothing is left to change (and nothing is asked).
+    again = upgrade(capsys, python, "13.0", *NO_TOOLKIT)
+    assert again.code == 0 and "is on CUDA 13.0 and has nothing to change" in again.out
+
+
+def test_options_and_defaults(
+    make_env: MakeEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = make_env(["cupy-cuda12x==13.4.1"])
+    both = upgrade(capsys, python, "--no-toolkit", "--components", "nvcc", "--dry-run")
+    assert both.code == EXIT_CODES["usage"] and "exclude each other" in both.err
+    nowhere = run_cli(capsys, "upgrade", "--dry-run")
+    assert nowhere.code == EXIT_CODES["usage"] and "--python" in nowhere.err
+    monkeypatch.setenv("VIRTUAL_ENV", str(python.parent.parent))  # the environment's directory
+    assert run_cli(capsys, "upgrade", "13.0", "--dry-run").code == 0
+    assert run_cli(capsys, "snapshots").out.endswith("has no snapshot\n")
+    assert run_cli(capsys, "snapshots", "--prune", "--keep", "-1").code == EXIT_CODES["usage"]
+    assert upgrade(capsys, python, "13.0", "--yes", "--no-toolkit").code == 0
+    unknown = run_cli(capsys, "rollback", "--to", "20000101T000000000000Z-000000")
+    assert (
+        unknown.code == EXIT_CODES["conflict"]
+        and "no snapshot 20000101T000000000000Z-000000" in unknown.err
+    )

@@ -24,7 +24,14 @@ from tests.helpers import run_cli
 from tests.osfaults import ROOT_ONLY, as_nobody, cudaup_argv, shared_tmp, tmpfs
 from tests.plan.pyindex import IndexServer
 from tests.upgrade.conftest import STACK, MakeEnv
-from tests.upgrade.world import build, freeze, index_table, make_environment, tree_state
+from tests.upgrade.world import (
+    build,
+    freeze,
+    index_table,
+    make_environment,
+    tree_state,
+    upgrade,
+)
 
 H100 = (GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 81559),)
 DRIVER = DriverInfo(DriverVersion.from_text("590.48.01"), None, H100, "sysfs", ())
@@ -267,7 +274,7 @@ def test_with_a_driver_the_default_kernel_goes_through_torch(make_env: MakeEnv) 
 def test_prune_keeps_the_newest(make_env: MakeEnv, capsys: pytest.CaptureFixture[str]) -> None:
     python = make_env()
     for line in ("13.0", "12.8", "13.0"):
-        result = run_cli(capsys, "upgrade", line, "--python", str(python), "--yes", "--no-toolkit")
+        result = upgrade(capsys, python, line, "--yes", "--no-toolkit")
         assert result.code == 0, result.err
     listed = run_cli(capsys, "snapshots", "--python", str(python), "--json").json()
     assert [s["line_after"] for s in listed["snapshots"]] == ["13.0", "12.8", "13.0"]
@@ -285,10 +292,7 @@ def test_a_snapshot_changed_in_place_is_not_restored(
 ) -> None:
     python = make_env()
     root = python.parent.parent
-    assert (
-        run_cli(capsys, "upgrade", "13.0", "--python", str(python), "--yes", "--no-toolkit").code
-        == 0
-    )
+    assert upgrade(capsys, python, "13.0", "--yes", "--no-toolkit").code == 0
     # fastlock did not move: its file is shared by the environment and the snapshot.
     [shared] = root.glob("lib/python*/site-packages/fastlock/__init__.py")
     with shared.open("a") as handle:
@@ -312,18 +316,7 @@ def test_the_toolkit_is_installed_and_pinned(
     point_env_at(monkeypatch, fake_nvidia)  # type: ignore[arg-type]
     python = make_env(["cupy-cuda12x==13.4.1", "cuda-bindings==12.8.0"])
     monkeypatch.chdir(tmp_path)
-    result = run_cli(
-        capsys,
-        "upgrade",
-        "13.0",
-        "--python",
-        str(python),
-        "--yes",
-        "--channel",
-        "redist",
-        "--pin",
-        "--json",
-    )
+    result = upgrade(capsys, python, "13.0", "--yes", "--channel", "redist", "--pin", "--json")
     assert result.code == 0, result.err
     outcome = result.json()
     toolkit = outcome["toolkit"]
@@ -383,17 +376,16 @@ def test_an_index_that_goes_down_before_the_install_changes_nothing(
     """The plan and its lock were made; then PyPI stops answering: uv cannot download, the
     upgrade stops with the network's exit code, and the environment is as it was."""
     from cudaup.errors import NetworkError
-    from cudaup.upgrade import transaction
+    from cudaup.upgrade.apply import pinned_requirements
 
     python = make_env()
     state = tree_state(python.parent.parent)
-    pinned = transaction.pinned_requirements
 
     def then_down(lock: Path) -> str:
         world.root("pypi").down = True
-        return pinned(lock)
+        return pinned_requirements(lock)
 
-    monkeypatch.setattr(transaction, "pinned_requirements", then_down)
+    monkeypatch.setattr("cudaup.upgrade.transaction.pinned_requirements", then_down)
     with pytest.raises(NetworkError, match=r"uv could not install the plan in .*: .*503"):
         Upgrader(Settings.from_env()).upgrade(_request(python), lambda plan: True)
     assert tree_state(python.parent.parent) == state and _store(python).snapshots() == []

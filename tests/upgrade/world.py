@@ -27,7 +27,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from cudaup.plan.uv import find_uv
+from tests.helpers import CliResult, run_cli
 from tests.plan.pyindex import IndexServer
 
 PURE = "py3-none-any"
@@ -178,3 +181,8 @@ def freeze(python: Path) -> list[str]:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return sorted(done.stdout.split())
+
+
+def upgrade(capsys: pytest.CaptureFixture[str], python: Path, *args: str) -> CliResult:
+    """``cudaup upgrade ARGS --python PYTHON``."""
+    return run_cli(capsys, "upgrade", *args, "--python", str(python))

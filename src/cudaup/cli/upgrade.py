@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudaup.cli.common import (
+    add_channel,
     add_components,
     add_platform,
     emit_json,
@@ -62,12 +63,7 @@ def add_upgrade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-toolkit", action="store_true", help="do not install the line's toolkit side by side"
     )
-    parser.add_argument(
-        "--channel",
-        choices=("auto", "installer", "redist", "pypi"),
-        default="auto",
-        help="where the toolkit comes from (default: auto)",
-    )
+    add_channel(parser, auto=True)
     parser.add_argument(
         "--pin", action="store_true", help="write .cuda-version here for the new toolkit"
     )
