@@ -46,7 +46,7 @@ class HoldingServer(IndexServer):
         self.arrived = threading.Event()
         self.release = threading.Event()
         # The client the test kills leaves a broken pipe behind: expected, not worth a trace.
-        self.server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        self.server.handle_error = lambda request, address: None  # type: ignore[method-assign, assignment]
 
     def _file(self, path: str, spec: str | None) -> tuple[int, dict[str, str], bytes]:
         if path.endswith("/" + self.filename) and spec is None:
