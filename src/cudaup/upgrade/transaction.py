@@ -179,18 +179,24 @@ class Upgrader:
                 raise IntegrityError(
                     f"the snapshot of {root} changed while the upgrade was applied "
                     f"({'; '.join(changed)}): a file it shares with the environment was written "
-                    "in place; the upgrade was stopped before it replaced anything"
+                    "in place, the environment's copy with it; the upgrade stopped before its swap"
                 )
             with explained(f"cannot put the upgraded {root} in place", root.parent, places):
                 old = store.swap_in(snapshot, work, "applying")
-                committed = True
-                snapshot.record.update(
-                    status="applied", finished=_now(), verification=[c.to_json() for c in checks],
-                    toolkit=toolkit.to_json() if toolkit else None,
-                )  # fmt: skip
-                snapshot.record.pop("journal", None)
+            committed = True
+            snapshot.record.update(
+                status="applied", finished=_now(), verification=[c.to_json() for c in checks],
+                toolkit=toolkit.to_json() if toolkit else None,
+            )  # fmt: skip
+            snapshot.record.pop("journal", None)
+            try:
                 store.write(snapshot)
                 remove_tree(old)
+            except OSError as exc:  # the upgrade is in place; its journal still says so
+                notes.append(
+                    f"the upgrade is in place, but its record could not be finished ({exc}); "
+                    "the next cudaup command on this environment finishes it"
+                )
             return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes)
         except BaseException as exc:
             if not committed and snapshot is not None and snapshot.journal:
