@@ -232,7 +232,9 @@ def line_constraints(
     (``cuda-bindings`` 13.0.3 is CUDA 13.0), held to the line like the runtime."""
     major, minor = line
     constraints = [f"{TOOLKIT}=={major}.{minor}.*"]
-    constraints += [f"{canonicalize_name(name)}=={major}.{minor}.*" for name in sorted(set(held))]
+    constraints += [
+        f"{name}=={major}.{minor}.*" for name in sorted(set(map(canonicalize_name, held)))
+    ]
     for base in ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
         constraints.append(f"{base}=={major}.{minor}.*")
         constraints.append(f"{base}-cu{major}=={major}.{minor}.*")
