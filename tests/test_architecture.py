@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "switch": {"errors", "config", "core", "install", "machine", "util"},
     "plan": {"errors", "config", "core", "net", "resolve", "util"},
     "fleet": {"errors", "config", "core", "net", "resolve", "download", "install", "plan", "util"},
+    "upgrade": {"errors", "config", "core", "net", "resolve", "download", "machine", "install"}
+    | {"plan", "util"},
     "cli": set(),  # anything: nothing imports it
 }
 #: The pure packages import none of these (the network, processes, threads, the disk).

@@ -180,6 +180,28 @@ class PackageNotFoundError(CudaupError):
     kind = "package-not-found"
 
 
+class VerificationFailedError(CudaupError):
+    """``upgrade``: the upgraded environment failed a check (broken requirements, an
+    import, the CUDA line a framework reports, a kernel on the GPU), so it was rolled
+    back; the message names the step and the package."""
+
+    exit_code = 19
+    kind = "verification-failed"
+
+    def __init__(self, message: str, step: str, package: str | None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.package = package
+
+
+class GpuUnsupportedError(CudaupError):
+    """The CUDA line asked for cannot target a GPU of this machine (CUDA 13 dropped
+    sm_70); ``--force`` overrides."""
+
+    exit_code = 20
+    kind = "gpu-unsupported"
+
+
 class CommandNotRunError(CudaupError):
     """``cudaup run`` could not start the command (127: not found, 126: not executable)."""
 

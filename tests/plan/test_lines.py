@@ -119,3 +119,9 @@ def test_line_constraints() -> None:
     assert "nvidia-cuda-runtime-cu12<0" in constraints and "nvidia-cuda-nvrtc-cu11<0" in constraints
     assert "nvidia-cuda-runtime-cu13<0" not in constraints
     assert constraints[-1] == "sgl-kernel!=0.3.21"
+
+
+def test_held_projects_are_held_to_the_line() -> None:
+    """``upgrade`` holds a project versioned by release (cuda-bindings 13.0.3 is CUDA 13.0)."""
+    constraints = line_constraints((13, 0), {12, 13}, held=["cuda_bindings", "cuda-bindings"])
+    assert constraints.count("cuda-bindings==13.0.*") == 1

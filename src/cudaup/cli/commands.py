@@ -113,6 +113,22 @@ COMMANDS: dict[str, CommandInfo] = {
         "the newest CUDA line the driver and the ML packages agree on",
         "cudaup plan torch flashinfer-python sgl-kernel",
     ),
+    # Python environments
+    "upgrade": CommandInfo(
+        "cudaup.cli.upgrade",
+        "move a Python environment to another CUDA line, transactionally",
+        "cudaup upgrade 13.0 --python .venv/bin/python --dry-run",
+    ),
+    "rollback": CommandInfo(
+        "cudaup.cli.upgrade",
+        "put a Python environment back as it was before the last upgrade (offline)",
+        "cudaup rollback --python .venv/bin/python",
+    ),
+    "snapshots": CommandInfo(
+        "cudaup.cli.upgrade",
+        "the snapshots kept for a Python environment; --prune removes old ones",
+        "cudaup snapshots --python .venv/bin/python --prune --keep 3",
+    ),
     # fleets
     "lock": CommandInfo(
         "cudaup.cli.fleet",

@@ -105,6 +105,10 @@ class LineResolver:
         self.pages: dict[tuple[str, str, str], Page] = {}
         self.consulted: list[Page] = []
         self.majors: set[int] = set()
+        #: Projects held to the line by their version (``cuda-bindings==13.0.*``).
+        self.held: tuple[str, ...] = ()
+        #: Installed versions kept where the resolution allows (``upgrade``).
+        self.preferences: tuple[str, ...] = ()
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
@@ -176,12 +180,14 @@ class LineResolver:
             exclusions = [*self._forbidden(line, pages), *(e.exclusion() for e in learnt)]
             job = CompileJob(
                 tuple(str(r) for r in requirements),
-                tuple(line_constraints(line, self.majors, exclusions)),
+                tuple(line_constraints(line, self.majors, exclusions, self.held)),
                 self.target.python,
                 uv_platform(self.target.platform),
                 ((local,) if local else ()) + self.extra_flat,
                 self.default_url,
                 refresh=self.settings.refresh,
+                interpreter=self.target.interpreter,
+                preferences=self.preferences,
             )
             answer = self._compile(job, offline_first, pages_identity(present))
             attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)

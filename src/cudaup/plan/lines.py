@@ -219,7 +219,7 @@ def is_cuda_library(name: str) -> bool:
 # Constraints: steering the resolver onto one line
 # ----------------------------------------------------------------------------
 def line_constraints(
-    line: Line, majors: Iterable[int], exclusions: Iterable[str] = ()
+    line: Line, majors: Iterable[int], exclusions: Iterable[str] = (), held: Iterable[str] = ()
 ) -> list[str]:
     """Constraints (``uv pip compile -c``) that keep a resolution on ``line``.
 
@@ -227,9 +227,14 @@ def line_constraints(
     it (``nvidia-cuda-runtime==13.0.*``, or ``-cu12`` for 12.x).  The other ``majors``'
     runtime and NVRTC names are forbidden.  Library wheels (cuBLAS, cuFFT, …) are not
     held: NVIDIA's own packages let them float past a release.  ``exclusions`` are what
-    reading a resolution back taught (``sgl-kernel!=0.3.21``, ``cupy-cuda12x<0``)."""
+    reading a resolution back taught (``sgl-kernel!=0.3.21``, ``cupy-cuda12x<0``);
+    ``held`` are projects whose version is the CUDA release they belong to
+    (``cuda-bindings`` 13.0.3 is CUDA 13.0), held to the line like the runtime."""
     major, minor = line
     constraints = [f"{TOOLKIT}=={major}.{minor}.*"]
+    constraints += [
+        f"{name}=={major}.{minor}.*" for name in sorted(set(map(canonicalize_name, held)))
+    ]
     for base in ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
         constraints.append(f"{base}=={major}.{minor}.*")
         constraints.append(f"{base}-cu{major}=={major}.{minor}.*")

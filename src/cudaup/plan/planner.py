@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -106,12 +106,20 @@ class Planner:
         *,
         line: Line | None = None,
         compat: CompatTable | None = None,
+        lines: Collection[Line] | None = None,
+        held: Sequence[str] = (),
+        preferences: Sequence[str] = (),
     ) -> PlanResult:
+        """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on.
+
+        ``held``: projects whose version is their CUDA release, held to each line like
+        the runtime; ``preferences``: versions kept where the resolution allows."""
         if self.settings.offline:
             raise OfflineError("plan reads the package indexes live; --offline cannot answer it")
         with tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work:
             run = _Run(self, tuple(requirements), indexes, target, Path(work))
-            return run.plan(line, compat)
+            run.lines.held, run.lines.preferences = tuple(held), tuple(preferences)
+            return run.plan(line, compat, lines)
 
 
 class _Run:
@@ -150,7 +158,9 @@ class _Run:
         )
 
     # -- the plan --------------------------------------------------------------
-    def plan(self, wanted: Line | None, compat: CompatTable | None) -> PlanResult:
+    def plan(
+        self, wanted: Line | None, compat: CompatTable | None, allowed: Collection[Line] | None
+    ) -> PlanResult:
         for requirement in self.requirements:
             if requirement.url:
                 raise UsageError(
@@ -163,6 +173,8 @@ class _Run:
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
         self.lines.majors = {line[0] for line in lines}
+        if allowed is not None:
+            lines = [line for line in lines if line in allowed]
         if wanted is not None:
             if wanted not in lines:
                 raise ReleaseNotFoundError(

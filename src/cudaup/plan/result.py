@@ -32,6 +32,9 @@ class Target:
     driver: DriverVersion | None
     reported: CudaVersion | None
     gpus: tuple[GpuInfo, ...] = ()
+    #: An environment's own interpreter: uv resolves for exactly its tags and markers
+    #: (``upgrade``), instead of ``python`` on the newest glibc of ``platform``.
+    interpreter: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,6 +163,12 @@ class CompileJob:
     default_index: str
     offline: bool = False
     refresh: bool = False
+    #: Resolve for this interpreter (its exact tags and markers) instead of
+    #: ``python``/``uv_platform``.
+    interpreter: str | None = None
+    #: Versions uv keeps where the resolution allows (``numpy==2.2.6``): what an
+    #: environment has installed stays unless something requires otherwise.
+    preferences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +203,16 @@ class UvRunner:
     _cancelled: bool = False
 
     def argv(self, job: CompileJob, requirements: Path, constraints: Path) -> list[str]:
-        argv = [
-            find_uv(), "pip", "compile", str(requirements), "-c", str(constraints),
-            "--python", sys.executable,
-            "--python-version", f"{job.python[0]}.{job.python[1]}",
-            "--python-platform", job.uv_platform,
+        argv = [find_uv(), "pip", "compile", str(requirements), "-c", str(constraints)]
+        if job.interpreter is not None:
+            argv += ["--python", job.interpreter]
+        else:
+            argv += [
+                "--python", sys.executable,
+                "--python-version", f"{job.python[0]}.{job.python[1]}",
+                "--python-platform", job.uv_platform,
+            ]  # fmt: skip
+        argv += [
             "--no-config", "--no-build", "--no-header", "--quiet", "--native-tls",
             "--index-strategy", "first-index",
             "--annotation-style", "split", "--emit-index-annotation",
@@ -232,9 +243,18 @@ class UvRunner:
             requirements.write_text("\n".join(job.requirements) + "\n")
             constraints.write_text("\n".join(job.constraints) + "\n")
             argv = self.argv(job, requirements, constraints)
+            output = None
             if pylock is not None:
                 argv += ["--format", "pylock.toml", "-o", str(pylock)]
+            elif job.preferences:
+                # uv prefers the versions an existing output file pins; the answer is
+                # then written there instead of to stdout.
+                output = folder / "preferred.txt"
+                output.write_text("\n".join(job.preferences) + "\n")
+                argv += ["-o", str(output)]
             code, out, err = self._run(argv)
+            if output is not None and code == 0:
+                out = output.read_text()
         answer = _answer(code, out, err)  # raises on a failure that is not an answer
         if key is not None and not job.offline:
             self._keep(key, code, out, err)
@@ -315,6 +335,8 @@ def _job_key(job: CompileJob, identity: str) -> str:
         "identity": identity,
         "default": job.default_index,
         "offline": job.offline,
+        "interpreter": job.interpreter,
+        "preferences": list(job.preferences),
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 

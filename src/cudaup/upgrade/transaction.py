@@ -1,0 +1,351 @@
+"""``upgrade`` and ``rollback`` as transactions: the environment is always one whole tree.
+
+An upgrade, under the environment's lock: finish what a killed one left, plan, ask,
+lock the plan's files (uv's ``pylock.toml``: URLs and hashes), snapshot the
+environment (a hard-linked clone, with its fingerprint), clone it again as the work
+tree, apply the plan to the work tree with uv, verify the work tree in its own
+interpreter, install the line's toolkit side by side, check that the snapshot is
+still byte for byte what was kept, and only then swap the work tree in (one
+``renameat2`` exchange; journaled).  Until that swap the environment has not been
+touched, so any failure, Ctrl-C or kill leaves it as it was, and the work tree and
+the snapshot of a failure that was handled are removed.  A rollback swaps the newest
+snapshot's tree back in the same way; it needs no network and no working interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudaup.config import Settings
+from cudaup.download import Progress
+from cudaup.errors import (
+    ConflictError,
+    CudaupError,
+    IntegrityError,
+    VerificationFailedError,
+)
+from cudaup.install.installer import InstallOptions, InstallResult, install
+from cudaup.install.store import Store
+from cudaup.plan.export import export_pylock
+from cudaup.plan.lines import line_text
+from cudaup.plan.uv import pages_identity, write_local_index
+from cudaup.upgrade.apply import apply_pins, pinned_requirements
+from cudaup.upgrade.clone import clone_tree
+from cudaup.upgrade.environment import locate
+from cudaup.upgrade.families import load_families
+from cudaup.upgrade.planning import UpgradePlan, UpgradeRequest, plan_upgrade
+from cudaup.upgrade.snapshots import RESTORABLE, Snapshot, SnapshotStore, place_of
+from cudaup.upgrade.verify import Check, Verifier, problems
+from cudaup.util.cachedir import CacheLayout
+from cudaup.util.faults import cache_place, explained, remove_tree
+
+Echo = Callable[[str], None]
+#: How long an upgrade waits for another one of the same environment.
+LOCK_WAIT = 3600.0
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+@dataclass
+class UpgradeOutcome:
+    plan: UpgradePlan
+    snapshot: str | None
+    checks: list[Check] = field(default_factory=list)
+    toolkit: InstallResult | None = None
+    notes: list[str] = field(default_factory=list)
+    #: Nothing to change: the environment is on the line, the toolkit installed.
+    nothing: bool = False
+    #: The user answered no.
+    declined: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.plan.to_json(),
+            "snapshot": self.snapshot,
+            "verification": [c.to_json() for c in self.checks],
+            "toolkit": self.toolkit.to_json() if self.toolkit else None,
+            "applied": self.snapshot is not None,
+            "notes": [*self.plan.notes, *self.notes],
+        }
+
+
+@dataclass
+class RollbackOutcome:
+    environment: Path
+    snapshot: dict[str, Any]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "environment": str(self.environment),
+            "restored": self.snapshot,
+            "notes": self.notes,
+        }
+
+
+class Upgrader:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        echo: Echo = _quiet,
+        lock_wait: float = LOCK_WAIT,
+        verifier: Verifier | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.settings, self.echo, self.lock_wait = settings, echo, lock_wait
+        self.verifier, self.progress = verifier, progress
+
+    # -- upgrade ---------------------------------------------------------------------------
+    def upgrade(
+        self, request: UpgradeRequest, confirm: Callable[[UpgradePlan], bool], **plan_options: Any
+    ) -> UpgradeOutcome:
+        """Plan under the lock, ask ``confirm``, and apply (see the module docstring)."""
+        root, _ = locate(request.python)
+        store = SnapshotStore(root)
+        with explained(f"cannot prepare the upgrade of {root}", store.directory, [place_of(root)]):
+            store.ensure()
+        with store.locked(self.lock_wait, self.echo):
+            notes = store.recover(self.echo)
+            plan = plan_upgrade(self.settings, request, **plan_options)
+            if not plan.changes and (request.components is None or plan.toolkit_installed):
+                return UpgradeOutcome(plan, None, notes=notes, nothing=True)
+            if not confirm(plan):
+                return UpgradeOutcome(plan, None, notes=notes, declined=True)
+            if not plan.changes:  # only the toolkit is missing: the environment stays as it is
+                return UpgradeOutcome(
+                    plan, None, toolkit=self._toolkit(plan, request), notes=notes, nothing=True
+                )
+            return self._apply(plan, request, store, notes)
+
+    def _apply(
+        self, plan: UpgradePlan, request: UpgradeRequest, store: SnapshotStore, notes: list[str]
+    ) -> UpgradeOutcome:
+        environment = plan.environment
+        root = store.environment
+        before = problems(environment.interpreter)
+        places = [place_of(root), cache_place(self.settings.cache_root)]
+        scratch = tempfile.TemporaryDirectory(prefix="cudaup-upgrade-")
+        snapshot_id = store.new_id()
+        work = store.work_path(snapshot_id)
+        snapshot: Snapshot | None = None
+        committed = False
+        try:
+            self.echo("locking the plan's files (uv)")
+            lock = export_pylock(plan.result, Path(scratch.name) / "pylock.toml", self.settings)
+            with explained(f"cannot snapshot {root}", store.directory, places):
+                self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
+                store.path_of(snapshot_id).mkdir()
+                fingerprint = clone_tree(root, store.path_of(snapshot_id) / "tree")
+                record = self._record(snapshot_id, plan, fingerprint.files, fingerprint.bytes)
+                snapshot = store.create(record, fingerprint)
+                clone_tree(root, work)
+            self.echo(f"applying the plan to a copy of {root} (uv)")
+            pins = Path(scratch.name) / "requirements.txt"
+            pins.write_text(pinned_requirements(lock))
+            shutil.copyfile(lock, store.path_of(snapshot_id) / "pylock.toml")  # what it installed
+            indexes = list(plan.result.job.indexes)
+            if plan.result.pages:
+                local = self._line_index(plan, Path(scratch.name))
+                indexes = [local, *(i for i in indexes if not i.startswith("file:"))]
+            default = plan.result.job.default_index
+            cache = self._uv_cache(store)
+            timeout = self.settings.timeout
+            apply_pins(
+                environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
+            )
+            self.echo("verifying the upgraded environment in its own interpreter")
+            verifier = self.verifier or Verifier(plan.driver)
+            checks = verifier.verify(
+                work / environment.interpreter.relative_to(environment.root),
+                plan.line,
+                plan.changes,
+                {p.name: str(p.version) for p in plan.result.closure},
+                before,
+                load_families(self.settings.home_root / "families.toml"),
+            )
+            toolkit = self._toolkit(plan, request)
+            changed = fingerprint.differences(store.path_of(snapshot_id) / "tree")
+            if changed:
+                raise IntegrityError(
+                    f"the snapshot of {root} changed while the upgrade was applied "
+                    f"({'; '.join(changed)}): a file it shares with the environment was written "
+                    "in place, the environment's copy with it; the upgrade stopped before its swap"
+                )
+            with explained(f"cannot put the upgraded {root} in place", root.parent, places):
+                old = store.swap_in(snapshot, work, "applying")
+            committed = True
+            snapshot.record.update(
+                status="applied", finished=_now(), verification=[c.to_json() for c in checks],
+                toolkit=toolkit.to_json() if toolkit else None,
+            )  # fmt: skip
+            snapshot.record.pop("journal", None)
+            try:
+                store.write(snapshot)
+                remove_tree(old)
+            except OSError as exc:  # the upgrade is in place; its journal still says so
+                notes.append(
+                    f"the upgrade is in place, but its record could not be finished ({exc}); "
+                    "the next cudaup command on this environment finishes it"
+                )
+            return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes)
+        except BaseException as exc:
+            if not committed and snapshot is not None and snapshot.journal:
+                # The swap itself failed: finished, or undone (the environment put back).
+                committed = store.swapped(snapshot)
+            if committed:
+                raise
+            # The environment was never touched: what the upgrade made goes.
+            for made in (work, store.path_of(snapshot_id)):
+                if made.exists():
+                    remove_tree(made)
+            if isinstance(exc, VerificationFailedError):
+                raise VerificationFailedError(
+                    f"the upgraded environment failed '{exc.step}'"
+                    + (f" for {exc.package}" if exc.package else "")
+                    + f": {exc}; it was rolled back: {root} is as it was",
+                    exc.step,
+                    exc.package,
+                ) from None
+            if isinstance(exc, CudaupError):
+                self.echo(f"the upgrade stopped; nothing was changed: {root} is as it was")
+            raise
+        finally:
+            scratch.cleanup()
+
+    def _record(self, snapshot_id: str, plan: UpgradePlan, files: int, size: int) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "id": snapshot_id,
+            "environment": str(plan.environment.root),
+            "interpreter": str(plan.environment.interpreter),
+            "created": _now(),
+            "status": "taken",
+            "line_before": plan.line_before,
+            "line_after": line_text(plan.line),
+            "release": plan.release,
+            "changes": [c.to_json() for c in plan.changes],
+            "files": files,
+            "bytes": size,
+        }
+
+    def _line_index(self, plan: UpgradePlan, scratch: Path) -> str:
+        """The plan's per-line pages as a local index at a path fixed by their content: uv
+        keys the wheels it caches by index, so a second upgrade reuses the first's."""
+        pages = plan.result.pages
+        folder = (
+            CacheLayout(self.settings.cache_root).plan / "line-indexes" / pages_identity(pages)[:32]
+        )
+        if not (folder / "complete").is_file():
+            made = scratch / "line"
+            write_local_index(made, pages, "the plan's per-line indexes")
+            (made / "complete").write_text("")
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):  # another upgrade put the same pages there
+                made.rename(folder)
+            if not (folder / "complete").is_file():
+                return made.as_uri()
+        return folder.as_uri()
+
+    def _uv_cache(self, store: SnapshotStore) -> Path:
+        """uv's cache for the install: cudaup's, where it is on the environment's filesystem
+        (so uv hard-links from it); else one beside the environment's snapshots."""
+        cache = CacheLayout(self.settings.cache_root).plan / "uv"
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            if cache.stat().st_dev == store.directory.stat().st_dev:
+                return cache
+        except OSError:
+            pass
+        return store.directory / "uv-cache"
+
+    def _toolkit(self, plan: UpgradePlan, request: UpgradeRequest) -> InstallResult | None:
+        if request.components is None:
+            return None
+        self.echo(f"installing CUDA {plan.release} ({','.join(request.components)}) side by side")
+        options = InstallOptions(
+            platform=request.platform,
+            channel=request.channel,
+            components=request.components,
+            force=request.force,
+            driver=request.driver,
+        )
+        return install(
+            plan.release,
+            options,
+            settings=self.settings,
+            store=Store.from_env(),
+            progress=self.progress,
+        )
+
+    # -- rollback -------------------------------------------------------------------------
+    def rollback(self, python: str, snapshot_id: str | None = None) -> RollbackOutcome:
+        """Swap the newest snapshot (or ``snapshot_id``) back in; it is used up."""
+        root, _ = locate(python)
+        store = SnapshotStore(root)
+        if not store.directory.is_dir():
+            raise ConflictError(f"{root} has no snapshot: nothing to roll back")
+        with store.locked(self.lock_wait, self.echo):
+            notes = store.recover(self.echo)
+            candidates = [s for s in store.snapshots() if s.status in RESTORABLE]
+            if snapshot_id is not None:
+                chosen = next((s for s in candidates if s.id == snapshot_id), None)
+                if chosen is None:
+                    known = ", ".join(s.id for s in candidates) or "none"
+                    raise ConflictError(
+                        f"{root} has no snapshot {snapshot_id} to restore (snapshots: {known})"
+                    )
+            elif not candidates:
+                raise ConflictError(f"{root} has no snapshot: nothing to roll back")
+            else:
+                chosen = candidates[-1]
+            changed = chosen.fingerprint().differences(chosen.tree)
+            if changed:
+                raise IntegrityError(
+                    f"snapshot {chosen.id} of {root} is no longer what was kept ({'; '.join(changed)}): "
+                    "a file it shares with the environment was changed in place since; it was not restored"
+                )
+            summary = chosen.to_json()
+            with explained(f"cannot restore {root}", root.parent, [place_of(root)]):
+                chosen.record["before_restore"] = chosen.status
+                try:
+                    old = store.swap_in(chosen, chosen.tree, "restoring")
+                except BaseException:
+                    if not store.swapped(chosen):  # undone: the environment is as it was
+                        chosen.record["status"] = chosen.record.pop("before_restore")
+                        chosen.record.pop("journal", None)
+                        store.write(chosen)
+                    raise
+                if old.exists():
+                    remove_tree(old)
+                store.remove(chosen)
+            return RollbackOutcome(root, summary, notes)
+
+    # -- the list ---------------------------------------------------------------------------
+    def snapshots(self, python: str) -> tuple[SnapshotStore, list[Snapshot]]:
+        root, _ = locate(python)
+        store = SnapshotStore(root)
+        return store, store.snapshots()
+
+    def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[Snapshot]]:
+        root, _ = locate(python)
+        store = SnapshotStore(root)
+        if not store.directory.is_dir():
+            return store, []
+        with store.locked(self.lock_wait, self.echo):
+            store.recover(self.echo)
+            with explained(f"cannot remove snapshots of {root}", store.directory, [place_of(root)]):
+                return store, store.prune(keep)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
