@@ -554,25 +554,30 @@ def _fetch_in_background(
 def test_an_early_reader_gets_the_tail_first_and_every_byte(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY, Fault(rate=8 * 1024 * 1024))  # ~1 s per connection
+    # 2 MiB/s a connection: the whole file takes seconds, its tail a fraction of one
+    fault_server.add("/f.run", BODY, Fault(rate=2 * 1024 * 1024))
     arrival = Arrival(tail_first=256 * 1024)
     thread, outcome = _fetch_in_background(fault_server, tmp_path, arrival, connections=2)
     with arrival.open() as reader:
         reader.seek(-1000, io.SEEK_END)
         assert reader.read() == BODY[-1000:]
-        tail_at = time.monotonic()
+        tail_before_the_end = thread.is_alive() and not outcome  # read while still arriving
         reader.seek(0)
         assert reader.read() == BODY
     thread.join()
-    result, done_at = outcome
-    assert isinstance(result, DownloadResult) and isinstance(done_at, float)
+    result, _done_at = outcome
+    assert isinstance(result, DownloadResult)
     fetched_ok(result.path)
-    assert tail_at < done_at - 0.2  # the tail was readable long before the download ended
+    assert tail_before_the_end
     ranges = [
         r.range for r in fault_server.requests("/f.run") if r.range not in {None, "bytes=0-0"}
     ]
-    first_start, first_end = str(ranges[0])[len("bytes=") :].split("-")  # the tail, first
-    assert int(first_end) == SIZE - 1 and 256 * 1024 <= SIZE - int(first_start) < SIZE // 2
+    # The tail is one of the two ranges the two connections ask for first (which of them
+    # reaches the server first is the scheduler's business).
+    tails = [str(r)[len("bytes=") :].split("-") for r in ranges[:2]]
+    assert any(
+        int(end) == SIZE - 1 and 256 * 1024 <= SIZE - int(start) < SIZE // 2 for start, end in tails
+    ), ranges
     assert not arrival.lost
 
 
