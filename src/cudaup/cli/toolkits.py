@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from cudaup.cli.common import (
@@ -90,7 +89,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         link_mode=args.link_mode,
         verify=args.verify,
     )
-    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+    with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
             if args.version or args.components or args.all:
                 raise UsageError(

@@ -208,6 +208,8 @@ def fetch_single_stream(
         watchdog.drop_all("the download stopped")
         join_all([thread], within=0.5)
         target.discard()  # one stream cannot be resumed by a later run
+        message = "the server cannot resume, so the partial file was deleted"
+        emit(progress, ProgressEvent(request.filename, "discarded", 0, stream.limit, message))
         raise
     checksum = request.checksum
     digest = stream.digest.hexdigest() if stream.digest is not None else None
