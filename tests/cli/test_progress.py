@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import fcntl
 import io
 import os
+import struct
+import termios
 from collections.abc import Iterator
 from typing import IO
 
@@ -63,6 +66,18 @@ def test_the_choice_is_taken_from_the_stream_drawn_on(terminal: IO[str]) -> None
     assert isinstance(display_for(quiet=True, stream=terminal).display, NoProgress)
     assert isinstance(display_for(quiet=False, stream=io.StringIO()).display, PlainProgress)
     assert isinstance(display_for(quiet=False, stream=terminal).display, RichProgress)
+
+
+def test_a_dumb_terminal_gets_lines(terminal: IO[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(display_for(quiet=False, stream=terminal).display, PlainProgress)
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+def test_the_bar_measures_the_terminal_it_draws_on(terminal: IO[str], columns: int) -> None:
+    """Not stdin's or stdout's, which rich would ask first."""
+    fcntl.ioctl(terminal.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    assert RichProgress(terminal)._progress.console.width == columns
 
 
 def test_every_display_feeds_the_ledger(terminal: IO[str]) -> None:

@@ -12,31 +12,21 @@ from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
 from tests.plan.pyindex import IndexServer
-from tests.plan.world import build
+from tests.plan.test_cli_plan import world  # noqa: F401 - fixture: the ML wheel world
 
 
 @pytest.fixture
-def world(
-    index_server: IndexServer,
+def nvidia_and_world(
+    world: IndexServer,  # noqa: F811 - the fixture imported above
     fake_nvidia: FakeNvidiaServer,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> IndexServer:
-    """NVIDIA's documents and the ML wheel world on loopback; pytorch's per-line indexes
-    in the user's index table."""
+    """NVIDIA's documents and the ML wheel world (pytorch's per-line indexes in the
+    user's index table) on loopback; the lock is written in ``tmp_path``."""
     point_env_at(monkeypatch, fake_nvidia)
-    build(index_server)
-    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url("pypi"))
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    urls = "".join(
-        f'{tag} = "{index_server.url(f"torch-{tag}")}"\n' for tag in ("cu128", "cu130", "cu132")
-    )
-    (home / "indexes.toml").write_text(
-        f'[indexes.pytorch]\nprojects = ["torch"]\n[indexes.pytorch.urls]\n{urls}'
-    )
     monkeypatch.chdir(tmp_path)
-    return index_server
+    return world
 
 
 LOCK = ["--channel", "redist", "--components", "nvcc", "--platform", "linux-x86_64"]
@@ -44,7 +34,7 @@ WITH = ["--with", "torch", "--index", "pypi", "--index", "pytorch", "--python", 
 
 
 def test_the_wheels_follow_the_locked_release(
-    world: IndexServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    nvidia_and_world: IndexServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     result = run_cli(capsys, "lock", "13.0.1", *LOCK, *WITH)
     assert result.code == 0, result.err
@@ -61,7 +51,7 @@ def test_the_wheels_follow_the_locked_release(
 
 
 def test_no_wheels_for_the_locked_line_is_said_so(
-    world: IndexServer, capsys: pytest.CaptureFixture[str]
+    nvidia_and_world: IndexServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """11.8 has no torch in this world: the lock fails rather than pair it with
     wheels for another line."""

@@ -117,7 +117,12 @@ def _global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
         help="colour on stderr: auto (a terminal, unless NO_COLOR is set), always or never",
     )
     add("--refresh", action="store_true", default=False, help="bypass the HTTP cache")
-    add("--offline", action="store_true", default=False, help="answer from the shipped snapshot")
+    add(
+        "--offline",
+        action="store_true",
+        default=False,
+        help="answer from the shipped snapshot (resolve, versions, compat)",
+    )
     add("--no-probe", action="store_true", default=False, help="skip the HEAD probe of each file")
     target = parser.add_argument_group(
         "hosts (also CUDAUP_NVIDIA_DOWNLOAD_URL, _ARCHIVE_URL, _PRERELEASE_URL, CUDAUP_PYPI_URL)"

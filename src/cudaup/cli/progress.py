@@ -18,7 +18,6 @@ import os
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import IO, Any
 
 from cudaup.cli import output
@@ -266,12 +265,7 @@ class RichProgress:
         output.current().print_above = self.print_above
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         output.current().print_above = None
         self._progress.stop()
 
@@ -317,13 +311,8 @@ class Recorded:
         self.display.__enter__()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.display.__exit__(kind, value, tb)
+    def __exit__(self, *exc: object) -> None:
+        self.display.__exit__(*exc)
 
     def __call__(self, event: ProgressEvent) -> None:
         self._ledger.record(event)
@@ -346,6 +335,10 @@ def display_for(*, quiet: bool, stream: IO[str] | None = None) -> Recorded:
 
 
 def _is_terminal(stream: IO[str]) -> bool:
+    """Whether a bar can be drawn on ``stream``: a terminal that can move its cursor
+    (``TERM=dumb``, an editor's shell buffer, cannot redraw a row: it gets lines)."""
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
