@@ -84,13 +84,18 @@ def test_credentials_are_used_never_shown() -> None:
 
 @pytest.mark.parametrize("value", ["socks5://127.0.0.1:1080", "http://p:notaport", "http://"])
 def test_a_proxy_cudaup_cannot_use_is_refused_by_name(value: str) -> None:
+    settings = ProxySettings.from_env({"https_proxy": value, "no_proxy": "pypi.org"})
     with pytest.raises(UsageError, match=r"^https_proxy=.* is not an http:// or https:// proxy"):
-        ProxySettings.from_env({"https_proxy": value})
+        settings.for_url("https://developer.download.nvidia.com/")
+    # only when a URL would go through it: never bypassed, never in the way of others
+    assert settings.for_url("https://pypi.org/simple/") is None
+    assert settings.for_url("http://developer.download.nvidia.com/") is None
 
 
 def test_a_socks_proxy_with_credentials_is_named_without_them() -> None:
+    settings = ProxySettings.from_env({"ALL_PROXY": "socks5h://user:pw@127.0.0.1:1080"})
     with pytest.raises(UsageError) as caught:
-        ProxySettings.from_env({"ALL_PROXY": "socks5h://user:pw@127.0.0.1:1080"})
+        settings.for_url("https://pypi.org/simple/")
     assert "pw" not in str(caught.value) and "ALL_PROXY=socks5h://127.0.0.1:1080" in str(
         caught.value
     )

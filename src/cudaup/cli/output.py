@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -84,16 +83,16 @@ def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
 
 
-@dataclass
-class Run:
+class Run:  # not a dataclass: making one costs a millisecond of every start
     """The output decisions of one run."""
 
-    color: ColorChoice = "auto"
-    verbosity: int = 0
-    ledger: Ledger = field(default_factory=Ledger)
-    #: while a progress bar is drawn: how a line goes above it unbroken (the terminal,
-    #: not the bar, wraps a long one)
-    print_above: Callable[[str], None] | None = None
+    def __init__(self, color: ColorChoice = "auto", verbosity: int = 0) -> None:
+        self.color: ColorChoice = color
+        self.verbosity = verbosity
+        self.ledger = Ledger()
+        #: while a progress bar is drawn: how a line goes above it unbroken (the
+        #: terminal, not the bar, wraps a long one)
+        self.print_above: Callable[[str], None] | None = None
 
     def say(self, line: str) -> None:
         """Write ``line`` to stderr: above the progress bar when one is drawn."""

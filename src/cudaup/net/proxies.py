@@ -4,9 +4,10 @@
 (the upper-case ``HTTP_PROXY`` is ignored when ``REQUEST_METHOD`` is set, as a
 CGI request could have set it: "httpoxy"), then ``all_proxy``/``ALL_PROXY``;
 the lower-case spelling wins.  A proxy written without a scheme
-(``proxy:3128``) is an HTTP proxy.  Credentials in a proxy URL
-(``http://user:secret@proxy:3128``) are sent as ``Proxy-Authorization`` and
-never printed.
+(``proxy:3128``) is an HTTP proxy; one cudaup cannot speak to (``socks5://``)
+is refused when a URL would go through it, never bypassed.  Credentials in a
+proxy URL (``http://user:secret@proxy:3128``) are sent as
+``Proxy-Authorization`` and never printed.
 
 ``no_proxy``/``NO_PROXY`` lists the hosts reached directly, separated by commas
 or spaces: ``*`` (every host), a domain (``example.com`` and ``.example.com``
@@ -99,7 +100,8 @@ def _rule(entry: str) -> _Rule | None:
 class ProxySettings:
     """The proxies of one environment, and the hosts that bypass them."""
 
-    proxies: Mapping[str, Proxy]
+    #: per scheme ("http", "https", "all"): the proxy, or why it cannot be used
+    proxies: Mapping[str, Proxy | UsageError]
     #: ``no_proxy`` is ``*``: nothing goes through a proxy
     bypass_all: bool = False
     rules: tuple[_Rule, ...] = ()
@@ -108,14 +110,17 @@ class ProxySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ProxySettings:
-        proxies: dict[str, Proxy] = {}
+        proxies: dict[str, Proxy | UsageError] = {}
         for scheme in ("http", "https", "all"):
             names = [f"{scheme}_proxy", f"{scheme.upper()}_PROXY"]
             if scheme == "http" and "REQUEST_METHOD" in env:
                 names.pop()  # httpoxy: a CGI request's Proxy header arrives as HTTP_PROXY
             name = next((n for n in names if env.get(n, "").strip()), None)
             if name is not None:
-                proxies[scheme] = _parse_proxy(env[name].strip(), name)
+                try:
+                    proxies[scheme] = _parse_proxy(env[name].strip(), name)
+                except UsageError as exc:  # raised when a URL would go through it
+                    proxies[scheme] = exc
         name = next((n for n in ("no_proxy", "NO_PROXY") if n in env), None)
         text = env.get(name, "") if name else ""
         entries = [e for e in text.replace(" ", ",").split(",") if e.strip()]
@@ -133,11 +138,14 @@ class ProxySettings:
         return any(rule.matches(host, address, port) for rule in self.rules)
 
     def for_url(self, url: str) -> Proxy | None:
-        """The proxy ``url`` goes through, or None to connect directly."""
+        """The proxy ``url`` goes through, or None to connect directly; raises
+        :class:`UsageError` when that proxy is one cudaup cannot use."""
         scheme = urlsplit(url).scheme
         proxy = self.proxies.get(scheme) or self.proxies.get("all")
         if proxy is None or self.bypassed(url):
             return None
+        if isinstance(proxy, UsageError):
+            raise proxy
         return proxy
 
 
