@@ -189,9 +189,9 @@ def test_ctrl_c_against_a_server_that_ignores_ranges_says_start_over(
 ) -> None:
     code, err = _interrupted(fault_server, tmp_path, Fault(rate=256 * 1024, ignore_range=True))
     assert code == 130
-    assert "cuda.run: the server cannot resume, so the partial file was deleted" in err
+    assert "cuda.run: the partial file was deleted: a later run cannot resume" in err
     assert err.splitlines()[-1] == (
-        "cudaup: interrupted; cuda.run: the server cannot resume, so the partial download "
-        "was deleted; run the same command again to start over"
+        "cudaup: interrupted; cuda.run: the partial download was deleted (a later run cannot "
+        "resume it); run the same command again to start over"
     )
     assert "resume (kept" not in err and not (tmp_path / "dl/cuda.run.part").exists()

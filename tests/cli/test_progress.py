@@ -98,13 +98,18 @@ def test_the_interrupt_advice_says_what_is_true() -> None:
     ledger.record(ProgressEvent("cuda.run", "discarded", 0, 10, "deleted"))
     advice = ledger.after_interrupt()
     assert advice == (
-        "cuda.run: the server cannot resume, so the partial download was deleted; "
+        "cuda.run: the partial download was deleted (a later run cannot resume it); "
         "run the same command again to start over"
+    )
+    ledger.record(ProgressEvent("big.tar.xz", "start", 0, 10))
+    assert ledger.after_interrupt() == (
+        "run the same command again to resume (kept: the partial big.tar.xz; cuda.run starts over)"
     )
     ledger.record(ProgressEvent("cuda.run", "start", 0, 10))  # a new attempt keeps its bytes
     assert "to resume" in (ledger.after_interrupt() or "")
     ledger.record(ProgressEvent("cuda.run", "done", 10, 10))
-    assert "finished download(s) are kept" in (ledger.after_interrupt() or "")
+    ledger.record(ProgressEvent("big.tar.xz", "done", 10, 10))
+    assert "the 2 finished download(s) are kept" in (ledger.after_interrupt() or "")
 
 
 def test_rich_display_accepts_events(terminal: IO[str]) -> None:

@@ -68,11 +68,12 @@ class Ledger:
             lost = sorted(self.discarded - self.finished)
             done = len(self.finished)
         if kept:
-            return f"run the same command again to resume (kept: the partial {_names(kept)})"
+            also = f"; {_names(lost)} starts over" if lost else ""
+            return f"run the same command again to resume (kept: the partial {_names(kept)}{also})"
         if lost:
             return (
-                f"{_names(lost)}: the server cannot resume, so the partial download was "
-                "deleted; run the same command again to start over"
+                f"{_names(lost)}: the partial download was deleted (a later run cannot "
+                "resume it); run the same command again to start over"
             )
         if done:
             return f"the {done} finished download(s) are kept; run the same command again to go on"
