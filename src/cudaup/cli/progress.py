@@ -195,31 +195,35 @@ class RichProgress:
 
         console = _console(stream if stream is not None else sys.stderr, color)
 
-        def columns() -> tuple[int, int, int]:
-            """The widths of the name, the bar and the bytes, for the rows there are now."""
+        #: the widths of the name, the bar and the bytes: measured once per refresh, when
+        #: rich asks the first column for its width (it asks every column before any row)
+        widths = [MIN_NAME, MIN_BAR, len("1023.9 MiB")]
+
+        def measure() -> None:
             progress = getattr(self, "_progress", None)  # rich measures while it is made
             tasks = progress.tasks if progress is not None else []
             sized = bytes_width([int(t.total) if t.total is not None else None for t in tasks])
             longest = max((len(t.description) for t in tasks), default=0)
             name, bar = fit(console.width, longest, sized + RATE_WIDTH + STATE_WIDTH + GAPS)
-            return name, bar, sized
+            widths[:] = [name, bar, sized]
 
         class Name(ProgressColumn):
             def get_table_column(self) -> Column:
-                return Column(width=columns()[0], no_wrap=True)
+                measure()
+                return Column(width=widths[0], no_wrap=True)
 
             def render(self, task: Any) -> Text:
-                return Text(middle_ellipsis(task.description, columns()[0]))
+                return Text(middle_ellipsis(task.description, widths[0]))
 
         class Bar(ProgressColumn):
             def get_table_column(self) -> Column:
-                return Column(width=columns()[1], no_wrap=True)
+                return Column(width=widths[1], no_wrap=True)
 
             def render(self, task: Any) -> ProgressBar:
                 return ProgressBar(
                     total=max(0, task.total) if task.total is not None else None,
                     completed=max(0, task.completed),
-                    width=columns()[1],
+                    width=widths[1],
                     pulse=not task.started,
                     animation_time=task.get_time(),
                 )
@@ -230,7 +234,7 @@ class RichProgress:
                 self.width, self.text, self.style = width, text, style
 
             def get_table_column(self) -> Column:
-                width = self.width if self.width is not None else columns()[2]
+                width = self.width if self.width is not None else widths[2]
                 return Column(width=width, no_wrap=True, justify="right")
 
             def render(self, task: Any) -> Text:
