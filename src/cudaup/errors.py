@@ -50,6 +50,18 @@ class NetworkError(CudaupError):
     kind = "network"
 
 
+class HostUnreachableError(NetworkError):
+    """No connection to a host could be made at all: its name did not resolve, it
+    refused, or it did not answer the connection in time.  ``url`` is what was asked
+    for; ``public`` says whether the host is one of NVIDIA's or PyPI's own, which a
+    ``--mirror`` can stand in for."""
+
+    def __init__(self, message: str, url: str, *, public: bool = False) -> None:
+        super().__init__(message)
+        self.url = url
+        self.public = public
+
+
 class ArrivalLostError(NetworkError):
     """A download that an early reader was following failed or started over.
 
@@ -200,6 +212,15 @@ class GpuUnsupportedError(CudaupError):
 
     exit_code = 20
     kind = "gpu-unsupported"
+
+
+class NotKnownError(CudaupError):
+    """No source cudaup reads answers the question: ``compat RELEASE --driver V`` for a
+    release whose toolkit driver no source names for that OS, in a major with no known
+    minor-version floor.  The answer is "unknown", never a guess either way."""
+
+    exit_code = 21
+    kind = "not-known"
 
 
 class CommandNotRunError(CudaupError):

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +15,7 @@ import pytest
 from cudaup.errors import EXIT_CODES
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import Site
-from tests.faultserver import FaultServer, payload
+from tests.faultserver import Fault, FaultServer, payload
 from tests.helpers import point_env_at, run_cli
 
 BODY = payload(3 * 1024 * 1024, seed=11)
@@ -144,3 +149,49 @@ def test_output_that_is_a_file_is_a_usage_error(
     assert result.code == EXIT_CODES["usage"]
     assert f"{existing} is a file" in result.err
     assert existing.read_text() == "keep me\n"
+
+
+def _interrupted(server: FaultServer, tmp_path: Path, fault: Fault) -> tuple[int, str]:
+    """Start `cudaup download` of a throttled file, press Ctrl-C once bytes have
+    arrived in the part file, and return the exit code and stderr."""
+    server.add("/cuda.run", BODY, fault)
+    out = tmp_path / "dl"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "cudaup"), "download", server.url + "/cuda.run",
+         "--sha256", hashlib.sha256(BODY).hexdigest(), "-o", str(out), "--connections", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "CUDAUP_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    part = out / "cuda.run.part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and server.sent("/cuda.run") > 64 * 1024):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    return process.returncode, err
+
+
+def test_ctrl_c_says_resume_only_when_something_was_kept(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    code, err = _interrupted(fault_server, tmp_path, Fault(rate=256 * 1024))
+    assert code == 130
+    assert err.splitlines()[-1] == (
+        "cudaup: interrupted; run the same command again to resume (kept: the partial cuda.run)"
+    )
+    assert (tmp_path / "dl/cuda.run.part").exists()
+    assert (tmp_path / "dl/cuda.run.part.json").exists()
+
+
+def test_ctrl_c_against_a_server_that_ignores_ranges_says_start_over(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    code, err = _interrupted(fault_server, tmp_path, Fault(rate=256 * 1024, ignore_range=True))
+    assert code == 130
+    assert "cuda.run: the partial file was deleted: a later run cannot resume" in err
+    assert err.splitlines()[-1] == (
+        "cudaup: interrupted; cuda.run: the partial download was deleted (a later run cannot "
+        "resume it); run the same command again to start over"
+    )
+    assert "resume (kept" not in err and not (tmp_path / "dl/cuda.run.part").exists()

@@ -1,9 +1,35 @@
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import struct
+import termios
+from collections.abc import Iterator
+from typing import IO
 
-from cudaup.cli.progress import NoProgress, PlainProgress, RichProgress, display_for
+import pytest
+
+from cudaup.cli import output
+from cudaup.cli.progress import (
+    MAX_BAR,
+    MIN_BAR,
+    RATE_WIDTH,
+    STATE_WIDTH,
+    NoProgress,
+    PlainProgress,
+    RichProgress,
+    bytes_text,
+    bytes_width,
+    display_for,
+    eta_text,
+    fit,
+    middle_ellipsis,
+    rate_text,
+)
 from cudaup.download import ProgressEvent
+
+WHEEL = "nvidia_cuda_nvcc_cu12-12.8.93-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
 
 
 def test_plain_lines_every_ten_percent() -> None:
@@ -23,18 +49,127 @@ def test_plain_lines_every_ten_percent() -> None:
     assert lines[-1] == "cuda.run: unpacked"
 
 
-def test_choice_of_display() -> None:
-    assert isinstance(display_for(quiet=True, terminal=True), NoProgress)
-    assert isinstance(display_for(quiet=False, terminal=False), PlainProgress)
-    assert isinstance(display_for(quiet=False, terminal=True), RichProgress)
+@pytest.fixture
+def terminal() -> Iterator[IO[str]]:
+    """The slave side of a real pseudo-terminal, as a text stream (isatty() is true)."""
+    master, slave = os.openpty()
+    stream = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        yield stream
+    finally:
+        stream.close()
+        os.close(master)
 
 
-def test_rich_display_accepts_events() -> None:
-    with RichProgress() as display:
+def test_the_choice_is_taken_from_the_stream_drawn_on(terminal: IO[str]) -> None:
+    output.begin()
+    assert isinstance(display_for(quiet=True, stream=terminal).display, NoProgress)
+    assert isinstance(display_for(quiet=False, stream=io.StringIO()).display, PlainProgress)
+    assert isinstance(display_for(quiet=False, stream=terminal).display, RichProgress)
+
+
+def test_a_dumb_terminal_gets_lines(terminal: IO[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(display_for(quiet=False, stream=terminal).display, PlainProgress)
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+def test_the_bar_measures_the_terminal_it_draws_on(terminal: IO[str], columns: int) -> None:
+    """Not stdin's or stdout's, which rich would ask first."""
+    fcntl.ioctl(terminal.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    assert RichProgress(terminal)._progress.console.width == columns
+
+
+def test_every_display_feeds_the_ledger(terminal: IO[str]) -> None:
+    run = output.begin()
+    with display_for(quiet=True, stream=terminal) as display:  # --quiet records too
+        display(ProgressEvent("a.run", "start", 0, 10))
+        display(ProgressEvent("b.run", "start", 0, 10))
+        display(ProgressEvent("b.run", "done", 10, 10))
+    assert run.ledger.started == {"a.run", "b.run"} and run.ledger.finished == {"b.run"}
+    advice = run.ledger.after_interrupt()
+    assert advice is not None and advice.startswith("run the same command again to resume")
+
+
+def test_the_interrupt_advice_says_what_is_true() -> None:
+    ledger = output.Ledger()
+    assert ledger.after_interrupt() is None  # nothing started: no advice at all
+    ledger.record(ProgressEvent("cuda.run", "start", 0, 10))
+    ledger.record(ProgressEvent("cuda.run", "discarded", 0, 10, "deleted"))
+    advice = ledger.after_interrupt()
+    assert advice == (
+        "cuda.run: the partial download was deleted (a later run cannot resume it); "
+        "run the same command again to start over"
+    )
+    ledger.record(ProgressEvent("big.tar.xz", "start", 0, 10))
+    assert ledger.after_interrupt() == (
+        "run the same command again to resume (kept: the partial big.tar.xz; cuda.run starts over)"
+    )
+    ledger.record(ProgressEvent("cuda.run", "start", 0, 10))  # a new attempt keeps its bytes
+    assert "to resume" in (ledger.after_interrupt() or "")
+    ledger.record(ProgressEvent("cuda.run", "done", 10, 10))
+    ledger.record(ProgressEvent("big.tar.xz", "done", 10, 10))
+    assert "the 2 finished download(s) are kept" in (ledger.after_interrupt() or "")
+
+
+def test_rich_display_accepts_events(terminal: IO[str]) -> None:
+    with RichProgress(terminal) as display:
         display(ProgressEvent("a.run", "start", 0, 10))
         display(ProgressEvent("a.run", "advance", 5, 10))
-        display(ProgressEvent("a.run", "notice", 5, 10, "hello"))
+        display(ProgressEvent("a.run", "notice", 5, 10, "hello [not markup]"))
         display(ProgressEvent("a.run", "done", 10, 10))
         display(ProgressEvent("a.run", "unpacked", 10, 10))
         [task] = display._progress.tasks
-        assert task.completed == 10 and task.description.endswith("unpacked")
+        assert task.completed == 10 and task.fields["state"] == "unpacked"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, ""),
+        (512, "512 B/s"),
+        (812.5 * 1024, "812 KiB/s"),
+        (99.94 * 1024, "99.9 KiB/s"),
+        (1023.9 * 2**20, "1024 MiB/s"),
+        (1.5 * 2**30, "1.5 GiB/s"),
+    ],
+)
+def test_rates_are_binary_and_fit_their_column(value: float | None, text: str) -> None:
+    assert rate_text(value) == text and len(text) <= RATE_WIDTH
+
+
+def test_bytes_are_shown_in_the_unit_of_the_total() -> None:
+    assert bytes_text(512 * 2**20, 4 * 2**30) == "0.5/4.0 GiB"
+    assert bytes_text(900, 1000) == "900/1000 B"
+    assert bytes_text(3 * 2**20, None) == "3.0 MiB"
+    assert bytes_width([3 * 2**20, 4302469087]) == len("4.0/4.0 GiB")
+    assert bytes_width([1023 * 2**20 + 900 * 2**10]) == len("1023.9/1023.9 MiB")
+
+
+def test_time_left() -> None:
+    assert eta_text(None) == "-:--:--" and eta_text(83.4) == "0:01:23"
+    assert eta_text(36000) == "10:00:00" and eta_text(400 * 3600) == ">99 h"
+    assert all(len(eta_text(s)) <= STATE_WIDTH for s in (None, 0, 36000, 99 * 3600, 10**9))
+
+
+def test_names_lose_their_middle() -> None:
+    short = middle_ellipsis(WHEEL, 27)
+    assert len(short) == 27 and short.startswith("nvidia_cuda_n") and short.endswith(".whl")
+    assert short.count("…") == 1
+    assert middle_ellipsis("cuda.run", 27) == "cuda.run"
+    assert middle_ellipsis(WHEEL, 1) == "…"
+
+
+@pytest.mark.parametrize("columns", [80, 100, 132, 200])
+def test_a_row_fits_the_terminal_with_every_column(columns: int) -> None:
+    fixed = bytes_width([4 * 2**30]) + RATE_WIDTH + STATE_WIDTH + 4
+    name, bar = fit(columns, len(WHEEL), fixed)
+    assert name + bar + fixed <= columns
+    assert MIN_BAR <= bar <= MAX_BAR and name >= 12
+    if columns == 80:  # the name gives way first: the bar keeps more than its minimum
+        assert name < len(WHEEL) and bar > MIN_BAR
+    if columns == 200:
+        assert name == len(WHEEL) and bar == MAX_BAR
+    # a short name leaves the room to the bar
+    short, wide = fit(columns, 8, fixed)
+    assert short == 12 and wide == min(MAX_BAR, columns - fixed - 12)

@@ -102,7 +102,7 @@ def test_compat_learns_from_pypi(
     assert verdicts["13.5.0"] == "minor-version" and verdicts["14.0.0"] == "unknown"
     assert any("NVIDIA's release listing" in n for n in document["notes"])
     human = run_cli(capsys, "compat", "--driver", "590.48.01")
-    assert "unknown (no source names its driver yet): 14.0.x" in human.out
+    assert "unknown (no source names the driver they need): 14.0.x" in human.out
     release = run_cli(capsys, "compat", "13.5.0", "--json").json()
     assert release["toolkit_driver"]["linux"] is None
     assert "no source names its toolkit driver yet" in release["toolkit_driver"]["source"]

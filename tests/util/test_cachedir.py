@@ -167,3 +167,30 @@ def test_a_clean_the_operating_system_refuses_is_exit_14(tmp_path: Path) -> None
         assert done.returncode == EXIT_CODES["permission-denied"], done.stderr
         assert f"cannot remove http/theirs: permission denied: {stuck}/entry" in done.stderr
         assert "set CUDAUP_CACHE_DIR" in done.stderr
+
+
+def test_clean_counts_only_bytes_whose_last_link_it_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tree a toolkit links stays on disk after `clean`: it is reported as still
+    linked, never as freed."""
+    root, toolkit = tmp_path / "cache", tmp_path / "toolkits/12.8.1"
+    populate(root, toolkit)
+    # a tree linked twice inside the cache itself: both links go, so its bytes are freed
+    twice = root / "unpacked" / ("c" * 64) / "tree"
+    twice.mkdir(parents=True)
+    (twice / "libc.so").write_bytes(os.urandom(400_000))
+    os.link(twice / "libc.so", twice / "libc.so.1")
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(root))
+    result = run_cli(capsys, "cache", "clean", "--json")
+    assert result.code == 0, result.err
+    report = result.json()
+    # freed: the unused tree (300 kB), the doubly linked one (400 kB), the runfile (200 kB),
+    # the part file (100 kB), small files and directories; not the linked tree
+    assert 1_000_000 <= report["freed_bytes"] < 1_250_000
+    assert 300_000 <= report["still_linked_bytes"] < 320_000
+    assert (toolkit / "lib/liba.so").stat().st_nlink == 1  # the toolkit keeps its bytes
+    populate(tmp_path / "again", tmp_path / "toolkits/12.8.2")
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "again"))
+    human = run_cli(capsys, "cache", "clean")
+    assert "KiB stay on disk, hard-linked by installed toolkits" in human.out

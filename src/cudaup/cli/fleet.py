@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from cudaup.cli.common import add_components, emit_json, settings_of
+from cudaup.cli.output import error_prefix
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
 from cudaup.core.platforms import parse_platform
@@ -86,7 +87,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             if not changes:
                 print("the origins still serve exactly these bytes")
         if failure is not None:
-            sys.stderr.write(f"cudaup: error: {failure}\n")
+            sys.stderr.write(f"{error_prefix(sys.stderr)} {failure}\n")
             return failure.exit_code
         return 0
     if not args.version:
@@ -129,7 +130,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
 def cmd_mirror(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     lock_path = Path(args.lock)
-    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+    with display_for(quiet=args.quiet or args.json) as display:
         report = build_mirror(
             read_lock(lock_path), lock_path.parent, Path(args.directory),
             settings=settings, http=HttpClient(settings), progress=display,

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from cudaup.cli.common import emit_json, settings_of
-from cudaup.core.compat import FORWARD_NOTE
-from cudaup.errors import ProblemsFoundError
-from cudaup.machine.compat_report import driver_compat, live_table, release_compat
+from cudaup.core.compat import FORWARD_NOTE, TABLE_SOURCE, Compatibility
+from cudaup.core.driver import DriverVersion
+from cudaup.errors import DriverTooOldError, NotKnownError, ProblemsFoundError
+from cudaup.machine.compat_report import (
+    DriverVerdict,
+    ReleaseCompat,
+    driver_compat,
+    live_table,
+    release_compat,
+)
 from cudaup.machine.doctor import examine, lookup_from_env
+
+if TYPE_CHECKING:
+    from cudaup.core.compat import OS
 
 
 def add_doctor(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +33,11 @@ def add_doctor(parser: argparse.ArgumentParser) -> None:
 
 def add_compat(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", nargs="?", help="a release (13.0.1, 13.0, cu130)")
-    parser.add_argument("--driver", help="a driver version (default: this machine's)")
+    parser.add_argument(
+        "--driver",
+        help="a driver version (default: this machine's); with a release: whether it runs "
+        "it (exit 0: it does, 12: it does not, 19: no source says)",
+    )
     parser.add_argument(
         "--os",
         choices=("linux", "windows"),
@@ -98,44 +113,90 @@ def _by_line(chosen: list[str], every: list[str]) -> str:
     return ", ".join(words)
 
 
+#: How each verdict reads after "driver V" (``compat RELEASE --driver V``).
+_VERDICT_WORDS = {
+    "full": "runs it fully",
+    "minor-version": "runs it under minor-version compatibility",
+    "no": "does not run it",
+    "unknown": "runs it or not: unknown",
+}
+
+
+def _per_os(linux: DriverVersion | None, windows: DriverVersion | None, missing: str) -> str:
+    """``Linux ≥ 580.82.07 · Windows: N/A in NVIDIA's table``: a driver per OS, or why none."""
+    words = []
+    for name, driver in (("Linux", linux), ("Windows", windows)):
+        words.append(f"{name} ≥ {driver}" if driver else f"{name}: {missing}")
+    return " · ".join(words)
+
+
+def _print_release(report: ReleaseCompat) -> None:
+    in_table = report.source == TABLE_SOURCE
+    print(f"CUDA {report.release}")
+    missing = "N/A in NVIDIA's table" if in_table else "no source names it yet"
+    print(f"  runs fully on      {_per_os(report.linux, report.windows, missing)}")
+    floors = _per_os(report.linux_floor, report.windows_floor, "none known")
+    print(
+        f"  minor-version      {floors} (runs; PTX JIT and newer-driver features need the "
+        "toolkit driver)"
+    )
+    print("  newer drivers      always run it (backward compatibility)")
+    print(f"  older drivers      {FORWARD_NOTE}")
+    if report.source:
+        print(f"  source             {report.source}")
+    if report.targets:
+        print(f"  GPU targets        {', '.join(a.sm for a in report.targets)}")
+    if report.driver is not None:
+        asked = report.driver
+        print(
+            f"  driver {str(asked.driver) + ' (' + asked.os + ')':<11} "
+            f"{_VERDICT_WORDS[asked.verdict.verdict]}: {asked.verdict.reason}"
+        )
+    for note in report.notes:
+        print(f"  note: {note}")
+
+
+def _verdict_code(asked: DriverVerdict | None) -> int:
+    """The exit code of ``compat RELEASE --driver V``: 0 when the driver runs it, 12 when
+    it does not, 19 when no source says (see the README's table)."""
+    verdict: Compatibility | None = asked.verdict if asked else None
+    if verdict is None or verdict.verdict in {"full", "minor-version"}:
+        return 0
+    return DriverTooOldError.exit_code if verdict.verdict == "no" else NotKnownError.exit_code
+
+
 def cmd_compat(args: argparse.Namespace) -> int:
-    table, notes = live_table(settings_of(args))
+    settings = settings_of(args)
+    table, notes = live_table(settings)
+    os_name: OS = "windows" if args.os == "windows" else "linux"
     if args.release:
-        report = release_compat(table, args.release, notes)
+        report = release_compat(
+            table, args.release, notes, driver=args.driver, os_name=os_name,
+            offline=settings.offline,
+        )  # fmt: skip
         if args.json:
             emit_json(report.to_json())
-            return 0
-        linux, windows, floor = report.linux, report.windows, report.linux_floor
-        print(f"CUDA {report.release}")
-        print(
-            f"  runs fully on      Linux ≥ {linux or 'unknown'} · "
-            + (f"Windows ≥ {windows}" if windows else "Windows: not in NVIDIA's table (N/A)")
-        )
-        print(
-            f"  minor-version      Linux ≥ {floor or 'unknown'} (runs; PTX JIT and newer-driver features need the toolkit driver)"
-        )
-        print("  newer drivers      always run it (backward compatibility)")
-        print(f"  older drivers      {FORWARD_NOTE}")
-        if report.source:
-            print(f"  source             {report.source}")
-        if report.targets:
-            print(f"  GPU targets        {', '.join(a.sm for a in report.targets)}")
-        return 0
-    verdicts = driver_compat(
-        table, args.driver, "windows" if args.os == "windows" else "linux", notes
-    )
+        else:
+            _print_release(report)
+        return _verdict_code(report.driver)
+    verdicts = driver_compat(table, args.driver, os_name, notes)
     if args.json:
         emit_json(verdicts.to_json())
         return 0
     results = verdicts.results
-    print(
-        f"driver {verdicts.driver} ({verdicts.os}) reports CUDA {verdicts.reported_cuda or 'unknown'}"
-    )
+    cuda = verdicts.reported_cuda
+    if cuda is None:
+        runs = f"NVIDIA's table names no CUDA release it runs fully on {verdicts.os.title()}"
+    elif verdicts.reported_by == "driver":
+        runs = f"reports CUDA {cuda}"
+    else:
+        runs = f"runs CUDA ≤ {cuda} fully by NVIDIA's table"
+    print(f"driver {verdicts.driver} ({verdicts.os}) {runs}")
     for verdict, title in (
         ("full", "runs fully"),
         ("minor-version", "runs under minor-version compatibility"),
         ("no", "does not run"),
-        ("unknown", "unknown (no source names its driver yet)"),
+        ("unknown", "unknown (no source names the driver they need)"),
     ):
         chosen = [r.release for r in results if r.verdict == verdict]
         if chosen:

@@ -10,7 +10,9 @@ typed before the command.
 
 Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and
 its exit code (with ``--json``, an error object on stdout too); a traceback
-appears only with ``--debug``.  Exit code 1 is reserved for bugs.
+appears only with ``--debug``.  Exit code 1 is reserved for bugs.  A host that
+could not be reached at all gets a hint only where one helps: ``--mirror`` for
+NVIDIA's and PyPI's own hosts, ``--offline`` for the commands that answer offline.
 """
 
 from __future__ import annotations
@@ -28,12 +30,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from cudaup import __version__
+from cudaup.cli import output
 from cudaup.cli.commands import COMMANDS
-from cudaup.errors import CudaupError, OutputClosedError, UsageError
+from cudaup.errors import CudaupError, HostUnreachableError, OutputClosedError, UsageError
 from cudaup.util.faults import explain, known_places
 
 #: Global options that take a value, so that the command can be found without parsing.
-VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
+VALUED_GLOBALS = (
+    "--download-url",
+    "--archive-url",
+    "--prerelease-url",
+    "--pypi-url",
+    "--mirror",
+    "--color",
+)
+#: The commands ``--offline`` answers (from the shipped snapshot and tables).
+OFFLINE_COMMANDS = frozenset({"resolve", "versions", "compat"})
 
 
 #: What cudaup prints beyond ASCII, and what a terminal that cannot show it gets instead.
@@ -86,8 +98,31 @@ def _global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
     add("--json", action="store_true", default=False, help="print one JSON object")
     add("--debug", action="store_true", default=False, help="show tracebacks on errors")
     add("-q", "--quiet", action="store_true", default=False, help="no progress output")
+    # The copies count into their own field: argparse would let a subcommand's count
+    # replace the one made before the command (`-v install -v` is -vv).
+    target.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        dest="verbose_after" if copy else "verbose",
+        default=argparse.SUPPRESS if copy else 0,
+        help=argparse.SUPPRESS
+        if copy
+        else "log requests, cache use, redirects and retries on stderr (-vv: headers too)",
+    )
+    add(
+        "--color",
+        choices=output.COLOR_CHOICES,
+        default="auto",
+        help="colour on stderr: auto (a terminal, unless NO_COLOR is set), always or never",
+    )
     add("--refresh", action="store_true", default=False, help="bypass the HTTP cache")
-    add("--offline", action="store_true", default=False, help="answer from the shipped snapshot")
+    add(
+        "--offline",
+        action="store_true",
+        default=False,
+        help="answer from the shipped snapshot (resolve, versions, compat)",
+    )
     add("--no-probe", action="store_true", default=False, help="skip the HEAD probe of each file")
     target = parser.add_argument_group(
         "hosts (also CUDAUP_NVIDIA_DOWNLOAD_URL, _ARCHIVE_URL, _PRERELEASE_URL, CUDAUP_PYPI_URL)"
@@ -165,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     json_wanted = "--json" in argv
     debug = "--debug" in argv
+    output.begin()  # a fresh run: no colour choice or log level left from an earlier one
     try:
         name = command_name(argv)
         if name is not None and name not in COMMANDS:
@@ -175,6 +211,7 @@ def _run(argv: list[str]) -> int:
             parser.print_help()
             return UsageError.exit_code
         json_wanted, debug = args.json, args.debug
+        output.begin(args.color, args.verbose + getattr(args, "verbose_after", 0))
         result: int = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
     except BrokenPipeError:
@@ -182,7 +219,8 @@ def _run(argv: list[str]) -> int:
     except CudaupError as exc:
         return _fail(exc, argv, json_wanted, debug)
     except KeyboardInterrupt:
-        sys.stderr.write("cudaup: interrupted; run the same command again to resume\n")
+        advice = output.current().ledger.after_interrupt()
+        sys.stderr.write(f"cudaup: interrupted{'; ' + advice if advice else ''}\n")
         return 130
     except OSError as exc:
         # A full disk or a refusal that no handler translated is still not a bug.
@@ -203,11 +241,23 @@ def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> 
     if json_wanted:
         error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
         sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
-    hint = ""
-    if exc.kind == "network" and "--offline" not in argv:
-        hint = " (without network access: --mirror URL, or --offline for resolve)"
-    sys.stderr.write(f"cudaup: error: {exc}{hint}\n")
+    sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")
     return exc.exit_code
+
+
+def hint_for(exc: CudaupError, argv: Sequence[str]) -> str:
+    """What may get round ``exc``, only where something does: a host that could not be
+    reached at all; ``--mirror`` for NVIDIA's or PyPI's own hosts (a mirror can stand
+    in for them, not for a host the user chose), ``--offline`` for the commands that
+    answer from cudaup's shipped snapshot."""
+    if not isinstance(exc, HostUnreachableError):
+        return ""
+    ways = []
+    if exc.public and "--mirror" not in argv:
+        ways.append("--mirror URL fetches from a mirror")
+    if command_name(argv) in OFFLINE_COMMANDS and "--offline" not in argv:
+        ways.append("--offline answers from cudaup's shipped snapshot")
+    return f" (no network here? {'; '.join(ways)})" if ways else ""
 
 
 def _internal(exc: Exception, debug: bool) -> int:

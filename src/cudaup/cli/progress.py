@@ -1,27 +1,114 @@
 """Progress displays for the command line: a rich bar on a terminal, plain lines otherwise.
 
 The downloader only calls a callback with :class:`~cudaup.download.ProgressEvent`;
-these classes are the CLI's renderers of it.  Both write to stderr, so that
-``--json`` output on stdout stays clean.
+these classes are the CLI's renderers of it.  They write to stderr, so that
+``--json`` output on stdout stays clean, and so whether to draw a bar is asked of
+stderr: ``cudaup download … 2>log`` writes plain lines into the log, never frames.
+
+A bar's row keeps its bar, bytes, rate and time left on an 80-column terminal: the
+file name gives way first, shortened in the middle (``nvidia_cuda_nv…_x86_64.whl``).
+Every size is in binary units (KiB, MiB, MiB/s).  Every event is also recorded in
+the run's :class:`~cudaup.cli.output.Ledger`, which says after Ctrl-C whether
+anything can be resumed.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import IO, Any
 
+from cudaup.cli import output
 from cudaup.download import ProgressEvent
 
+#: The widths of a row's rate ("999.9 KiB/s", "1023 MiB/s") and state (an ETA
+#: "0:01:23", "done", "unpacked") columns; the bytes column is as wide as its
+#: largest total needs ("3.0/3.0 GiB").
+RATE_WIDTH, STATE_WIDTH = 11, 8
+#: Between the five columns of a row.
+GAPS = 4
+#: A name gives way to the bar down to this many characters ...
+MIN_NAME = 12
+#: ... and takes at most this many while the bar is shorter than :data:`MAX_BAR`.
+NAME_SHARE = 32
+MIN_BAR, MAX_BAR = 10, 40
 
-def _size(value: float) -> str:
+
+def size_text(value: float) -> str:
+    """``512 B``, ``1.5 KiB``, ``3.2 GiB``: binary units, as everywhere in cudaup."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def rate_text(per_second: float | None) -> str:
+    """``812.5 KiB/s``, ``112 MiB/s`` (no decimal from 100 up): at most 11 characters."""
+    if per_second is None:
+        return ""
+    text = size_text(per_second)
+    number, unit = text.split(" ")
+    if unit != "B" and float(number) >= 100:
+        text = f"{float(number):.0f} {unit}"
+    return text + "/s"
+
+
+def bytes_text(done: float, total: float | None) -> str:
+    """``1.2/4.0 GiB`` (both in the total's unit), or ``1.2 GiB`` when the total is unknown."""
+    if total is None:
+        return size_text(done)
+    unit, scale = "B", 1.0
+    for name in ("KiB", "MiB", "GiB", "TiB"):
+        if total < scale * 1024:
+            break
+        unit, scale = name, scale * 1024
+    if unit == "B":
+        return f"{done:.0f}/{total:.0f} B"
+    return f"{done / scale:.1f}/{total / scale:.1f} {unit}"
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "-:--:--"
+    whole = int(seconds + 0.5)
+    hours, rest = divmod(whole, 3600)
+    if hours > 99:
+        return ">99 h"
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def middle_ellipsis(name: str, width: int) -> str:
+    """``name`` in at most ``width`` characters, its middle replaced by ``…``."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return "…"[:width]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return name[:head] + "…" + (name[-tail:] if tail else "")
+
+
+def bytes_width(totals: list[int | None]) -> int:
+    """The bytes column's width: the longest text its files' totals can give."""
+    return max(
+        (len(bytes_text(t, t)) if t is not None else len("1023.9 MiB") for t in totals),
+        default=len("1023.9 MiB"),
+    )
+
+
+def fit(columns: int, longest_name: int, fixed: int) -> tuple[int, int]:
+    """The widths of the name and the bar on a terminal ``columns`` wide, when the other
+    columns and the gaps take ``fixed``: the bar gets at least :data:`MIN_BAR`; the name
+    up to :data:`NAME_SHARE` (more once the bar has :data:`MAX_BAR`), never less than
+    :data:`MIN_NAME`; the bar whatever the name does not need, up to :data:`MAX_BAR`."""
+    room = columns - fixed
+    name = min(longest_name, max(NAME_SHARE, room - MAX_BAR), room - MIN_BAR)
+    name = max(MIN_NAME, name)
+    bar = max(1, min(MAX_BAR, room - name))
+    return name, bar
 
 
 class PlainProgress:
@@ -52,9 +139,9 @@ class PlainProgress:
             if event.kind == "start":
                 self._started[name] = now
                 self._state[name] = (self.step, now, event.done)
-                total = _size(event.total) if event.total is not None else "unknown size"
+                total = size_text(event.total) if event.total is not None else "unknown size"
                 self._line(f"{name}: starting, {total}")
-            elif event.kind == "notice":
+            elif event.kind in {"notice", "discarded"}:
                 self._line(f"{name}: {event.message}")
             elif event.kind == "advance" and event.total:
                 threshold, last, base = self._state.get(name, (self.step, now, 0))
@@ -62,7 +149,9 @@ class PlainProgress:
                 if percent >= threshold or now - last >= self.every:
                     elapsed = max(now - self._started.get(name, now), 1e-6)
                     rate = (event.done - base) / elapsed
-                    self._line(f"{name}: {percent}% of {_size(event.total)}, {_size(rate)}/s")
+                    self._line(
+                        f"{name}: {percent}% of {size_text(event.total)}, {size_text(rate)}/s"
+                    )
                     self._state[name] = ((percent // self.step + 1) * self.step, now, base)
             elif event.kind == "done":
                 self._line(f"{name}: done{', ' + event.message if event.message else ''}")
@@ -70,41 +159,118 @@ class PlainProgress:
                 self._line(f"{name}: unpacked{', ' + event.message if event.message else ''}")
 
 
-class RichProgress:
-    """A live bar per file with bytes, rate and ETA (rich), for terminals."""
+def _console(stream: IO[str], color: bool) -> Any:
+    """A rich console on ``stream``, as wide as that terminal (rich would ask stdin's)."""
+    from rich.console import Console, ConsoleDimensions  # noqa: PLC0415
 
-    def __init__(self) -> None:
-        from rich.console import Console  # noqa: PLC0415
-        from rich.progress import (  # noqa: PLC0415
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
+    class TerminalConsole(Console):
+        @property
+        def size(self) -> ConsoleDimensions:
+            try:
+                columns, lines = os.get_terminal_size(self.file.fileno())
+            except (AttributeError, ValueError, OSError):
+                return super().size
+            return ConsoleDimensions(columns or 80, lines or 25)
+
+        @size.setter
+        def size(self, new_size: tuple[int, int]) -> None:
+            self._width, self._height = new_size
+
+    return TerminalConsole(
+        file=stream,
+        no_color=not color,
+        color_system="auto" if color else None,
+        highlight=False,
+    )
+
+
+class RichProgress:
+    """A live row per file: name, bar, bytes, rate, time left (rich), for terminals."""
+
+    def __init__(self, stream: IO[str] | None = None, *, color: bool = True) -> None:
+        from rich.progress import Progress, ProgressColumn  # noqa: PLC0415
+        from rich.progress_bar import ProgressBar  # noqa: PLC0415
+        from rich.table import Column  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        console = _console(stream if stream is not None else sys.stderr, color)
+
+        #: the widths of the name, the bar and the bytes: measured once per refresh, when
+        #: rich asks the first column for its width (it asks every column before any row)
+        widths = [MIN_NAME, MIN_BAR, len("1023.9 MiB")]
+
+        def measure() -> None:
+            progress = getattr(self, "_progress", None)  # rich measures while it is made
+            tasks = progress.tasks if progress is not None else []
+            sized = bytes_width([int(t.total) if t.total is not None else None for t in tasks])
+            longest = max((len(t.description) for t in tasks), default=0)
+            name, bar = fit(console.width, longest, sized + RATE_WIDTH + STATE_WIDTH + GAPS)
+            widths[:] = [name, bar, sized]
+
+        class Name(ProgressColumn):
+            def get_table_column(self) -> Column:
+                measure()
+                return Column(width=widths[0], no_wrap=True)
+
+            def render(self, task: Any) -> Text:
+                return Text(middle_ellipsis(task.description, widths[0]))
+
+        class Bar(ProgressColumn):
+            def get_table_column(self) -> Column:
+                return Column(width=widths[1], no_wrap=True)
+
+            def render(self, task: Any) -> ProgressBar:
+                return ProgressBar(
+                    total=max(0, task.total) if task.total is not None else None,
+                    completed=max(0, task.completed),
+                    width=widths[1],
+                    pulse=not task.started,
+                    animation_time=task.get_time(),
+                )
+
+        class Fixed(ProgressColumn):
+            def __init__(self, width: int | None, text: Any, style: str) -> None:
+                super().__init__()
+                self.width, self.text, self.style = width, text, style
+
+            def get_table_column(self) -> Column:
+                width = self.width if self.width is not None else widths[2]
+                return Column(width=width, no_wrap=True, justify="right")
+
+            def render(self, task: Any) -> Text:
+                return Text(self.text(task), style=self.style)
+
+        def state(task: Any) -> str:
+            if task.fields.get("state"):
+                return str(task.fields["state"])
+            return "done" if task.finished else eta_text(task.time_remaining)
 
         self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
+            Name(),
+            Bar(),
+            Fixed(None, lambda t: bytes_text(t.completed, t.total), "progress.download"),
+            Fixed(
+                RATE_WIDTH, lambda t: rate_text(t.finished_speed or t.speed), "progress.data.speed"
+            ),
+            Fixed(STATE_WIDTH, state, "progress.remaining"),
+            console=console,
         )
         self._tasks: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    def print_above(self, line: str) -> None:
+        """``line`` above the bars, whole: the terminal wraps it, not rich at a space."""
+        self._progress.console.print(
+            line, soft_wrap=True, markup=False, highlight=False, emoji=False
+        )
+
     def __enter__(self) -> RichProgress:
         self._progress.start()
+        output.current().print_above = self.print_above
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
+        output.current().print_above = None
         self._progress.stop()
 
     def __call__(self, event: ProgressEvent) -> None:
@@ -112,14 +278,15 @@ class RichProgress:
             task = self._tasks.get(event.filename)
             if task is None:
                 task = self._progress.add_task(
-                    event.filename, total=event.total, completed=event.done
+                    event.filename, total=event.total, completed=event.done, state=""
                 )
                 self._tasks[event.filename] = task
-            if event.kind == "notice" and event.message:
-                self._progress.console.print(f"{event.filename}: {event.message}")
+            if event.kind in {"notice", "discarded"} and event.message:
+                self.print_above(f"{event.filename}: {event.message}")
             if event.kind == "unpacked":
-                # The bar is full once the bytes are in; the name says when it is unpacked too.
-                self._progress.update(task, description=f"{event.filename} [green]unpacked")
+                # The bar is full once the bytes are in; the last column says when it is
+                # unpacked too.
+                self._progress.update(task, state="unpacked")
                 return
             self._progress.update(task, completed=event.done, total=event.total)
 
@@ -135,7 +302,48 @@ class NoProgress:
         return None
 
 
-def display_for(*, quiet: bool, terminal: bool) -> PlainProgress | RichProgress | NoProgress:
+class Recorded:
+    """A display whose events the run's ledger sees too (what Ctrl-C's message reads)."""
+
+    def __init__(
+        self, display: PlainProgress | RichProgress | NoProgress, ledger: output.Ledger
+    ) -> None:
+        self.display = display
+        self._ledger = ledger
+
+    def __enter__(self) -> Recorded:
+        self.display.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.display.__exit__(*exc)
+
+    def __call__(self, event: ProgressEvent) -> None:
+        self._ledger.record(event)
+        self.display(event)
+
+
+def display_for(*, quiet: bool, stream: IO[str] | None = None) -> Recorded:
+    """The display for this run: none when ``quiet``, a bar when ``stream`` (default
+    stderr, where every display writes) is a terminal, plain lines otherwise."""
+    stream = stream if stream is not None else sys.stderr
+    run = output.current()
+    display: PlainProgress | RichProgress | NoProgress
     if quiet:
-        return NoProgress()
-    return RichProgress() if terminal else PlainProgress()
+        display = NoProgress()
+    elif _is_terminal(stream):
+        display = RichProgress(stream, color=run.colors(stream))
+    else:
+        display = PlainProgress(stream)
+    return Recorded(display, run.ledger)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    """Whether a bar can be drawn on ``stream``: a terminal that can move its cursor
+    (``TERM=dumb``, an editor's shell buffer, cannot redraw a row: it gets lines)."""
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

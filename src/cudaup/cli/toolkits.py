@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from cudaup.cli.common import (
@@ -111,7 +110,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     if not args.lock and not version:
         pin, version = pinned_release(Path.cwd())
     empty = not store.runnable() and store.default() is None
-    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+    with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
             if args.version or args.components or args.all:
                 raise UsageError(

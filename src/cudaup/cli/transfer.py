@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from cudaup.cli.common import (
@@ -75,7 +74,7 @@ def cmd_download(args: argparse.Namespace) -> int:
             components=split_components(args.components),
         )
         requests = [DownloadRequest.from_artifact(a) for a in resolution.artifacts]
-    with display_for(quiet=args.quiet or args.json, terminal=sys.stdout.isatty()) as display:
+    with display_for(quiet=args.quiet or args.json) as display:
         results = fetch_many(
             requests,
             output,
@@ -134,7 +133,13 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report.to_json())
     else:
+        linked = (
+            f"; {human_size(report.still_linked)} stay on disk, hard-linked by installed toolkits"
+            if report.still_linked
+            else ""
+        )
         print(
-            f"removed {len(report.removed)} entries from {root}, {human_size(report.freed)} freed"
+            f"removed {len(report.removed)} entries from {root}, "
+            f"{human_size(report.freed)} freed{linked}"
         )
     return 0

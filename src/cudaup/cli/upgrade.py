@@ -139,7 +139,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         return answer in {"y", "yes"}
 
     quiet = args.quiet or args.json
-    with display_for(quiet=quiet, terminal=sys.stderr.isatty()) as display:
+    with display_for(quiet=quiet) as display:
         upgrader = Upgrader(settings, echo=_echo(quiet), progress=display)
         try:
             outcome = upgrader.upgrade(request, confirm)

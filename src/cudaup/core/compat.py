@@ -220,11 +220,13 @@ class CompatTable:
             reason = f"needs a driver ≥ {needs}"
         return Compatibility(release, "no", needs, floor, f"{reason}; or {FORWARD_NOTE}")
 
-    def reported_cuda(self, driver: DriverVersion) -> CudaVersion | None:
-        """The CUDA version a Linux driver reports: the newest line whose toolkit driver it meets."""
+    def reported_cuda(self, driver: DriverVersion, os_name: OS = "linux") -> CudaVersion | None:
+        """The CUDA version a driver for ``os_name`` runs fully by this table: the newest
+        line whose toolkit driver for that OS it meets."""
         best: tuple[int, int] | None = None
         for release, entry in self.drivers.items():
-            if entry.linux is not None and driver >= entry.linux:
+            needs = entry.for_os(os_name)
+            if needs is not None and driver >= needs:
                 line = _line(release)
                 best = line if best is None or line > best else best
         return CudaVersion(*best) if best else None
@@ -261,10 +263,14 @@ def _load_default() -> CompatTable:
             (e["driver"] for e in entries if e["platform"] == "windows-x86_64" and e["driver"]),
             None,
         )
+        generated = snapshot["generated"]
         drivers[release] = DriverPair(
             DriverVersion.from_text(linux) if linux else None,
             DriverVersion.from_text(windows) if windows else None,
-            RUNFILE_SOURCE + f" of {snapshot['generated']}",
+            # A release whose installers name no driver says so, not where a driver came from.
+            f"{RUNFILE_SOURCE} of {generated}"
+            if linux or windows
+            else f"installer catalog snapshot of {generated}; {UNKNOWN_DRIVER_SOURCE}",
         )
     floors = {
         int(row["ctk_major"]): DriverPair(

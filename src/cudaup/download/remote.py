@@ -170,7 +170,7 @@ class Budget:
                 f"{self._url}: {what} failed {self.failures} times in a row without progress "
                 f"({error})"
             )
-        self._http.backoff.wait(self.failures, error.retry_after)
+        self._http.wait_to_retry(self._url, self.failures, f"{what}: {error}", error.retry_after)
 
 
 def probe_remote(

@@ -54,7 +54,9 @@ class DownloadRequest:
 class ProgressEvent:
     filename: str
     #: "unpacked" comes from installs: the file's archive is extracted too.
-    kind: Literal["start", "advance", "notice", "done", "unpacked"]
+    #: "discarded": the download stopped and its partial file was deleted, because
+    #: nothing could resume it (a server that ignores ranges); a later run starts over.
+    kind: Literal["start", "advance", "notice", "done", "unpacked", "discarded"]
     done: int
     total: int | None
     message: str | None = None

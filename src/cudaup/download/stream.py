@@ -208,6 +208,9 @@ def fetch_single_stream(
         watchdog.drop_all("the download stopped")
         join_all([thread], within=0.5)
         target.discard()  # one stream cannot be resumed by a later run
+        # (the server ignores ranges or does not say the size: nothing to resume from)
+        message = "the partial file was deleted: a later run cannot resume this server's answer"
+        emit(progress, ProgressEvent(request.filename, "discarded", 0, stream.limit, message))
         raise
     checksum = request.checksum
     digest = stream.digest.hexdigest() if stream.digest is not None else None

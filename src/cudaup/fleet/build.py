@@ -22,6 +22,7 @@ from cudaup.install.installer import InstallChannel, choose_channel
 from cudaup.plan import Planner, Target, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
+from cudaup.plan.lines import Line, release_line
 from cudaup.plan.planner import python_version
 from cudaup.resolve.resolver import Resolver
 from cudaup.util.paths import inside
@@ -47,8 +48,9 @@ def build_lock(
     python: str | None = None,
 ) -> BuiltLock:
     """Resolve ``request`` for every platform and freeze it; with ``with_packages``, also
-    lock the plan's wheels as a PEP 751 ``pylock.<name>-<platform>.toml`` beside ``output``.
-    Writes the pylock files, not the lock itself (:meth:`LockFile.write`)."""
+    lock the plan's wheels, planned for the locked release's CUDA line, as a PEP 751
+    ``pylock.<name>-<platform>.toml`` beside ``output``.  Writes the pylock files, not
+    the lock itself (:meth:`LockFile.write`)."""
     if everything == bool(components) and channel != "installer":
         raise UsageError(
             "name what to lock: --components nvcc,cudart (with what they need), or --all"
@@ -57,17 +59,20 @@ def build_lock(
     chosen = choose_channel(settings, channel, notes)
     resolver = Resolver(settings)
     lock = LockFile(request)
+    lines: dict[Platform, Line] = {}
     for platform in platforms:
         resolution = resolver.resolve(
             request, platform=platform, channel=chosen, components=components, closure=True
         )
         lock.toolkits.append(locked_toolkit(resolution, settings.canonical))
+        lines[platform] = release_line(resolution.release.version)
     if with_packages:
         table = indexes_for(settings.pypi_url, list(indexes), settings.user_indexes)
         requirements = parse_requirements(list(with_packages))
         for platform in platforms:
             target = Target(python_version(python), platform, None, None)
-            result = Planner(settings).plan(requirements, table, target)
+            # The wheels must run on the toolkit beside them: the locked release's line.
+            result = Planner(settings).plan(requirements, table, target, line=lines[platform])
             name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name
             export_pylock(result, inside(output.parent, name, field="pylock"), settings)
             line = f"{result.line[0]}.{result.line[1]}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from packaging.version import Version
 
@@ -56,6 +56,18 @@ def live_table(settings: Settings) -> tuple[CompatTable, list[str]]:
 
 
 @dataclass(frozen=True, slots=True)
+class DriverVerdict:
+    """Whether one driver runs the release: ``compat RELEASE --driver V``."""
+
+    driver: DriverVersion
+    os: OS
+    verdict: Compatibility
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": str(self.driver), "os": self.os, **self.verdict.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseCompat:
     """The drivers that run one release, and the GPUs it compiles for."""
 
@@ -67,9 +79,11 @@ class ReleaseCompat:
     windows_floor: DriverVersion | None
     targets: list[Architecture]
     notes: list[str] = field(default_factory=list)
+    #: the verdict for the driver asked about, if one was
+    driver: DriverVerdict | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document = {
             "schema": 1,
             "release": self.release,
             "toolkit_driver": {
@@ -89,18 +103,38 @@ class ReleaseCompat:
             ],
             "notes": self.notes,
         }
+        if self.driver is not None:
+            document["driver"] = self.driver.to_json()
+        return document
 
 
-def release_compat(table: CompatTable, text: str, notes: list[str]) -> ReleaseCompat:
-    """What runs the release ``text`` names (``13.0`` → its newest known patch)."""
+def release_compat(
+    table: CompatTable,
+    text: str,
+    notes: list[str],
+    *,
+    driver: str | None = None,
+    os_name: OS = "linux",
+    offline: bool = False,
+) -> ReleaseCompat:
+    """What runs the release ``text`` names (``13.0`` → its newest known patch), and
+    with ``driver``, whether that driver (for ``os_name``) runs it."""
     request = parse_request(text)
     known = [Version(r) for r in table.releases()]
     picked = request.pick(known)
     if not picked:
         close = tuple(str(v) for v in nearest(request, known))
         hint = f"; nearest: {' and '.join(close)}" if close else ""
+        if offline:
+            hint += " (--offline: only cudaup's shipped tables were read)"
+        elif notes:
+            hint += f" ({'; '.join(notes)})"
         raise ReleaseNotFoundError(f"cudaup knows no CUDA {request.describe()}{hint}", close)
     release = str(picked[0])
+    asked = None
+    if driver is not None:
+        version = DriverVersion.from_text(driver)
+        asked = DriverVerdict(version, os_name, table.check(version, release, os_name))
     linux, linux_source = table.toolkit_driver(release, "linux")
     windows, windows_source = table.toolkit_driver(release, "windows")
     return ReleaseCompat(
@@ -113,6 +147,7 @@ def release_compat(table: CompatTable, text: str, notes: list[str]) -> ReleaseCo
         table.floor(release, "windows"),
         table.targets(release),
         notes,
+        asked,
     )
 
 
@@ -125,6 +160,8 @@ class DriverCompat:
     reported_cuda: CudaVersion | None
     results: list[Compatibility]
     notes: list[str] = field(default_factory=list)
+    #: who says what CUDA the driver runs: the driver itself, or NVIDIA's table for its OS
+    reported_by: Literal["driver", "table"] = "table"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +169,7 @@ class DriverCompat:
             "driver": str(self.driver),
             "os": self.os,
             "reported_cuda": str(self.reported_cuda) if self.reported_cuda else None,
+            "reported_by": self.reported_by if self.reported_cuda else None,
             "releases": [r.to_json() for r in self.results],
             "notes": self.notes,
         }
@@ -157,4 +195,11 @@ def driver_compat(
             )
         driver, reported = info.version, info.cuda_version
     results = [table.check(driver, r, os_name, reported) for r in table.releases()]
-    return DriverCompat(driver, os_name, reported or table.reported_cuda(driver), results, notes)
+    return DriverCompat(
+        driver,
+        os_name,
+        reported or table.reported_cuda(driver, os_name),
+        results,
+        notes,
+        "driver" if reported is not None else "table",
+    )

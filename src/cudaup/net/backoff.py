@@ -28,10 +28,15 @@ class Backoff:
     def delay(self, attempt: int) -> float:
         return min(self.base * 2.0**attempt, self.cap) * (0.5 + random.random())  # noqa: S311
 
+    def delay_for(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait before retry ``attempt``: the server's ``Retry-After`` when it
+        gave one (up to :attr:`retry_after_cap`), else :meth:`delay`."""
+        asked = parse_retry_after(retry_after)
+        return min(asked, self.retry_after_cap) if asked is not None else self.delay(attempt)
+
     def wait(self, attempt: int, retry_after: str | None = None) -> None:
         """Sleep before retry ``attempt``: the server's ``Retry-After`` when it gave one."""
-        asked = parse_retry_after(retry_after)
-        self.sleep(min(asked, self.retry_after_cap) if asked is not None else self.delay(attempt))
+        self.sleep(self.delay_for(attempt, retry_after))
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

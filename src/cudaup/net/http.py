@@ -2,22 +2,30 @@
 
 Built on urllib3 (chosen by measurement, see ``docs/design.md``).  urllib3 does
 not read the environment itself, so this module does what users expect of a
-well-behaved CLI: ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (via the
-standard library's reading of them), ``SSL_CERT_FILE``/``SSL_CERT_DIR``, and
-``~/.netrc`` (or ``$NETRC``) credentials for the host being asked.  TLS is
+well-behaved CLI: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``/``NO_PROXY`` as
+curl reads them (:mod:`cudaup.net.proxies`), ``SSL_CERT_FILE``/``SSL_CERT_DIR``,
+and ``~/.netrc`` (or ``$NETRC``) credentials for the host being asked.  TLS is
 always verified.  Redirects are followed by hand so that an https→http
 downgrade, or a redirect to a host that is not a configured source or on the
 list in :mod:`cudaup.net.hosts`, can be refused.
+
+A failure says which host failed: a host that could not be reached at all is a
+:class:`~cudaup.errors.HostUnreachableError`, a proxy that could not be reached
+or would not connect is named with the variable that chose it.  :data:`log` is
+the one verbose log (``cudaup -v``): every request and its answer, cache hits
+and revalidations, redirects, retries and why (the downloader's retries too,
+through :meth:`HttpClient.wait_to_retry`).
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import netrc
 import os
 import re
 import threading
-import urllib.request
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +35,25 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 
 from cudaup import __version__
-from cudaup.config import Settings
-from cudaup.errors import NetworkError, SourceFormatError
+from cudaup.config import (
+    DEFAULT_ARCHIVE_URL,
+    DEFAULT_DOWNLOAD_URL,
+    DEFAULT_PRERELEASE_URL,
+    DEFAULT_PYPI_URL,
+    Settings,
+)
+from cudaup.errors import HostUnreachableError, NetworkError, SourceFormatError
 from cudaup.net import backoff as backoff_policy
 from cudaup.net.backoff import Backoff
 from cudaup.net.hosts import check_redirect
+from cudaup.net.proxies import Proxy, ProxySettings
 from cudaup.net.response_cache import CachedResponse, HttpCache
 from cudaup.net.tls import default_context
+
+#: The verbose log: silent unless the CLI (``-v``) or a library user adds a handler.
+#: INFO: requests and answers, cache decisions, redirects, retries; DEBUG: headers too.
+log = logging.getLogger("cudaup.http")
+log.addHandler(logging.NullHandler())
 
 CacheKind = Literal["listing", "manifest", "checksums", "page", "index", "metadata"]
 
@@ -54,6 +74,16 @@ NEGATIVE_TTL = 600.0
 MAX_REDIRECTS = 10
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 USER_AGENT = f"cudaup/{__version__} (+https://github.com/cudaup/cudaup)"
+#: NVIDIA's and PyPI's own hosts: where a ``--mirror`` can stand in when they are out of reach.
+PUBLIC_HOSTS = frozenset(
+    {
+        *(urlsplit(u).hostname for u in (DEFAULT_DOWNLOAD_URL, DEFAULT_ARCHIVE_URL)),
+        *(urlsplit(u).hostname for u in (DEFAULT_PRERELEASE_URL, DEFAULT_PYPI_URL)),
+        "files.pythonhosted.org",
+    }
+)
+#: Headers whose values the verbose log never prints.
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +119,24 @@ class HttpClient:
         self.backoff = backoff if backoff is not None else backoff_policy.DEFAULT
         self._retries = retries
         self._lock = threading.Lock()
-        self._managers: dict[str | None, urllib3.PoolManager] = {}
+        self._managers: dict[Proxy | None, urllib3.PoolManager] = {}
+        self._proxies = ProxySettings.from_env(os.environ)
         self._ssl = default_context()
         self._netrc: netrc.netrc | Literal[False] | None = False
         self.requests_sent = 0
 
     # -- connection plumbing -------------------------------------------------
-    def _manager(self, url: str) -> urllib3.PoolManager:
-        parts = urlsplit(url)
-        proxy: str | None = None
-        proxies = urllib.request.getproxies()
-        candidate = proxies.get(parts.scheme)
-        if candidate and not urllib.request.proxy_bypass(parts.hostname or ""):
-            proxy = candidate
+    def proxy_for(self, url: str) -> Proxy | None:
+        """The proxy ``url`` goes through (see :mod:`cudaup.net.proxies`), or None."""
+        proxy = self._proxies.for_url(url)
+        if log.isEnabledFor(logging.DEBUG):
+            if proxy is not None:
+                log.debug("%s goes through the proxy %s (%s)", url, proxy.url, proxy.variable)
+            elif self._proxies.proxies:
+                log.debug("%s goes direct (no_proxy=%r)", url, self._proxies.no_proxy)
+        return proxy
+
+    def _manager(self, proxy: Proxy | None) -> urllib3.PoolManager:
         with self._lock:
             manager = self._managers.get(proxy)
             if manager is None:
@@ -112,11 +147,16 @@ class HttpClient:
                     "ssl_context": self._ssl,
                     "headers": {"User-Agent": USER_AGENT},
                 }
-                manager = (
-                    urllib3.ProxyManager(proxy, **kwargs)  # type: ignore[arg-type]
-                    if proxy
-                    else urllib3.PoolManager(**kwargs)  # type: ignore[arg-type]
-                )
+                if proxy is None:
+                    manager = urllib3.PoolManager(**kwargs)  # type: ignore[arg-type]
+                else:
+                    auth = proxy.basic_auth
+                    manager = urllib3.ProxyManager(
+                        proxy.url,
+                        proxy_headers=urllib3.make_headers(proxy_basic_auth=auth) if auth else None,
+                        proxy_ssl_context=self._ssl,
+                        **kwargs,  # type: ignore[arg-type]
+                    )
                 self._managers[proxy] = manager
             return manager
 
@@ -174,6 +214,7 @@ class HttpClient:
                 response.release_conn()
                 target = urljoin(current, location)
                 check_redirect(self.settings, current, target)
+                log.info("redirect: %s → %d → %s", current, response.status, target)
                 current = target
                 continue
             response.url = current
@@ -192,11 +233,16 @@ class HttpClient:
         retries = self._retries if retry else 0
         all_headers = {**self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
-        last_error = ""
+        proxy = self.proxy_for(url)
+        manager = self._manager(proxy)
+        failure: urllib3.exceptions.HTTPError | int = 0
         for attempt in range(retries + 1):
             self._count()
+            started = time.monotonic()
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s headers: %s", method, url, _shown_headers(all_headers))
             try:
-                response = self._manager(url).request(
+                response = manager.request(
                     method,
                     url,
                     headers=all_headers,
@@ -206,23 +252,37 @@ class HttpClient:
                     timeout=urllib3.Timeout(connect=min(10.0, read_timeout), read=read_timeout),
                 )
             except urllib3.exceptions.HTTPError as exc:
+                log.info("%s %s%s failed: %s", method, url, _via(proxy, all_headers), describe(exc))
                 if not retry:
                     raise
-                last_error = describe(exc)
-            else:
-                if response.status not in RETRY_STATUSES or not retry:
-                    return response
-                last_error = f"HTTP {response.status}"
-                retry_after = response.headers.get("Retry-After")
-                response.drain_conn()
-                response.release_conn()
+                failure = exc
                 if attempt < retries:
-                    self.backoff.wait(attempt, retry_after)
+                    self.wait_to_retry(url, attempt, describe(exc))
                 continue
+            log.info(
+                "%s %s%s → %d (%.2f s)", method, url, _via(proxy, all_headers),
+                response.status, time.monotonic() - started,
+            )  # fmt: skip
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s answered: %s", url, _shown_headers(response.headers))
+            if response.status not in RETRY_STATUSES or not retry:
+                return response
+            failure = response.status
+            retry_after = response.headers.get("Retry-After")
+            response.drain_conn()
+            response.release_conn()
             if attempt < retries:
-                self.backoff.wait(attempt)
-        host = urlsplit(url).netloc
-        raise NetworkError(f"cannot reach {host} ({last_error}) for {url}")
+                self.wait_to_retry(url, attempt, f"HTTP {response.status}", retry_after)
+        raise gave_up(url, proxy, failure, retries + 1)
+
+    def wait_to_retry(
+        self, url: str, attempt: int, why: str, retry_after: str | None = None
+    ) -> None:
+        """Wait before retry ``attempt`` (from 0) of ``url``, which failed because ``why``:
+        the one retry policy (:attr:`backoff`), logged.  The downloader waits here too."""
+        seconds = self.backoff.delay_for(attempt, retry_after)
+        log.info("retry %d of %s in %.1f s: %s", attempt + 1, url, seconds, why)
+        self.backoff.sleep(seconds)
 
     # -- convenience -----------------------------------------------------------
     def head(self, url: str) -> Response:
@@ -244,7 +304,12 @@ class HttpClient:
             if entry is not None:
                 ttl = TTL[cache] if entry.status == 200 else min(TTL[cache], NEGATIVE_TTL)
                 if entry.age() < ttl:
+                    log.info(
+                        "cache: %s (HTTP %d) is %.0f s old, fresh for %.0f s: not asked",
+                        url, entry.status, entry.age(), ttl,
+                    )  # fmt: skip
                     return Response(url, entry.status, {}, entry.body, from_cache=True)
+                log.info("cache: %s is %.0f s old, past its %.0f s", url, entry.age(), ttl)
         headers: dict[str, str] = {}
         if accept:
             headers["Accept"] = accept
@@ -253,9 +318,12 @@ class HttpClient:
                 headers["If-None-Match"] = entry.etag
             if entry.last_modified:
                 headers["If-Modified-Since"] = entry.last_modified
+        if "If-None-Match" in headers or "If-Modified-Since" in headers:
+            log.info("cache: revalidating %s (its ETag or Last-Modified)", url)
         raw = self.open("GET", url, headers)
         try:
             if raw.status == 304 and entry is not None:
+                log.info("cache: %s has not changed (304): the cached copy is used", url)
                 self.cache.touch(entry)
                 return Response(url, 200, {}, entry.body, from_cache=True)
             body = _read_limited(raw, max_bytes, url)
@@ -267,6 +335,41 @@ class HttpClient:
                 url, raw.status, raw.headers.get("ETag"), raw.headers.get("Last-Modified"), body
             )
         return response
+
+
+def gave_up(
+    url: str, proxy: Proxy | None, failure: urllib3.exceptions.HTTPError | int, attempts: int
+) -> NetworkError:
+    """The error after ``attempts`` tries of ``url`` ended with ``failure`` (a status or
+    urllib3's exception): it names what failed, the host, the proxy or the answer."""
+    host = urlsplit(url).netloc
+    tries = f"{attempts} tries" if attempts > 1 else "1 try"
+    if isinstance(failure, int):
+        return NetworkError(f"{host} answered HTTP {failure} to {tries} for {url}")
+    if isinstance(failure, urllib3.exceptions.ProxyError) and proxy is not None:
+        where = f"the proxy {proxy.url} ({proxy.variable})"
+        refused, why = _proxy_failure(failure)
+        if refused:
+            return NetworkError(f"{where} would not connect to {host} for {url} ({why})")
+        return NetworkError(f"cannot reach {where} for {url} ({why})")
+    reason = describe(failure)
+    if isinstance(failure, urllib3.exceptions.ConnectTimeoutError):
+        public = (urlsplit(url).hostname or "") in PUBLIC_HOSTS
+        return HostUnreachableError(f"cannot reach {host} ({reason}) for {url}", url, public=public)
+    return NetworkError(f"{host} did not answer in full ({reason}) for {url}")
+
+
+def _via(proxy: Proxy | None, headers: Mapping[str, str]) -> str:
+    """`` [bytes=0-99] via proxy http://p:3128``: what the log line adds to the URL."""
+    ranged = f" [{headers['Range']}]" if "Range" in headers else ""
+    return ranged + (f" via proxy {proxy.url}" if proxy is not None else "")
+
+
+def _shown_headers(headers: Mapping[str, str]) -> str:
+    return ", ".join(
+        f"{name}: {'(hidden)' if name.lower() in _SECRET_HEADERS else value}"
+        for name, value in headers.items()
+    )
 
 
 def _read_limited(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
@@ -285,8 +388,28 @@ _TIMEOUT_VALUE = re.compile(r" \((?:read|connect) timeout=[^)]*\)")
 _CONNECTION_PREFIX = re.compile(r"^\w*Connection(?:Pool)?\(host='[^']*', port=\d+\): ")
 
 
+_TUNNEL_REFUSED = "Tunnel connection failed: "
+
+
+def _proxy_failure(exc: urllib3.exceptions.ProxyError) -> tuple[bool, str]:
+    """Whether the proxy answered but refused the tunnel, and why, in a few words."""
+    cause = exc.original_error
+    text = str(cause)
+    if text.startswith(_TUNNEL_REFUSED):
+        return True, text.removeprefix(_TUNNEL_REFUSED)
+    return False, describe(cause) if isinstance(cause, urllib3.exceptions.HTTPError) else text
+
+
 def describe(exc: urllib3.exceptions.HTTPError) -> str:
-    """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"."""
+    """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"; a
+    proxy's failure names the proxy: "cannot reach the proxy 10.0.0.1:3128 (...)"."""
+    if isinstance(exc, urllib3.exceptions.ProxyError):
+        refused, why = _proxy_failure(exc)
+        if refused:
+            return f"the proxy refused the tunnel ({why})"
+        conn = getattr(exc.original_error, "conn", None)
+        where = f" {conn.host}:{conn.port}" if conn is not None else ""
+        return f"cannot reach the proxy{where} ({why})"
     reason = getattr(exc, "reason", None)
     text = str(reason or exc)
     if isinstance(exc, urllib3.exceptions.ProtocolError) and exc.args:

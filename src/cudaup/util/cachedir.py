@@ -129,7 +129,11 @@ class CacheInfo:
 class Cleanup:
     root: Path
     removed: list[str] = field(default_factory=list)
+    #: bytes the disk got back: files whose last link was removed
     freed: int = 0
+    #: bytes of removed files that stay on disk, hard-linked from elsewhere (installed
+    #: toolkits link the unpacked trees): removing the cache's link frees none of them
+    still_linked: int = 0
     #: entries left in place because another user owns them: "unpacked/<sha256> (uid 1000)"
     kept: list[str] = field(default_factory=list)
 
@@ -139,6 +143,7 @@ class Cleanup:
             "root": str(self.root),
             "removed": self.removed,
             "freed_bytes": self.freed,
+            "still_linked_bytes": self.still_linked,
             "kept": self.kept,
         }
 
@@ -186,6 +191,27 @@ def _measure(path: Path, seen: set[tuple[int, int]]) -> tuple[int, int, int]:
             if info.st_nlink > 1:
                 shared += size
     return files, total, shared
+
+
+def _freeable(path: Path) -> tuple[int, int]:
+    """What removing ``path`` gives back: (bytes freed, bytes that stay linked elsewhere).
+
+    A file's blocks are freed only with its last link: a file linked from outside
+    ``path`` (an installed toolkit) keeps its bytes, counted in the second number."""
+    links: dict[tuple[int, int], int] = {}
+    infos: dict[tuple[int, int], os.stat_result] = {}
+    for info in _walk(path):
+        key = (info.st_dev, info.st_ino)
+        links[key] = links.get(key, 0) + 1
+        infos[key] = info
+    freed = linked = 0
+    for key, info in infos.items():
+        size = _disk_bytes(info)
+        if stat.S_ISDIR(info.st_mode) or links[key] >= info.st_nlink:
+            freed += size
+        else:
+            linked += size
+    return freed, linked
 
 
 def _in_use(tree: Path) -> bool:
@@ -292,7 +318,7 @@ def _remove(path: Path, report: Cleanup, root: Path) -> None:
     if owner is not None:  # a shared cache: never delete another user's files
         report.kept.append(f"{relative} (uid {owner})")
         return
-    freed = _measure(path, set())[1]
+    freed, linked = _freeable(path)
     try:
         if path.is_dir() and not path.is_symlink():
             remove_tree(path)
@@ -306,6 +332,7 @@ def _remove(path: Path, report: Cleanup, root: Path) -> None:
         raise
     report.removed.append(relative)
     report.freed += freed
+    report.still_linked += linked
 
 
 def prune(root: Path, *, wait: float | None = None) -> Cleanup:
