@@ -31,7 +31,7 @@ COMMANDS: dict[str, CommandInfo] = {
         "cudaup versions --json",
     ),
     "probe": CommandInfo(
-        "cudaup.cli.resolve",
+        "cudaup.cli.probe",
         "check a URL cheaply and explain a failure",
         "cudaup probe https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run",
     ),

@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import difflib
 import importlib
 import io
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from cudaup import __version__
 from cudaup.cli.commands import COMMANDS
 from cudaup.errors import CudaupError, OutputClosedError, UsageError
-from cudaup.util.faults import explain, known_places
 
 #: Global options that take a value, so that the command can be found without parsing.
 VALUED_GLOBALS = ("--download-url", "--archive-url", "--prerelease-url", "--pypi-url", "--mirror")
@@ -148,6 +144,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _unknown_command(name: str) -> UsageError:
+    import difflib  # noqa: PLC0415 - here and below: --version and --help start faster
+
     close = difflib.get_close_matches(name, COMMANDS, n=1)
     hint = f"; did you mean `{close[0]}`?" if close else "; `cudaup --help` lists them"
     return UsageError(f"unknown command {name!r}{hint}")
@@ -186,6 +184,10 @@ def _run(argv: list[str]) -> int:
         return 130
     except OSError as exc:
         # A full disk or a refusal that no handler translated is still not a bug.
+        from pathlib import Path  # noqa: PLC0415
+
+        from cudaup.util.faults import explain, known_places  # noqa: PLC0415
+
         where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
         translated = explain(exc, "cudaup cannot go on", where, known_places())
         if translated is None:
@@ -201,6 +203,8 @@ def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> 
     if debug:
         raise exc
     if json_wanted:
+        import json  # noqa: PLC0415
+
         error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
         sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
     hint = ""

@@ -37,8 +37,8 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cudaup.core.model import Artifact
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
@@ -53,6 +53,10 @@ from cudaup.util import cachedir
 from cudaup.util.faults import Place, cache_place, denied, explained, output_place
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
+
+if TYPE_CHECKING:
+    # Only named: the model loads the platform table and packaging (~20 ms at start-up).
+    from cudaup.core.model import Artifact
 
 MAX_CONNECTIONS_PER_HOST = 16
 
@@ -80,7 +84,7 @@ def fetch(
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable
     state saved, with :class:`cudaup.util.parallel.CancelledError`.
     """
-    if isinstance(request, Artifact):
+    if not isinstance(request, DownloadRequest):
         request = DownloadRequest.from_artifact(request)
     if request.checksum is None and not allow_unverified:
         raise IntegrityError(

@@ -89,8 +89,9 @@ class HttpClient:
         self.backoff = backoff if backoff is not None else backoff_policy.DEFAULT
         self._retries = retries
         self._lock = threading.Lock()
-        self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._ssl = default_context()
+        #: one pool manager per proxy, and per whether it needs TLS: a plain-HTTP mirror
+        #: never waits for the CA certificates to load
+        self._managers: dict[tuple[str | None, bool], urllib3.PoolManager] = {}
         self._netrc: netrc.netrc | Literal[False] | None = False
         self.requests_sent = 0
 
@@ -102,22 +103,24 @@ class HttpClient:
         candidate = proxies.get(parts.scheme)
         if candidate and not urllib.request.proxy_bypass(parts.hostname or ""):
             proxy = candidate
+        tls = parts.scheme == "https" or (proxy or "").startswith("https:")
         with self._lock:
-            manager = self._managers.get(proxy)
+            manager = self._managers.get((proxy, tls))
             if manager is None:
                 kwargs: dict[str, object] = {
                     "num_pools": 16,
                     "maxsize": 16,
                     "block": False,
-                    "ssl_context": self._ssl,
                     "headers": {"User-Agent": USER_AGENT},
                 }
+                if tls:
+                    kwargs["ssl_context"] = default_context()
                 manager = (
                     urllib3.ProxyManager(proxy, **kwargs)  # type: ignore[arg-type]
                     if proxy
                     else urllib3.PoolManager(**kwargs)  # type: ignore[arg-type]
                 )
-                self._managers[proxy] = manager
+                self._managers[(proxy, tls)] = manager
             return manager
 
     def _auth_header(self, url: str) -> dict[str, str]:
