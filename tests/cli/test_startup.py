@@ -50,7 +50,7 @@ def loaded(*argv: str) -> tuple[int, set[str], int]:
     return report["code"], set(report["modules"]), report["tls"]
 
 
-def test_version_and_help_load_no_error_translation_nor_dataclasses() -> None:
+def test_version_and_help_load_no_error_translation_nor_typing() -> None:
     for argv in (["--version"], ["--help"]):
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "cudaup", *argv],
@@ -60,7 +60,7 @@ def test_version_and_help_load_no_error_translation_nor_dataclasses() -> None:
         )
         assert done.returncode in {0, 2}, done.stderr
         imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-        for heavy in ("cudaup.util.faults", "dataclasses", "json", "difflib", "urllib3"):
+        for heavy in ("cudaup.util.faults", "dataclasses", "typing", "json", "difflib", "urllib3"):
             assert heavy not in imported, (argv, heavy)
 
 
