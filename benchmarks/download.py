@@ -24,6 +24,10 @@ the relay's.
 
     .venv/bin/python benchmarks/download.py --output docs/performance.md
 
+With ``--baseline DIR`` (the ``src/`` of another cudaup, for instance ``git archive
+COMMIT src | tar -x -C /tmp/before``) every cudaup row runs twice, this checkout's and
+that one's, taking turns within each run: before and after under the same load.
+
 Needs nginx, curl, wget and aria2c (``apt-get install nginx-light curl wget aria2``).
 """
 
@@ -161,6 +165,21 @@ def cases(args: argparse.Namespace) -> list[Case]:
     ]  # fmt: skip
 
 
+def with_baseline(tools: dict[str, Command], source: Path) -> dict[str, Command]:
+    """Each cudaup row twice: this checkout's, then the one in ``source`` (first on
+    ``PYTHONPATH``), so that before and after take turns within every run."""
+
+    def baseline(command: Command) -> Command:
+        return lambda file: ["env", f"PYTHONPATH={source}", *command(file)]
+
+    doubled: dict[str, Command] = {}
+    for name, command in tools.items():
+        doubled[name] = command
+        if name.startswith("cudaup"):
+            doubled[f"{name}, baseline"] = baseline(command)
+    return doubled
+
+
 @contextlib.contextmanager
 def reachable(port: int, case: Case) -> Iterator[int]:
     """The port to ask: nginx's own, or a :class:`LinkRelay`'s in front of it."""
@@ -199,7 +218,7 @@ def measure(
     available = {
         name: command
         for name, command in case.tools.items()
-        if (command(file)[0] in {sys.executable, "sh"} or shutil.which(command(file)[0]))
+        if (command(file)[0] in {sys.executable, "sh", "env"} or shutil.which(command(file)[0]))
         and (not only or any(name.startswith(prefix) for prefix in only))
     }
     samples = {name: Samples() for name in available}
@@ -254,12 +273,22 @@ def main() -> None:
     parser.add_argument(
         "--tools",
         default="",
-        help="only the tools whose names start with one of these (comma-separated)",
+        help="only the tools whose names start with one of these (;-separated)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="the src/ directory of another cudaup (e.g. an older commit's, from git archive): "
+        "its cudaup rows run too, taking turns with this one's",
     )
     args = parser.parse_args()
     wanted = set(args.cases.split(","))
     package = Path(package_under_test.__file__).parent
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    if args.baseline:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(args.baseline / "cudaup")], check=True
+        )
     load_before = os.getloadavg()[0]
     results: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cudaup-bench-") as tmp:
@@ -270,6 +299,8 @@ def main() -> None:
         for case in cases(args):
             if case.name not in wanted:
                 continue
+            if args.baseline:
+                case.tools = with_baseline(case.tools, args.baseline)
             data = os.urandom(case.size_mib * 2**20)
             (site / "file.bin").write_bytes(data)
             sha256, md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
@@ -286,8 +317,9 @@ def main() -> None:
         BEGIN,
         "## Download",
         "",
-        "Command: `.venv/bin/python benchmarks/download.py --output docs/performance.md` "
-        "(`--cases capped,latency,uncapped`, `--runs`, `--rtt-ms`; how it measures: its docstring).",
+        f"Command: `.venv/bin/python benchmarks/download.py {' '.join(sys.argv[1:])}` (how it "
+        "measures: its docstring)"
+        + (f"; the baseline rows run the cudaup in `{args.baseline}`." if args.baseline else "."),
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs "
         f"(load average {load_before:.1f} before, {load_after:.1f} after), Python "
