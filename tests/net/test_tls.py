@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,24 @@ def test_trust_anchors_that_are_not_certificates_are_a_usage_error(
     tls.warm_up()  # in the background: the error still reaches whoever asks
     with pytest.raises(UsageError, match="gives no CA certificates"):
         tls.default_context()
+
+
+def test_a_process_that_ends_while_the_certificates_load_waits_for_them() -> None:
+    """Exiting while OpenSSL loads in another thread crashed the process now and then
+    (its exit handlers freed what the loading thread used): exit waits for the load."""
+    script = (
+        "import ssl, time\n"
+        "real = ssl.create_default_context\n"
+        "def slow():\n"
+        "    time.sleep(0.3)\n"
+        "    context = real()\n"
+        "    print('loaded', flush=True)\n"
+        "    return context\n"
+        "ssl.create_default_context = slow\n"
+        "from cudaup.net import tls\n"
+        "tls.warm_up()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "loaded\n", done

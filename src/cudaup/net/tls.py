@@ -69,7 +69,11 @@ def _build(background: bool) -> _Build:
             return build
         build = _builds[key] = _Build(*key)
     if background:
-        threading.Thread(target=build.run, daemon=True, name="cudaup-tls").start()
+        # Not a daemon: a command that ends before it needs TLS (an error, a plain-HTTP
+        # host) must not exit while OpenSSL is still loading, or OpenSSL's exit handlers
+        # free what the loading thread uses (a crash, now and then).  The wait at exit is
+        # what the load has left, tens of milliseconds at most.
+        threading.Thread(target=build.run, daemon=False, name="cudaup-tls").start()
     else:
         build.run()
     return build
