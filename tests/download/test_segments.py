@@ -116,6 +116,8 @@ def test_nothing_smaller_than_the_minimum_is_left_behind() -> None:
     plan = SegmentPlan.split(2 * MIN_SPLIT - ALIGN, 8)
     segment = plan.take()
     assert segment is not None and segment.end == plan.size  # the rest came with it
+    empty = SegmentPlan.split(0, 8)
+    assert empty.all_done() and empty.take() is None and empty.watermark() == 0
     small = SegmentPlan.split(3 * MiB, 8)  # pieces never get smaller than MIN_SPLIT
     assert [(s.start, s.end) for s in (small.take(), small.take(), small.take()) if s] == [
         (0, MiB),

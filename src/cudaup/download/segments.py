@@ -25,8 +25,8 @@ from typing import Any
 #: Never carve or steal a piece smaller than this: each one costs a request.
 MIN_SPLIT = 1024 * 1024
 ALIGN = 64 * 1024
-#: The piece a connection takes while nothing is known of the link; also the smallest
-#: piece once something is (fewer requests: each costs Python a few hundred µs).
+#: The piece a connection takes while nothing is known of the link, and the least a piece
+#: is sized to before the end (each request costs Python a few hundred µs of CPU).
 BASE_PIECE = 4 * 1024 * 1024
 #: The largest piece: the pieces in flight together bound how far the hash can lag.
 MAX_PIECE = 64 * 1024 * 1024
@@ -37,7 +37,7 @@ ROUND_TRIPS_PER_PIECE = 64
 ROUND_TRIPS_PER_STEAL = 4
 #: The hash speed assumed until the hasher has measured its own (md5 on a slow core).
 ASSUMED_HASH_SPEED = 512 * 1024 * 1024
-#: Weight of the newest measurement in the smoothed round trip and speed.
+#: Weight of the newest measurement in the smoothed speeds (of a connection, of the hash).
 SMOOTHING = 0.25
 #: Requests that carried fewer bytes than this say little of a connection's speed.
 MIN_SAMPLE = 256 * 1024
