@@ -17,8 +17,10 @@ machines) would otherwise recompile every module on every start.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,19 +37,44 @@ BEGIN, END = "<!-- BEGIN install benchmark -->", "<!-- END install benchmark -->
 REQUIREMENT = "cuda-toolkit[nvcc,cudart]==13.0.1"
 
 
-def timed(command: list[str], env: dict[str, str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, the process's children included)."""
     started = time.perf_counter()
-    done = subprocess.run(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+    _pid, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{command[0]} failed: {done.stderr[-2000:]}")
-    return seconds
+    stderr = process.stderr.read() if process.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{command[0]} failed: {stderr[-2000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+def wheel_urls(python: str) -> list[tuple[str, int]]:
+    """The wheels the install fetches (nvcc and cudart pull in crt and nvvm), as resolved."""
+    done = subprocess.run(
+        [python, "-m", "cudaup", "resolve", "13.0.1", "--channel", "pypi", "--components",
+         "nvcc,cudart,crt,nvvm", "--platform", "linux-x86_64", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [(a["url"], a["size"]) for a in json.loads(done.stdout)["artifacts"]]
+
+
+def curl_all(wheels: list[tuple[str, int]], directory: Path) -> list[str]:
+    directory.mkdir(parents=True)
+    command = ["curl", "-sS", "--fail", "--parallel", "--parallel-max", str(len(wheels))]
+    for index, (url, _size) in enumerate(wheels):
+        command += ["-o", str(directory / f"{index}.whl"), url]
+    return command
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def main() -> None:
-    parser = parser_for(__doc__, runs=2)
+    parser = parser_for(__doc__, runs=3)
     args = parser.parse_args()
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
@@ -73,10 +100,12 @@ def main() -> None:
         tools = {"cudaup": cudaup, "pip": pip}
         if uv:
             tools["uv"] = uv_install
-        rows = {name: {"cold": float("inf"), "warm": float("inf")} for name in tools}
+        wheels = wheel_urls(python)
+        network: list[float] = []
+        wall: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}
         for run in range(args.runs):
             for name, command in tools.items():
-                best = rows[name]
                 cache = work / f"cache-{name}-{run}"
                 env = {
                     **base_env,
@@ -85,11 +114,21 @@ def main() -> None:
                 }
                 for phase in ("cold", "warm"):
                     target = work / f"target-{name}-{run}-{phase}"
-                    seconds = timed(command(cache, target), env)
-                    best[phase] = min(best[phase], seconds)
+                    seconds, used = timed(command(cache, target), env)
+                    wall.setdefault((name, phase), []).append(seconds)
+                    cpu.setdefault((name, phase), []).append(used)
                     shutil.rmtree(target, ignore_errors=True)
-                    print(f"run {run + 1} {name:<8} {phase} {seconds:.2f} s", flush=True)
+                    print(
+                        f"run {run + 1} {name:<8} {phase} {seconds:.2f} s  cpu {used:.2f} s",
+                        flush=True,
+                    )
                 shutil.rmtree(cache, ignore_errors=True)
+            if shutil.which("curl"):
+                fetched = work / f"curl-{run}"
+                seconds, used = timed(curl_all(wheels, fetched), base_env)
+                network.append(seconds)
+                shutil.rmtree(fetched, ignore_errors=True)
+                print(f"run {run + 1} curl     wheels only {seconds:.2f} s", flush=True)
     lines = [
         BEGIN,
         "## Install (pypi channel)",
@@ -97,23 +136,42 @@ def main() -> None:
         "Command: `.venv/bin/python benchmarks/install.py --output docs/performance.md`",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, live PyPI, `{REQUIREMENT}` "
-        f"(nvcc, nvvm, crt, cudart); whole-process wall time, best of {args.runs}. cudaup also lays the "
-        "wheels out as a CUDA_HOME (lib64, unversioned .so links, version.json); pip and uv only unpack them. "
-        "The tools take turns within each run; cudaup runs from compiled bytecode, as installed from its wheel.",
+        f"(nvcc, nvvm, crt, cudart); whole-process wall time, median (range) of {args.runs} runs, "
+        "the tools taking turns within each run (cold: an empty cache; warm: the same command "
+        "again into a fresh target). CPU is user + system time of the process and its children. "
+        "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
+        "version.json); pip and uv only unpack them. cudaup runs from compiled bytecode, as "
+        "installed from its wheel.",
         "",
-        "| tool | cold s | warm s | cold x uv | cold x pip | warm x uv | warm x pip |",
-        "|---|---|---|---|---|---|---|",
+        "| tool | cold s | cold CPU s | warm s | cold x uv | warm x uv |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, best in rows.items():
+    for name in tools:
         cells = []
         for phase in ("cold", "warm"):
-            for other in ("uv", "pip"):
-                reference = rows.get(other, {}).get(phase)
-                cells.append(f"{best[phase] / reference:.2f}" if reference else "-")
+            reference = wall.get(("uv", phase))
+            ratios = (
+                [a / b for a, b in zip(wall[(name, phase)], reference, strict=True)]
+                if reference
+                else []
+            )
+            cells.append(spread(ratios) if ratios else "-")
         lines.append(
-            f"| {name} | {best['cold']:.2f} | {best['warm']:.2f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |"
+            f"| {name} | {spread(wall[(name, 'cold')])} | {spread(cpu[(name, 'cold')])} "
+            f"| {spread(wall[(name, 'warm')])} | {cells[0]} | {cells[1]} |"
         )
-    lines += ["", "Ratios are time ratios: below 1 means faster than the other tool.", END]
+    if network:
+        size = sum(size for _url, size in wheels) / 1e6
+        lines += [
+            "",
+            f"The network alone: curl fetching the same {len(wheels)} wheels ({size:.0f} MB) side "
+            f"by side, one connection each, nothing else: {spread(network)} s.",
+        ]
+    lines += [
+        "",
+        "Ratios are time ratios taken within each run: below 1 means faster than uv.",
+        END,
+    ]
     publish(lines, args.output, BEGIN, END)
 
 

@@ -4,8 +4,7 @@ Starts the test suite's fake NVIDIA server on loopback (NVIDIA's real formats,
 see ``tests/fakenvidia``), resolves with a fresh cache (cold) and again with the
 cache it left (warm), and counts the requests that reached the server.  The
 ``pypi`` rows ask the live PyPI and count the requests cudaup's client sent.
-It also times ``cudaup --version`` next to ``python -c pass`` (start-up cost),
-and ``cudaup probe`` next to ``curl -I`` and ``wget --spider`` on one URL.
+Start-up and ``cudaup probe`` are timed by ``benchmarks/startup.py``.
 
     .venv/bin/python benchmarks/resolve.py [--no-pypi] [--output docs/performance.md]
 
@@ -15,13 +14,10 @@ With ``--output`` the results replace the ``resolve`` section of that file.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,16 +59,6 @@ def resolve_once(
         request, platform=platform, channel=channel, components=components
     )
     return http.requests_sent, time.perf_counter() - start
-
-
-def timed(command: list[str], runs: int) -> float:
-    """Median wall time of a command, in seconds."""
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -124,46 +110,7 @@ def main() -> None:
             )
             print(lines[-1], flush=True)
 
-        lines += [
-            "",
-            "### Start-up and a single probe, side by side",
-            "",
-            "| command | median ms | ratio |",
-            "|---|---|---|",
-        ]
-        cudaup = [sys.executable, "-m", "cudaup"]
-        baseline = timed([sys.executable, "-c", "pass"], args.runs * 4)
-        rows: list[tuple[str, float]] = [
-            ("`python -c pass`", baseline),
-            ("`cudaup --version`", timed([*cudaup, "--version"], args.runs * 4)),
-        ]
-        good = (
-            server.download_url
-            + "/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run"
-        )
-        probe_rows: list[tuple[str, Callable[[], list[str]]]] = [
-            ("`curl -sI URL`", lambda: ["curl", "-sI", good]),
-            ("`wget -q --spider URL`", lambda: ["wget", "-q", "--spider", good]),
-            ("`cudaup probe URL`", lambda: [*cudaup, "probe", good]),
-        ]
-        with tempfile.TemporaryDirectory() as cache:
-            import os
-
-            os.environ["CUDAUP_CACHE_DIR"] = cache
-            os.environ["CUDAUP_NVIDIA_DOWNLOAD_URL"] = server.download_url
-            os.environ["CUDAUP_NVIDIA_ARCHIVE_URL"] = server.archive_url
-            for name, command in probe_rows:
-                if shutil.which(command()[0]) or command()[0] == sys.executable:
-                    rows.append((name, timed(command(), args.runs * 2)))
-        for name, seconds in rows:
-            lines.append(f"| {name} | {seconds * 1000:.1f} | {seconds / baseline:.2f}x |")
-            print(lines[-1], flush=True)
-    lines += [
-        "",
-        "`cudaup probe` of an existing file also reads the release's md5sum.txt (one more request, "
-        "cached afterwards) so that it can print the file's md5; `curl -I`/`wget --spider` only see the headers.",
-        END,
-    ]
+    lines.append(END)
     text = "\n".join(lines) + "\n"
     if args.output:
         replace_section(args.output, BEGIN, END, text)

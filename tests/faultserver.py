@@ -6,9 +6,9 @@ mid-body, send fewer or more bytes than Content-Length, ignore Range, answer
 another range or a shorter one (a chunk limit), answer 416 or any status (with
 Retry-After), stall, throttle down to a trickle of bytes, hang (before the
 headers or after some body bytes, until an event), cap the concurrent requests
-per client (503 beyond), redirect.  A fault can be limited to the first N
-requests or to every k-th; faults listed in order give "honoured for N requests,
-then ...".  Every request is logged with the bytes it was sent and the client's
+per client (503 beyond), redirect, answer late (a far server's round trip).  A
+fault can be limited to the first N requests or to every k-th; faults listed in
+order give "honoured for N requests, then ...".  Every request is logged with the bytes it was sent and the client's
 port (one per connection); the peak number of concurrent requests is recorded.
 """
 
@@ -54,6 +54,7 @@ class Fault:
     # go silent before the headers / mid-body, or dribble the headers (a byte every 0.25 s)
     hang: Literal["headers", "body", "dribble"] | None = None
     hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
+    latency: float = 0.0  # wait this long before answering: a round trip to a far server
     until: threading.Event | None = None  # default: the server's shutdown
     used: int = 0
     seen: int = 0
@@ -222,6 +223,8 @@ class FaultServer:
                     start, end = max(0, size - int(match.group(2))), size - 1
                 ranged = True
         fault = self._fault_for(resource, start if ranged else 0)
+        if fault and fault.latency:
+            time.sleep(fault.latency)
         if fault and fault.hang == "headers":
             (fault.until or self.released).wait()
         if fault and fault.hang == "dribble":  # no socket timeout ever fires on this

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.errors import NetworkError
+from cudaup.errors import NetworkError, UsageError
+from cudaup.net import tls
 from cudaup.net.backoff import NO_WAIT, Backoff
 from cudaup.net.http import HttpClient
 from cudaup.net.response_cache import HttpCache
@@ -204,6 +205,22 @@ def test_tls_is_verified_and_ssl_cert_file_honoured(
         HttpClient(Settings.from_env(cache_dir=tmp_path), retries=0).get(tls_server.url + "/ok")
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
     assert client(tmp_path).get(tls_server.url + "/ok").body == b"secure"
+
+
+def test_plain_http_never_loads_the_ca_certificates(
+    tmp_path: Path, tls_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain-HTTP mirror is asked without waiting for the trust store; the first https
+    request builds it, and a broken SSL_CERT_FILE is then a usage error (exit 2)."""
+    monkeypatch.setattr(tls, "_builds", {})
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))  # unusable if loaded
+    http_client = client(tmp_path)
+    with ScriptedServer({"/ok": reply(200, b"plain")}) as plain:
+        assert http_client.get(plain.url + "/ok").body == b"plain"
+    assert tls._builds == {}
+    with pytest.raises(UsageError, match=r"SSL_CERT_FILE=.*missing\.pem gives no CA") as caught:
+        http_client.get(tls_server.url + "/ok")
+    assert caught.value.exit_code == 2 and tls_server.hits == []
 
 
 def test_https_to_http_downgrade_is_refused(

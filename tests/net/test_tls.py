@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from cudaup.errors import UsageError
 from cudaup.net import tls
 
 
@@ -33,7 +37,44 @@ def test_warm_up_builds_in_the_background_and_is_then_reused() -> None:
 def test_a_changed_ssl_cert_file_gets_its_own_context(monkeypatch: pytest.MonkeyPatch) -> None:
     default = tls.default_context()
     monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent/ca.pem")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(UsageError, match=r"SSL_CERT_FILE=/nonexistent/ca\.pem gives no CA"):
         tls.default_context()  # the error reaches the caller, not a background thread's log
     monkeypatch.delenv("SSL_CERT_FILE")
     assert tls.default_context() is default
+
+
+def test_trust_anchors_that_are_not_certificates_are_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "ca.pem"
+    garbage.write_text("not a certificate\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(garbage))
+    with pytest.raises(UsageError) as caught:
+        tls.default_context()
+    assert str(caught.value).startswith(f"SSL_CERT_FILE={garbage} gives no CA certificates")
+    assert caught.value.exit_code == 2
+    monkeypatch.setattr(tls, "_builds", {})
+    tls.warm_up()  # in the background: the error still reaches whoever asks
+    with pytest.raises(UsageError, match="gives no CA certificates"):
+        tls.default_context()
+
+
+def test_a_process_that_ends_while_the_certificates_load_waits_for_them() -> None:
+    """Exiting while OpenSSL loads in another thread crashed the process now and then
+    (its exit handlers freed what the loading thread used): exit waits for the load."""
+    script = (
+        "import ssl, time\n"
+        "real = ssl.create_default_context\n"
+        "def slow():\n"
+        "    time.sleep(0.3)\n"
+        "    context = real()\n"
+        "    print('loaded', flush=True)\n"
+        "    return context\n"
+        "ssl.create_default_context = slow\n"
+        "from cudaup.net import tls\n"
+        "tls.warm_up()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "loaded\n", done

@@ -19,21 +19,20 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import difflib
 import importlib
 import io
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
 
 from cudaup import __version__
 from cudaup.cli import output
 from cudaup.cli.commands import COMMANDS
 from cudaup.errors import CudaupError, HostUnreachableError, OutputClosedError, UsageError
-from cudaup.util.faults import explain, known_places
+
+TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 #: Global options that take a value, so that the command can be found without parsing.
 VALUED_GLOBALS = (
@@ -183,6 +182,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _unknown_command(name: str) -> UsageError:
+    import difflib  # noqa: PLC0415 - here and below: --version and --help start faster
+
     close = difflib.get_close_matches(name, COMMANDS, n=1)
     hint = f"; did you mean `{close[0]}`?" if close else "; `cudaup --help` lists them"
     return UsageError(f"unknown command {name!r}{hint}")
@@ -224,6 +225,10 @@ def _run(argv: list[str]) -> int:
         return 130
     except OSError as exc:
         # A full disk or a refusal that no handler translated is still not a bug.
+        from pathlib import Path  # noqa: PLC0415
+
+        from cudaup.util.faults import explain, known_places  # noqa: PLC0415
+
         where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
         translated = explain(exc, "cudaup cannot go on", where, known_places())
         if translated is None:
@@ -239,6 +244,8 @@ def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> 
     if debug:
         raise exc
     if json_wanted:
+        import json  # noqa: PLC0415
+
         error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
         sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
     sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")

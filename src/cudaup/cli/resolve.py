@@ -1,10 +1,10 @@
-"""The commands that answer from NVIDIA's sources: ``resolve``, ``versions``, ``probe``."""
+"""The commands that answer from NVIDIA's sources: ``resolve`` and ``versions`` (``probe``:
+:mod:`cudaup.cli.probe`)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from urllib.parse import urlsplit
 
 from cudaup.cli.common import (
     add_channel,
@@ -18,8 +18,7 @@ from cudaup.cli.common import (
 from cudaup.core.components import split_components
 from cudaup.core.model import Resolution
 from cudaup.core.versions import parse_request
-from cudaup.errors import OfflineError, RemoteFileMissingError, UsageError
-from cudaup.resolve.probe import probe_url
+from cudaup.errors import OfflineError
 from cudaup.resolve.releases import list_releases, offline_summaries
 from cudaup.resolve.resolver import Resolver
 from cudaup.resolve.snapshot import Snapshot
@@ -35,11 +34,6 @@ def add_resolve(parser: argparse.ArgumentParser) -> None:
 
 def add_versions(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=cmd_versions)
-
-
-def add_probe(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="an https:// URL (NVIDIA's hosts go to the configured base)")
-    parser.set_defaults(handler=cmd_probe)
 
 
 def _print_resolution(resolution: Resolution) -> None:
@@ -121,22 +115,4 @@ def cmd_versions(args: argparse.Namespace) -> int:
             f"note: from cudaup's offline snapshot of {snapshot.generated} (installers only: "
             "dates and redist platforms are not in it, shown as blank and ?)"
         )
-    return 0
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    parts = urlsplit(args.url)
-    if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise UsageError(f"probe takes a full URL (https://host/path), not {args.url!r}")
-    report = probe_url(Resolver(settings_of(args)), args.url)
-    if args.json:
-        emit_json(report.to_json())
-    else:
-        print(report.url)
-        print(report.explanation)
-        if report.suggestion:
-            print(f"    url     {report.suggestion['url']}")
-            print(f"    md5     {report.suggestion['md5'] or 'none published'}")
-    if not report.exists:  # the explanation above is the answer: said once, with exit 6
-        return RemoteFileMissingError.exit_code
     return 0

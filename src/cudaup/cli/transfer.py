@@ -16,12 +16,10 @@ from cudaup.cli.common import (
     settings_of,
 )
 from cudaup.cli.progress import display_for
-from cudaup.core.components import split_components
 from cudaup.download import DownloadRequest, fetch_many
 from cudaup.errors import UsageError
 from cudaup.net.http import HttpClient
 from cudaup.net.tls import warm_up
-from cudaup.resolve.resolver import Resolver
 from cudaup.util import cachedir
 
 
@@ -52,20 +50,24 @@ def add_cache(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    warm_up()  # the CA certificates load in the background while the request is prepared
-
     output = Path(args.output)
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o names the directory to write into, and {output} is a file")
     settings = settings_of(args)
     http = HttpClient(settings)
     if "://" in args.target:
+        if args.target.startswith("https:"):
+            warm_up()  # the CA certificates load in the background while the request is prepared
         requests = [DownloadRequest.from_url(args.target, sha256=args.sha256, md5=args.md5)]
     else:
         if args.sha256 or args.md5:
             raise UsageError(
                 "--sha256/--md5 are for a bare URL; a release's checksums come from its sources"
             )
+        warm_up()
+        # Imported here: a download by URL needs no resolver (packaging, parsers: ~25 ms).
+        from cudaup.core.components import split_components  # noqa: PLC0415
+        from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
 
         resolution = Resolver(settings, http).resolve(
             args.target,

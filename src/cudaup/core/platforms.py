@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal, get_args
-
-from packaging.markers import default_environment
-from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion
+from typing import TYPE_CHECKING, Literal, get_args
 
 from cudaup.errors import UsageError
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
+
+# packaging's markers and tags are imported where they are used: the table below is
+# read by every command that names a platform, and importing them costs ~15 ms.
 
 Platform = Literal[
     "linux-x86_64",
@@ -95,6 +96,8 @@ def parse_platform(text: str) -> Platform:
 
 def marker_environment(platform: Platform, python: tuple[int, int] | None = None) -> dict[str, str]:
     """PEP 508 marker values for ``platform`` (and a CPython ``python``, when given)."""
+    from packaging.markers import default_environment  # noqa: PLC0415 - see the imports
+
     facts = FACTS[platform]
     linux = facts.system == "Linux"
     environment: dict[str, str] = dict(default_environment())  # type: ignore[arg-type]
@@ -127,6 +130,8 @@ def platform_tags(platform: Platform) -> list[str]:
 @cache
 def supported_tags(python: tuple[int, int], platform: Platform) -> frozenset[Tag]:
     """Every wheel tag a CPython ``python`` accepts on ``platform`` (``packaging.tags``)."""
+    from packaging.tags import compatible_tags, cpython_tags  # noqa: PLC0415 - see the imports
+
     platforms = platform_tags(platform)
     return frozenset(
         (
@@ -139,6 +144,9 @@ def supported_tags(python: tuple[int, int], platform: Platform) -> frozenset[Tag
 def wheel_fits(filename: str, platform: Platform, python: tuple[int, int] | None = None) -> bool:
     """Whether a wheel installs on ``platform``: for CPython ``python`` when given, else
     for any Python 3 (NVIDIA's toolkit wheels are ``py3-none``)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename  # noqa: PLC0415
+    from packaging.version import InvalidVersion  # noqa: PLC0415 - see the imports
+
     try:
         tags = parse_wheel_filename(filename)[3]
     except (InvalidWheelFilename, InvalidVersion):

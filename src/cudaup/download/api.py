@@ -7,16 +7,20 @@ How one file is fetched (:func:`fetch`):
 2. One ranged probe (``GET bytes=0-0``) learns the size, the validators
    (``ETag``/``Last-Modified``) and whether the server honours ranges.
 3. The data goes to ``NAME.part``; ``NAME.part.json`` records which byte
-   ranges are on disk, rewritten atomically about once a second.  A re-run
-   with matching validators continues where the last one stopped; a changed
+   ranges are on disk, rewritten atomically after the part file is synced, about
+   once a second or every 128 MiB (so the writeback overlaps a fast transfer).  A
+   re-run with matching validators continues where the last one stopped; a changed
    remote (ETag, Last-Modified or size) restarts cleanly, with a message.
-4. N connections fetch byte ranges (:mod:`cudaup.download.segments`); an idle worker
-   steals half of the busiest segment.  Every range request carries
-   ``If-Range``, and a 206 must carry the ``Content-Range`` that was asked for.
-   A server that ignores ranges (200) gets one plain stream from byte 0 into a
-   fresh file: a 200 body is never written at a range offset.
+4. N connections take pieces from the front of what is left
+   (:mod:`cudaup.download.segments`), sized so that the round trip of each request
+   does not show; near the end an idle worker steals half of the busiest piece.
+   Every range request carries ``If-Range``, and a 206 must carry the
+   ``Content-Range`` that was asked for.  A server that ignores ranges (200) gets
+   one plain stream from byte 0 into a fresh file: a 200 body is never written at a
+   range offset.
 5. A hashing thread follows the contiguous prefix on disk (hashlib and pread
-   release the GIL), so verification overlaps the transfer.
+   release the GIL); the file fills from its front, so verification keeps up with
+   the transfer and only the last pieces remain to hash when the last byte lands.
 6. fsync, compare with the authoritative checksum, then ``os.replace`` to the
    final name.  A mismatch deletes the part file and names both digests.
 
@@ -37,8 +41,8 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cudaup.core.model import Artifact
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
@@ -54,6 +58,10 @@ from cudaup.util.faults import Place, cache_place, denied, explained, output_pla
 from cudaup.util.locks import locked
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
+
+if TYPE_CHECKING:
+    # Only named: the model loads the platform table and packaging (~20 ms at start-up).
+    from cudaup.core.model import Artifact
 
 MAX_CONNECTIONS_PER_HOST = 16
 
@@ -81,7 +89,7 @@ def fetch(
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable
     state saved, with :class:`cudaup.util.parallel.CancelledError`.
     """
-    if isinstance(request, Artifact):
+    if not isinstance(request, DownloadRequest):
         request = DownloadRequest.from_artifact(request)
     if request.checksum is None and not allow_unverified:
         raise IntegrityError(

@@ -6,12 +6,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cudaup.core.model import Artifact
-from cudaup.errors import (
-    UsageError,
-)
+from cudaup.errors import UsageError
+
+if TYPE_CHECKING:
+    from cudaup.core.model import Artifact
 
 
 @dataclass(frozen=True, slots=True)

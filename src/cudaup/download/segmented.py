@@ -16,7 +16,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 import urllib3
@@ -45,6 +45,9 @@ from cudaup.util.parallel import CancelledError
 #: How often the resume state is rewritten while the download runs, in seconds (progress
 #: is reported every :data:`~cudaup.download.watch.TICK`).
 STATE_INTERVAL = 1.0
+#: ... or after this many new bytes: on a fast link the part file's writeback then
+#: overlaps the transfer, instead of all of it waiting for the sync before publishing.
+FLUSH_BYTES = 128 * 1024 * 1024
 
 
 class Transfer:
@@ -97,6 +100,13 @@ class Transfer:
         self.plan.cancel()
         self.watchdog.drop_all("the download stopped")
 
+    def report(self, exc: BaseException) -> None:
+        """A thread's failure, for the supervisor to raise; the others stop."""
+        if not self.plan.cancelled:
+            with self._lock:
+                self.errors.append(exc)
+        self.stop()
+
     # -- a worker ----------------------------------------------------------------
     def work(self) -> None:
         retired = False
@@ -109,10 +119,7 @@ class Transfer:
         except (CancelledError, PartFileClosedError):
             pass  # the download stopped around this worker: nothing to report
         except BaseException as exc:  # reported to the supervisor, which stops the others
-            if not self.plan.cancelled:
-                with self._lock:
-                    self.errors.append(exc)
-            self.stop()
+            self.report(exc)
         finally:
             if not retired:
                 with self._lock:
@@ -122,6 +129,7 @@ class Transfer:
         """After a 503/429: one connection fewer from now on; whether this worker stops."""
         with self._lock:
             self.connections = max(1, self.connections - 1)
+            self.plan.connections = self.connections
             self.lowered_by = str(busy)
             if self._workers <= self.connections:
                 return False
@@ -152,9 +160,14 @@ class Transfer:
 
     def _request_range(self, segment: Segment) -> None:
         start, stop = segment.pos, segment.end
+        sent = time.monotonic()
 
         def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[None, bool]:
-            return None, self._receive(raw, segment, start, stop, flow)
+            answered = time.monotonic()
+            drained = self._receive(raw, segment, start, stop, flow)
+            if drained:  # what this request cost sizes the next pieces (see segments)
+                self.plan.observe(answered - sent, segment.pos - start, time.monotonic() - answered)
+            return None, drained
 
         ask(
             self.http,
@@ -218,6 +231,7 @@ class Transfer:
                 mark = self.plan.wait_for_prefix(position, at_least=HASH_BLOCK)
                 if self.plan.cancelled:
                     return
+                began, start = time.perf_counter(), position
                 while position < mark:
                     # One reused buffer: a fresh 4 MiB bytes per read would be a fresh
                     # mmap (and 1024 page faults) each time.
@@ -227,17 +241,55 @@ class Transfer:
                         raise OSError(f"cannot read back byte {position} of the part file")
                     digest.update(view[:count])
                     position += count
+                # how fast the hash goes sizes the last pieces (see segments)
+                self.plan.observe_hash(position - start, time.perf_counter() - began)
             result.append(digest.hexdigest())
         except PartFileClosedError:
             pass
         except BaseException as exc:
-            with self._lock:
-                self.errors.append(exc)
-            self.stop()
+            self.report(exc)
+
+
+class Flusher:
+    """Syncs the part file and rewrites the resume state while the download runs.
+
+    In a thread of its own: a sync can take a while (a fast link leaves a GiB dirty in a
+    second), and the supervising thread keeps its tick meanwhile.
+    """
+
+    def __init__(self, save: Callable[[], None], transfer: Transfer) -> None:
+        self._save = save
+        self._transfer = transfer
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cudaup-flush")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop, after the save in progress if any (then nothing saves the state again)."""
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        plan = self._transfer.plan
+        saved, when = plan.completed, time.monotonic()
+        try:
+            while not self._stop.wait(TICK) and not plan.cancelled:
+                done = plan.completed
+                late = time.monotonic() - when >= STATE_INTERVAL
+                if done - saved >= FLUSH_BYTES or (done > saved and late):
+                    self._save()
+                    saved, when = done, time.monotonic()
+        except PartFileClosedError:
+            pass  # the download stopped meanwhile
+        except BaseException as exc:  # a full disk while saving: the download's error
+            self._transfer.report(exc)
 
 
 def resume_plan(
-    target: Target, remote: Remote, progress: Progress | None, filename: str
+    target: Target, remote: Remote, progress: Progress | None, filename: str, connections: int
 ) -> SegmentPlan | None:
     state = target.load_state()
     if state is None:
@@ -267,7 +319,7 @@ def resume_plan(
     if not target.part.is_file() or target.part.stat().st_size != size or size is None:
         return None
     try:
-        return SegmentPlan.from_state(size, state["segments"])
+        return SegmentPlan.from_state(size, state["segments"], connections)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -283,7 +335,7 @@ def _prepare(
     """The plan to fill: the resume state's, or a fresh part file of the full size."""
     assert remote.size is not None
     size = remote.size
-    plan = resume_plan(target, remote, progress, request.filename)
+    plan = resume_plan(target, remote, progress, request.filename, connections)
     if plan is not None:
         check_space(target.directory, size - plan.completed, request.filename)
         return plan
@@ -328,7 +380,9 @@ def fetch_segmented(
         # The rows are taken before the part file is synced: every byte they count is
         # on disk before the state that counts it.
         rows = plan.state()
-        with contextlib.suppress(PartFileClosedError), part.use() as fd:
+        # A sync is where a file system that allocates late says the disk is full.
+        explained = target.explained(target.part, "write", size - plan.completed)
+        with contextlib.suppress(PartFileClosedError), part.use() as fd, explained:
             os.fdatasync(fd)
         document = {
             "schema": 1, "url": request.url, "size": size, "etag": remote.etag,
@@ -355,10 +409,10 @@ def fetch_segmented(
             )
         )
     told = connections
-    last_state = time.monotonic()
+    flusher = Flusher(save_state, transfer)
 
     def every_tick() -> None:
-        nonlocal told, last_state
+        nonlocal told
         emit(progress, ProgressEvent(request.filename, "advance", plan.completed, size))
         if transfer.connections < told:
             told = transfer.connections
@@ -374,12 +428,10 @@ def fetch_segmented(
                     f"{'s' if told > 1 else ''} from now on",
                 ),
             )
-        if time.monotonic() - last_state >= STATE_INTERVAL:
-            last_state = time.monotonic()
-            save_state()
 
     try:
         save_state()
+        flusher.start()
         if arrival is not None:
             arrival._attach(target.part, plan)
         emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
@@ -392,6 +444,7 @@ def fetch_segmented(
             finished=lambda: plan.all_done() and (checksum is None or bool(digests)),
             every_tick=every_tick,
         )
+        flusher.stop()  # before the final sync: after publishing, no state may be saved
         if transfer.errors:
             raise transfer.errors[0]
         join_all(threads, within=5)
@@ -401,6 +454,7 @@ def fetch_segmented(
             os.fsync(fd)
     except BaseException:
         transfer.stop()
+        flusher.stop()
         join_all(threads, within=0.5)  # their reads are unblocked: they end at once
         # Keep the error that stopped the download, even when the state cannot be saved
         # (the state on disk is older, so it counts fewer bytes: still true).

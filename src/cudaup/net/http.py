@@ -119,9 +119,10 @@ class HttpClient:
         self.backoff = backoff if backoff is not None else backoff_policy.DEFAULT
         self._retries = retries
         self._lock = threading.Lock()
-        self._managers: dict[Proxy | None, urllib3.PoolManager] = {}
+        #: one pool manager per proxy, and per whether it needs TLS: a plain-HTTP mirror
+        #: never waits for the CA certificates to load
+        self._managers: dict[tuple[Proxy | None, bool], urllib3.PoolManager] = {}
         self._proxies = ProxySettings.from_env(os.environ)
-        self._ssl = default_context()
         self._netrc: netrc.netrc | Literal[False] | None = False
         self.requests_sent = 0
 
@@ -136,17 +137,21 @@ class HttpClient:
                 log.debug("%s goes direct (no_proxy=%r)", url, self._proxies.no_proxy)
         return proxy
 
-    def _manager(self, proxy: Proxy | None) -> urllib3.PoolManager:
+    def _manager(self, url: str, proxy: Proxy | None) -> urllib3.PoolManager:
+        tls = urlsplit(url).scheme == "https" or (
+            proxy is not None and proxy.url.startswith("https:")
+        )
         with self._lock:
-            manager = self._managers.get(proxy)
+            manager = self._managers.get((proxy, tls))
             if manager is None:
                 kwargs: dict[str, object] = {
                     "num_pools": 16,
                     "maxsize": 16,
                     "block": False,
-                    "ssl_context": self._ssl,
                     "headers": {"User-Agent": USER_AGENT},
                 }
+                if tls:
+                    kwargs["ssl_context"] = default_context()
                 if proxy is None:
                     manager = urllib3.PoolManager(**kwargs)  # type: ignore[arg-type]
                 else:
@@ -154,10 +159,10 @@ class HttpClient:
                     manager = urllib3.ProxyManager(
                         proxy.url,
                         proxy_headers=urllib3.make_headers(proxy_basic_auth=auth) if auth else None,
-                        proxy_ssl_context=self._ssl,
+                        proxy_ssl_context=default_context() if tls else None,
                         **kwargs,  # type: ignore[arg-type]
                     )
-                self._managers[proxy] = manager
+                self._managers[(proxy, tls)] = manager
             return manager
 
     def _auth_header(self, url: str) -> dict[str, str]:
@@ -234,7 +239,7 @@ class HttpClient:
         all_headers = {**self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
         proxy = self.proxy_for(url)
-        manager = self._manager(proxy)
+        manager = self._manager(url, proxy)
         failure: urllib3.exceptions.HTTPError | int = 0
         for attempt in range(retries + 1):
             self._count()

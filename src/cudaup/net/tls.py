@@ -11,6 +11,8 @@ import os
 import ssl
 import threading
 
+from cudaup.errors import UsageError
+
 _lock = threading.Lock()
 _builds: dict[tuple[str, str], _Build] = {}
 
@@ -29,7 +31,10 @@ class _Build:
         try:
             context = ssl.create_default_context()
             if cafile or capath:
-                context.load_verify_locations(cafile=cafile or None, capath=capath or None)
+                try:
+                    context.load_verify_locations(cafile=cafile or None, capath=capath or None)
+                except (OSError, ssl.SSLError) as exc:
+                    raise _unusable(cafile, capath, exc) from None
             self._context = context
         except BaseException as exc:  # handed to whoever asks for the context
             self._error = exc
@@ -44,6 +49,17 @@ class _Build:
         return self._context
 
 
+def _unusable(cafile: str, capath: str, exc: OSError | ssl.SSLError) -> UsageError:
+    """What a trust setting that OpenSSL refused means; the file is read first, so it is
+    the one to blame when both are set."""
+    name, value = ("SSL_CERT_FILE", cafile) if cafile else ("SSL_CERT_DIR", capath)
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return UsageError(
+        f"{name}={value} gives no CA certificates cudaup can use ({reason}); point it at "
+        "CA certificates in PEM form, or unset it"
+    )
+
+
 def _build(background: bool) -> _Build:
     # SSL_CERT_FILE/SSL_CERT_DIR (as curl, pip and uv honour them) add trust anchors.
     key = os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
@@ -53,7 +69,11 @@ def _build(background: bool) -> _Build:
             return build
         build = _builds[key] = _Build(*key)
     if background:
-        threading.Thread(target=build.run, daemon=True, name="cudaup-tls").start()
+        # Not a daemon: a command that ends before it needs TLS (an error, a plain-HTTP
+        # host) must not exit while OpenSSL is still loading, or OpenSSL's exit handlers
+        # free what the loading thread uses (a crash, now and then).  The wait at exit is
+        # what the load has left, tens of milliseconds at most.
+        threading.Thread(target=build.run, daemon=False, name="cudaup-tls").start()
     else:
         build.run()
     return build

@@ -5,6 +5,19 @@ where NVIDIA's and PyPI's documents live; ``resolver`` orchestrates; ``releases`
 lists every release, ``probe`` explains a URL, ``snapshot`` answers offline.
 """
 
-from cudaup.resolve.resolver import Resolver
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cudaup.resolve.resolver import Resolver
 
 __all__ = ["Resolver"]
+
+
+def __getattr__(name: str) -> object:
+    # Loaded when first asked for: ``cudaup probe`` imports this package's sources and
+    # nothing of the resolver (packaging, every parser) unless a file is missing.
+    if name == "Resolver":
+        from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
+
+        return Resolver
+    raise AttributeError(f"module 'cudaup.resolve' has no attribute {name!r}")

@@ -12,12 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cudaup.core.platforms import describe
-from cudaup.core.versions import nearest, parse_request
+from cudaup.config import Settings
 from cudaup.errors import ArtifactNotFoundError, CudaupError
-from cudaup.nvidia.installers import classify_installer
-from cudaup.resolve.choose import choose_installer
-from cudaup.resolve.resolver import Resolver
+from cudaup.net.http import HttpClient
+from cudaup.resolve.sources import NvidiaSource, ProbeResult
 
 _INSTALLER_PATH = re.compile(
     r"/compute/cuda/(\d+\.\d+\.\d+)/(?:local_installers|network_installers)/([^/?#]+)$"
@@ -47,29 +45,50 @@ class ProbeReport:
         }
 
 
-def probe_url(resolver: Resolver, url: str) -> ProbeReport:
+def probe_url(settings: Settings, url: str, http: HttpClient | None = None) -> ProbeReport:
     """HEAD ``url`` (moved onto the configured mirror) and explain the answer."""
-    target = resolver.settings.rewrite(url)
-    result = resolver.nvidia.probe(target)
+    target = settings.rewrite(url)
+    nvidia = NvidiaSource(http if http is not None else HttpClient(settings))
+    result = nvidia.probe(target)
     match = _INSTALLER_PATH.search(target)
-    if result.exists:
-        md5 = None
-        if match:
-            # The md5 is a bonus for an existing file: an unreachable md5sum.txt must
-            # not turn a good answer into an error.
-            with contextlib.suppress(CudaupError):
-                md5 = (resolver.nvidia.md5sums(match.group(1)) or {}).get(match.group(2))
-        size = f"{result.size} bytes" if result.size is not None else "size unknown"
-        known = f"; md5sum.txt gives md5 {md5}" if md5 else ""
-        return ProbeReport(
-            target,
-            result.status,
-            True,
-            result.size,
-            md5,
-            f"{result.status}: the file exists ({size}){known}",
-            None,
-        )
+    if not result.exists:
+        return _explain_missing(settings, nvidia.http, target, result, match)
+    md5 = None
+    if match:
+        # The md5 is a bonus for an existing file: an unreachable md5sum.txt must
+        # not turn a good answer into an error.
+        with contextlib.suppress(CudaupError):
+            md5 = (nvidia.md5sums(match.group(1)) or {}).get(match.group(2))
+    size = f"{result.size} bytes" if result.size is not None else "size unknown"
+    known = f"; md5sum.txt gives md5 {md5}" if md5 else ""
+    return ProbeReport(
+        target,
+        result.status,
+        True,
+        result.size,
+        md5,
+        f"{result.status}: the file exists ({size}){known}",
+        None,
+    )
+
+
+def _explain_missing(
+    settings: Settings,
+    http: HttpClient,
+    target: str,
+    result: ProbeResult,
+    match: re.Match[str] | None,
+) -> ProbeReport:
+    """What the release publishes instead of a file that is not there."""
+    # Imported here: only a missing file needs the resolver (packaging, every parser:
+    # ~50 ms of imports), and a probe that finds its file should cost about a request.
+    from cudaup.core.platforms import describe  # noqa: PLC0415
+    from cudaup.core.versions import nearest, parse_request  # noqa: PLC0415
+    from cudaup.nvidia.installers import classify_installer  # noqa: PLC0415
+    from cudaup.resolve.choose import choose_installer  # noqa: PLC0415
+    from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
+
+    resolver = Resolver(settings, http)
     reason = f"{result.status}: no such file"
 
     def missing(explanation: str, suggestion: dict[str, Any] | None = None) -> ProbeReport:
