@@ -46,7 +46,14 @@ from typing import TYPE_CHECKING
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
-from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
+from cudaup.download.request import (
+    DownloadRequest,
+    DownloadResult,
+    Progress,
+    ProgressEvent,
+    emit,
+    notice,
+)
 from cudaup.download.segmented import fetch_segmented
 from cudaup.download.stream import fetch_single_stream
 from cudaup.download.target import Target, check_space
@@ -103,7 +110,7 @@ def fetch(
 
     def waiting() -> None:
         message = "waiting for another cudaup process writing the same file"
-        emit(progress, ProgressEvent(request.filename, "notice", 0, request.size, message))
+        notice(progress, request, request.size, message)
 
     busy = f"another process has held the lock on {target.final} for a day"
     cache = cache_place(http.settings.cache_root)
@@ -211,22 +218,13 @@ def _fetch_locked(
                 raise NetworkError(
                     f"{request.url} keeps changing while it downloads ({exc})"
                 ) from None
-            emit(
-                progress,
-                ProgressEvent(
-                    request.filename,
-                    "notice",
-                    0,
-                    remote.size,
-                    f"the remote file changed ({exc}); restarting",
-                ),
-            )
+            notice(progress, request, remote.size, f"the remote file changed ({exc}); restarting")
             target.discard()
         except NoRangesError as exc:
             if arrival is not None:
                 arrival._lose()  # its part file is about to be replaced by a fresh one
             message = f"{exc}; starting over with one stream"
-            emit(progress, ProgressEvent(request.filename, "notice", 0, remote.size, message))
+            notice(progress, request, remote.size, message)
             remote = dataclasses.replace(remote, ranges=False)
             return fetch_single_stream(
                 request, target, http, remote, watchdog, progress, started, cancel

@@ -98,3 +98,15 @@ class DownloadResult:
 def emit(progress: Progress | None, event: ProgressEvent) -> None:
     if progress is not None:
         progress(event)
+
+
+def notice(
+    progress: Progress | None,
+    request: DownloadRequest,
+    total: int | None,
+    message: str,
+    *,
+    done: int = 0,
+) -> None:
+    """Tell the progress display something about ``request`` in words."""
+    emit(progress, ProgressEvent(request.filename, "notice", done, total, message))

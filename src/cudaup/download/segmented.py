@@ -34,7 +34,14 @@ from cudaup.download.remote import (
     read_body,
     refuse_status,
 )
-from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
+from cudaup.download.request import (
+    DownloadRequest,
+    DownloadResult,
+    Progress,
+    ProgressEvent,
+    emit,
+    notice,
+)
 from cudaup.download.segments import Segment, SegmentPlan
 from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
@@ -365,15 +372,12 @@ def fetch_segmented(
     plan = _prepare(request, target, remote, progress, connections, tail)
     resumed_from = plan.completed
     if resumed_from:
-        emit(
+        notice(
             progress,
-            ProgressEvent(
-                request.filename,
-                "notice",
-                resumed_from,
-                size,
-                f"resuming at {resumed_from} of {size} bytes",
-            ),
+            request,
+            size,
+            f"resuming at {resumed_from} of {size} bytes",
+            done=resumed_from,
         )
 
     def save_state() -> None:
@@ -417,16 +421,13 @@ def fetch_segmented(
         if transfer.connections < told:
             told = transfer.connections
             host = urlsplit(remote.url).netloc
-            emit(
+            notice(
                 progress,
-                ProgressEvent(
-                    request.filename,
-                    "notice",
-                    plan.completed,
-                    size,
-                    f"{host} answered {transfer.lowered_by}; using {told} connection"
-                    f"{'s' if told > 1 else ''} from now on",
-                ),
+                request,
+                size,
+                f"{host} answered {transfer.lowered_by}; using {told} connection"
+                f"{'s' if told > 1 else ''} from now on",
+                done=plan.completed,
             )
 
     try:

@@ -31,7 +31,14 @@ from cudaup.download.remote import (
     read_body,
     refuse_status,
 )
-from cudaup.download.request import DownloadRequest, DownloadResult, Progress, ProgressEvent, emit
+from cudaup.download.request import (
+    DownloadRequest,
+    DownloadResult,
+    Progress,
+    ProgressEvent,
+    emit,
+    notice,
+)
 from cudaup.download.target import Target, check_space
 from cudaup.download.watch import Flow, Watchdog, join_all, supervise
 from cudaup.errors import IntegrityError
@@ -172,16 +179,7 @@ def fetch_single_stream(
 ) -> DownloadResult:
     """One GET from byte 0 into a fresh part file, hashing inline (see the module docstring)."""
     if target.load_state() is not None or target.part.exists():
-        emit(
-            progress,
-            ProgressEvent(
-                request.filename,
-                "notice",
-                0,
-                remote.size,
-                "the server does not support ranges: starting over",
-            ),
-        )
+        notice(progress, request, remote.size, "the server does not support ranges: starting over")
     target.discard()
     if remote.size is not None:
         check_space(target.directory, remote.size, request.filename)
