@@ -29,21 +29,22 @@ DEFAULT_SPEED_TIME = 30.0
 DEFAULT_STALL_TIMEOUT = 60.0
 
 
-def _default_cache_dir() -> Path:
+def _user_dir(kind: str) -> Path:
+    """The user's ``cache`` or ``data`` directory for cudaup, as the platform names it."""
     import platformdirs  # noqa: PLC0415 - only needed when no override is given
 
-    return Path(platformdirs.user_cache_dir("cudaup", appauthor=False))
+    return Path(getattr(platformdirs, f"user_{kind}_dir")("cudaup", appauthor=False))
+
+
+def _default_cache_dir() -> Path:
+    return _user_dir("cache")
 
 
 def home_dir(env: Mapping[str, str] | None = None) -> Path:
     """cudaup's home (the store, shims, the default): ``CUDAUP_HOME``, else the user data dir."""
     env = os.environ if env is None else env
     home = env.get("CUDAUP_HOME")
-    if home:
-        return Path(home)
-    import platformdirs  # noqa: PLC0415 - only needed when no override is given
-
-    return Path(platformdirs.user_data_dir("cudaup", appauthor=False))
+    return Path(home) if home else _user_dir("data")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cudaup.cli.main import hint_for
+from cudaup.cli.failure import hint_for
 from cudaup.errors import EXIT_CODES, HostUnreachableError, NetworkError
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import Fault, FaultServer, payload

@@ -11,6 +11,7 @@ from typing import IO
 import pytest
 
 from cudaup.cli import output
+from cudaup.cli.bars import RichProgress
 from cudaup.cli.progress import (
     MAX_BAR,
     MIN_BAR,
@@ -18,7 +19,6 @@ from cudaup.cli.progress import (
     STATE_WIDTH,
     NoProgress,
     PlainProgress,
-    RichProgress,
     bytes_text,
     bytes_width,
     display_for,

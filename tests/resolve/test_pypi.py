@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from cudaup.config import Settings
-from cudaup.core.platforms import wheel_fits
+from cudaup.core.wheels import wheel_fits
 from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import choose_wheel, requirements_for
 from cudaup.resolve.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json

@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cudaup.config import Settings
+from cudaup.core.platforms import parse_platform
+from cudaup.machine.host import host_platform
 
 if TYPE_CHECKING:
     from cudaup.core.platforms import Platform
@@ -43,11 +45,6 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 def platform_of(args: argparse.Namespace) -> Platform:
-    # Imported here: the platform table loads packaging's markers and tags (~25 ms), which
-    # commands that never name a platform (a download by URL, a probe) do not pay for.
-    from cudaup.core.platforms import parse_platform  # noqa: PLC0415
-    from cudaup.machine.host import host_platform  # noqa: PLC0415
-
     return parse_platform(args.platform) if args.platform else host_platform()
 
 

@@ -1,4 +1,4 @@
-"""``cudaup``'s entry point: the parser, the one error handler, the exit codes.
+"""``cudaup``'s entry point: the parser, and the run of one command.
 
 The parser is built from :data:`cudaup.cli.commands.COMMANDS`; only the module
 of the command being run is imported, so ``cudaup --version`` and ``cudaup
@@ -8,11 +8,9 @@ resolve 13.0 --json``): the root parser owns their defaults, and each
 command's copy of them is ``SUPPRESS``-ed so that it never overwrites what was
 typed before the command.
 
-Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and
-its exit code (with ``--json``, an error object on stdout too); a traceback
-appears only with ``--debug``.  Exit code 1 is reserved for bugs.  A host that
-could not be reached at all gets a hint only where one helps: ``--mirror`` for
-NVIDIA's and PyPI's own hosts, ``--offline`` for the commands that answer offline.
+A run that fails is answered by :mod:`cudaup.cli.failure` (one sentence, a
+documented exit code, the error object under ``--json``; exit code 1 is reserved
+for bugs), loaded only then.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from collections.abc import Callable, Sequence
 from cudaup import __version__
 from cudaup.cli import output
 from cudaup.cli.commands import COMMANDS
-from cudaup.errors import CudaupError, HostUnreachableError, OutputClosedError, UsageError
+from cudaup.errors import OutputClosedError, UsageError
 
 TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
 if TYPE_CHECKING:
@@ -181,14 +179,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _unknown_command(name: str) -> UsageError:
-    import difflib  # noqa: PLC0415 - here and below: --version and --help start faster
-
-    close = difflib.get_close_matches(name, COMMANDS, n=1)
-    hint = f"; did you mean `{close[0]}`?" if close else "; `cudaup --help` lists them"
-    return UsageError(f"unknown command {name!r}{hint}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _tolerant_output()
@@ -205,7 +195,9 @@ def _run(argv: list[str]) -> int:
     try:
         name = command_name(argv)
         if name is not None and name not in COMMANDS:
-            raise _unknown_command(name)
+            from cudaup.cli.failure import unknown_command  # noqa: PLC0415 - see below
+
+            raise unknown_command(name)
         parser = build_parser(name)
         args = parser.parse_args(argv)
         if args.command is None:
@@ -215,60 +207,12 @@ def _run(argv: list[str]) -> int:
         output.begin(args.color, args.verbose + getattr(args, "verbose_after", 0))
         result: int = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
-    except BrokenPipeError:
+    except (BrokenPipeError, SystemExit):
         raise
-    except CudaupError as exc:
-        return _fail(exc, argv, json_wanted, debug)
-    except KeyboardInterrupt:
-        advice = output.current().ledger.after_interrupt()
-        sys.stderr.write(f"cudaup: interrupted{'; ' + advice if advice else ''}\n")
-        return 130
-    except OSError as exc:
-        # A full disk or a refusal that no handler translated is still not a bug.
-        from pathlib import Path  # noqa: PLC0415
+    except BaseException as exc:
+        # Errors only: the translation of every failure into words and a code loads
+        # when there is one (json, difflib, the fault table), not on every start.
+        from cudaup.cli.failure import answer  # noqa: PLC0415
 
-        from cudaup.util.faults import explain, known_places  # noqa: PLC0415
-
-        where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
-        translated = explain(exc, "cudaup cannot go on", where, known_places())
-        if translated is None:
-            return _internal(exc, debug)
-        return _fail(translated, argv, json_wanted, debug)
-    except Exception as exc:
-        return _internal(exc, debug)
+        return answer(exc, argv, json_wanted, debug)
     return result
-
-
-def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> int:
-    """One sentence on stderr, the error object under ``--json``, the exit code."""
-    if debug:
-        raise exc
-    if json_wanted:
-        import json  # noqa: PLC0415
-
-        error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
-        sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
-    sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")
-    return exc.exit_code
-
-
-def hint_for(exc: CudaupError, argv: Sequence[str]) -> str:
-    """What may get round ``exc``, only where something does: a host that could not be
-    reached at all; ``--mirror`` for NVIDIA's or PyPI's own hosts (a mirror can stand
-    in for them, not for a host the user chose), ``--offline`` for the commands that
-    answer from cudaup's shipped snapshot."""
-    if not isinstance(exc, HostUnreachableError):
-        return ""
-    ways = []
-    if exc.public and "--mirror" not in argv:
-        ways.append("--mirror URL fetches from a mirror")
-    if command_name(argv) in OFFLINE_COMMANDS and "--offline" not in argv:
-        ways.append("--offline answers from cudaup's shipped snapshot")
-    return f" (no network here? {'; '.join(ways)})" if ways else ""
-
-
-def _internal(exc: Exception, debug: bool) -> int:
-    if debug:
-        raise exc
-    sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
-    return 1

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from cudaup.cli import output
 from cudaup.download import ProgressEvent
@@ -111,6 +111,14 @@ def fit(columns: int, longest_name: int, fixed: int) -> tuple[int, int]:
     return name, bar
 
 
+class Display(Protocol):
+    """What a progress display is: a context around the run, called with each event."""
+
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def __call__(self, event: ProgressEvent) -> None: ...
+
+
 class PlainProgress:
     """One line per 10 % (or 10 s) of each file, plus notices: for logs and pipes."""
 
@@ -159,138 +167,6 @@ class PlainProgress:
                 self._line(f"{name}: unpacked{', ' + event.message if event.message else ''}")
 
 
-def _console(stream: IO[str], color: bool) -> Any:
-    """A rich console on ``stream``, as wide as that terminal (rich would ask stdin's)."""
-    from rich.console import Console, ConsoleDimensions  # noqa: PLC0415
-
-    class TerminalConsole(Console):
-        @property
-        def size(self) -> ConsoleDimensions:
-            try:
-                columns, lines = os.get_terminal_size(self.file.fileno())
-            except (AttributeError, ValueError, OSError):
-                return super().size
-            return ConsoleDimensions(columns or 80, lines or 25)
-
-        @size.setter
-        def size(self, new_size: tuple[int, int]) -> None:
-            self._width, self._height = new_size
-
-    return TerminalConsole(
-        file=stream,
-        no_color=not color,
-        color_system="auto" if color else None,
-        highlight=False,
-    )
-
-
-class RichProgress:
-    """A live row per file: name, bar, bytes, rate, time left (rich), for terminals."""
-
-    def __init__(self, stream: IO[str] | None = None, *, color: bool = True) -> None:
-        from rich.progress import Progress, ProgressColumn  # noqa: PLC0415
-        from rich.progress_bar import ProgressBar  # noqa: PLC0415
-        from rich.table import Column  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
-
-        console = _console(stream if stream is not None else sys.stderr, color)
-
-        #: the widths of the name, the bar and the bytes: measured once per refresh, when
-        #: rich asks the first column for its width (it asks every column before any row)
-        widths = [MIN_NAME, MIN_BAR, len("1023.9 MiB")]
-
-        def measure() -> None:
-            progress = getattr(self, "_progress", None)  # rich measures while it is made
-            tasks = progress.tasks if progress is not None else []
-            sized = bytes_width([int(t.total) if t.total is not None else None for t in tasks])
-            longest = max((len(t.description) for t in tasks), default=0)
-            name, bar = fit(console.width, longest, sized + RATE_WIDTH + STATE_WIDTH + GAPS)
-            widths[:] = [name, bar, sized]
-
-        class Name(ProgressColumn):
-            def get_table_column(self) -> Column:
-                measure()
-                return Column(width=widths[0], no_wrap=True)
-
-            def render(self, task: Any) -> Text:
-                return Text(middle_ellipsis(task.description, widths[0]))
-
-        class Bar(ProgressColumn):
-            def get_table_column(self) -> Column:
-                return Column(width=widths[1], no_wrap=True)
-
-            def render(self, task: Any) -> ProgressBar:
-                return ProgressBar(
-                    total=max(0, task.total) if task.total is not None else None,
-                    completed=max(0, task.completed),
-                    width=widths[1],
-                    pulse=not task.started,
-                    animation_time=task.get_time(),
-                )
-
-        class Fixed(ProgressColumn):
-            def __init__(self, width: int | None, text: Any, style: str) -> None:
-                super().__init__()
-                self.width, self.text, self.style = width, text, style
-
-            def get_table_column(self) -> Column:
-                width = self.width if self.width is not None else widths[2]
-                return Column(width=width, no_wrap=True, justify="right")
-
-            def render(self, task: Any) -> Text:
-                return Text(self.text(task), style=self.style)
-
-        def state(task: Any) -> str:
-            if task.fields.get("state"):
-                return str(task.fields["state"])
-            return "done" if task.finished else eta_text(task.time_remaining)
-
-        self._progress = Progress(
-            Name(),
-            Bar(),
-            Fixed(None, lambda t: bytes_text(t.completed, t.total), "progress.download"),
-            Fixed(
-                RATE_WIDTH, lambda t: rate_text(t.finished_speed or t.speed), "progress.data.speed"
-            ),
-            Fixed(STATE_WIDTH, state, "progress.remaining"),
-            console=console,
-        )
-        self._tasks: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def print_above(self, line: str) -> None:
-        """``line`` above the bars, whole: the terminal wraps it, not rich at a space."""
-        self._progress.console.print(
-            line, soft_wrap=True, markup=False, highlight=False, emoji=False
-        )
-
-    def __enter__(self) -> RichProgress:
-        self._progress.start()
-        output.current().print_above = self.print_above
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        output.current().print_above = None
-        self._progress.stop()
-
-    def __call__(self, event: ProgressEvent) -> None:
-        with self._lock:
-            task = self._tasks.get(event.filename)
-            if task is None:
-                task = self._progress.add_task(
-                    event.filename, total=event.total, completed=event.done, state=""
-                )
-                self._tasks[event.filename] = task
-            if event.kind in {"notice", "discarded"} and event.message:
-                self.print_above(f"{event.filename}: {event.message}")
-            if event.kind == "unpacked":
-                # The bar is full once the bytes are in; the last column says when it is
-                # unpacked too.
-                self._progress.update(task, state="unpacked")
-                return
-            self._progress.update(task, completed=event.done, total=event.total)
-
-
 class NoProgress:
     def __enter__(self) -> NoProgress:
         return self
@@ -305,9 +181,7 @@ class NoProgress:
 class Recorded:
     """A display whose events the run's ledger sees too (what Ctrl-C's message reads)."""
 
-    def __init__(
-        self, display: PlainProgress | RichProgress | NoProgress, ledger: output.Ledger
-    ) -> None:
+    def __init__(self, display: Display, ledger: output.Ledger) -> None:
         self.display = display
         self._ledger = ledger
 
@@ -328,10 +202,13 @@ def display_for(*, quiet: bool, stream: IO[str] | None = None) -> Recorded:
     stderr, where every display writes) is a terminal, plain lines otherwise."""
     stream = stream if stream is not None else sys.stderr
     run = output.current()
-    display: PlainProgress | RichProgress | NoProgress
+    display: Display
     if quiet:
         display = NoProgress()
     elif _is_terminal(stream):
+        # rich (~40 ms of imports) loads only when a bar is drawn.
+        from cudaup.cli.bars import RichProgress  # noqa: PLC0415
+
         display = RichProgress(stream, color=run.colors(stream))
     else:
         display = PlainProgress(stream)

@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
-from cudaup.core.platforms import marker_environment
+from cudaup.core.wheels import marker_environment
 from cudaup.errors import (
     OfflineError,
     ReleaseNotFoundError,

@@ -18,7 +18,8 @@ from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from cudaup.core.platforms import Platform, describe, platform_tags, wheel_fits
+from cudaup.core.platforms import Platform, describe
+from cudaup.core.wheels import platform_tags, wheel_fits
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
 from cudaup.net.http import HttpClient
 from cudaup.plan.indexes import Index

@@ -7,17 +7,12 @@ lists every release, ``probe`` explains a URL, ``snapshot`` answers offline.
 
 from typing import TYPE_CHECKING
 
+from cudaup.util.lazy import exports
+
 if TYPE_CHECKING:
     from cudaup.resolve.resolver import Resolver
 
 __all__ = ["Resolver"]
-
-
-def __getattr__(name: str) -> object:
-    # Loaded when first asked for: ``cudaup probe`` imports this package's sources and
-    # nothing of the resolver (packaging, every parser) unless a file is missing.
-    if name == "Resolver":
-        from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
-
-        return Resolver
-    raise AttributeError(f"module 'cudaup.resolve' has no attribute {name!r}")
+# ``cudaup probe`` imports this package's sources and nothing of the resolver
+# (packaging, every parser) unless a file is missing.
+__getattr__ = exports(__name__, {"Resolver": "cudaup.resolve.resolver"})

@@ -16,8 +16,9 @@ from packaging.version import Version
 
 from cudaup.core import components as comp
 from cudaup.core.model import Artifact, Release, SourceRef
-from cudaup.core.platforms import Platform, describe, marker_environment, wheel_fits
+from cudaup.core.platforms import Platform, describe
 from cudaup.core.versions import nvidia_label
+from cudaup.core.wheels import marker_environment, wheel_fits
 from cudaup.errors import (
     ArtifactNotFoundError,
     IntegrityError,

@@ -1,0 +1,81 @@
+"""What a failed run says and exits with: the one error handler of the command line.
+
+Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and its exit
+code, with the error object on stdout under ``--json``; Ctrl-C says whether the same
+command resumes; a full disk or a refusal that no handler translated still names
+the path (exit 10 or 14); anything else is a bug (exit 1), with a traceback only under
+``--debug``.  Loaded only when a run fails, so that every start stays light.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from cudaup.cli import output
+from cudaup.cli.commands import COMMANDS
+from cudaup.cli.main import OFFLINE_COMMANDS, command_name
+from cudaup.errors import CudaupError, HostUnreachableError, UsageError
+from cudaup.util.faults import explain, known_places
+
+
+def answer(exc: BaseException, argv: list[str], json_wanted: bool, debug: bool) -> int:
+    """The exit code for ``exc``, after saying what happened (``debug``: raise it)."""
+    if isinstance(exc, CudaupError):
+        return _fail(exc, argv, json_wanted, debug)
+    if isinstance(exc, KeyboardInterrupt):
+        advice = output.current().ledger.after_interrupt()
+        sys.stderr.write(f"cudaup: interrupted{'; ' + advice if advice else ''}\n")
+        return 130
+    if isinstance(exc, OSError):
+        where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
+        translated = explain(exc, "cudaup cannot go on", where, known_places())
+        if translated is not None:
+            return _fail(translated, argv, json_wanted, debug)
+    if not isinstance(exc, Exception):
+        raise exc  # SystemExit, GeneratorExit: not errors of cudaup's to word
+    return _internal(exc, debug)
+
+
+def unknown_command(name: str) -> UsageError:
+    """A usage error naming the nearest command (\"did you mean `install`?\")."""
+    close = difflib.get_close_matches(name, COMMANDS, n=1)
+    hint = f"; did you mean `{close[0]}`?" if close else "; `cudaup --help` lists them"
+    return UsageError(f"unknown command {name!r}{hint}")
+
+
+def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> int:
+    """One sentence on stderr, the error object under ``--json``, the exit code."""
+    if debug:
+        raise exc
+    if json_wanted:
+        error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
+        sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
+    sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")
+    return exc.exit_code
+
+
+def hint_for(exc: CudaupError, argv: Sequence[str]) -> str:
+    """What may get round ``exc``, only where something does: a host that could not be
+    reached at all; ``--mirror`` for NVIDIA's or PyPI's own hosts (a mirror can stand
+    in for them, not for a host the user chose), ``--offline`` for the commands that
+    answer from cudaup's shipped snapshot."""
+    if not isinstance(exc, HostUnreachableError):
+        return ""
+    ways = []
+    if exc.public and "--mirror" not in argv:
+        ways.append("--mirror URL fetches from a mirror")
+    if command_name(argv) in OFFLINE_COMMANDS and "--offline" not in argv:
+        ways.append("--offline answers from cudaup's shipped snapshot")
+    return f" (no network here? {'; '.join(ways)})" if ways else ""
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        raise exc
+    sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
+    return 1
