@@ -190,7 +190,11 @@ def test_driver_info_not_found_json() -> None:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("sys-module-version-590.txt", "590.48.01"), ("sys-module-version-535.txt", "535.183.01")],
+    [
+        ("sys-module-version-590.txt", "590.48.01"),
+        ("sys-module-version-535.txt", "535.183.01"),
+        ("sys-module-version-580-recorded.txt", "580.159.04"),
+    ],
 )
 def test_parse_sys_module_version(name: str, expected: str) -> None:
     assert parse_sys_module_version(fixture(name)) == dv(expected)
@@ -208,6 +212,7 @@ def test_parse_sys_module_version_garbage(text: str) -> None:
         ("proc-version-550-aarch64.txt", "550.127.05"),
         ("proc-version-580-open-x86_64.txt", "580.65.06"),
         ("proc-version-590-open-aarch64.txt", "590.48.01"),
+        ("proc-version-580-open-x86_64-recorded.txt", "580.159.04"),  # a real H200 machine
     ],
 )
 def test_parse_proc_driver_version(name: str, expected: str) -> None:
@@ -239,6 +244,8 @@ def test_parse_proc_driver_version_ignores_gcc_line() -> None:
         ),
         ("nvidia-smi-csv-590-b200x8.txt", "590.48.01", 8, ("NVIDIA B200", "10.0", 183359)),
         ("nvidia-smi-csv-590-h200.txt", "590.48.01", 1, ("NVIDIA H200", "9.0", 143771)),
+        # recorded on a real H200
+        ("nvidia-smi-csv-580-h200-recorded.txt", "580.159.04", 1, ("NVIDIA H200", "9.0", 143771)),
     ],
 )
 def test_parse_nvidia_smi_csv(
@@ -298,6 +305,7 @@ def test_parse_nvidia_smi_csv_skips_a_header() -> None:
             [("NVIDIA RTX PRO 6000 Blac...", 97887)],
         ),
         ("nvidia-smi-590-b200x8.txt", "590.48.01", "13.1", [("NVIDIA B200", 183359)] * 8),
+        ("nvidia-smi-580-h200-recorded.txt", "580.159.04", "13.0", [("NVIDIA H200", 143771)]),
     ],
 )
 def test_parse_nvidia_smi_banner(

@@ -214,6 +214,24 @@ def test_bad_override_is_a_usage_error(machine: FakeMachine) -> None:
 # ------------------------------------------------------------------- kernel module files
 
 
+def test_a_real_h200_machine_as_recorded(machine: FakeMachine) -> None:
+    """Everything a real H200 (580.159.04) printed, byte for byte, gives what NVML gave there:
+    ``cudaup doctor --json`` on that machine reported driver 580.159.04 from NVML, CUDA 13.0,
+    one NVIDIA H200, compute 9.0, 143771 MiB."""
+    machine.sysfs("sys-module-version-580-recorded.txt")
+    machine.procfs("proc-version-580-open-x86_64-recorded.txt")
+    machine.recorded_smi("nvidia-smi-csv-580-h200-recorded.txt", "nvidia-smi-580-h200-recorded.txt")
+    info = machine.detect()
+    assert (str(info.version), info.source, str(info.cuda_version)) == (
+        "580.159.04",
+        "sysfs",
+        "13.0",
+    )
+    assert [(g.name, g.compute_capability, g.memory_mib) for g in info.gpus] == [
+        ("NVIDIA H200", "9.0", 143771)
+    ]
+
+
 def test_sysfs_only(machine: FakeMachine) -> None:
     machine.sysfs()
     info = machine.detect()
