@@ -173,17 +173,6 @@ class ExternalToolError(CudaupError):
     kind = "external-tool"
 
 
-class OutputClosedError(CudaupError):
-    """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
-
-    Nothing else went wrong, so nothing more is said: the exit code is the shell's
-    for a process stopped by SIGPIPE.
-    """
-
-    exit_code = 141
-    kind = "output-closed"
-
-
 class PackageNotFoundError(CudaupError):
     """``plan``: a requested project or version does not exist on the indexes consulted,
     or has no wheel for the target Python and platform."""
@@ -221,6 +210,17 @@ class NotKnownError(CudaupError):
 
     exit_code = 21
     kind = "not-known"
+
+
+class OutputClosedError(CudaupError):
+    """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
+
+    Nothing else went wrong, so nothing more is said: the exit code is the shell's
+    for a process stopped by SIGPIPE.
+    """
+
+    exit_code = 141
+    kind = "output-closed"
 
 
 class CommandNotRunError(CudaupError):
