@@ -14,7 +14,7 @@ from cudaup.errors import EXIT_CODES
 from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia import FakeNvidiaServer, build_site
 from tests.fakenvidia.fixtures import MakeFakeNvidia
-from tests.helpers import point_env_at, run_cli
+from tests.helpers import CliResult, point_env_at, run_cli
 from tests.nginx import Nginx
 
 REFUSED = "http://127.0.0.1:9"  # nothing listens there: every outside host is gone
@@ -35,6 +35,21 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+def run_lock(
+    capsys: pytest.CaptureFixture[str],
+    release: str,
+    channel: str,
+    components: str,
+    *platforms: str,
+    extra: tuple[str, ...] = (),
+) -> CliResult:
+    """``cudaup lock RELEASE --channel C --components X --platform P…`` (and ``extra``)."""
+    argv = ["lock", release, "--channel", channel, "--components", components]
+    for platform in platforms:
+        argv += ["--platform", platform]
+    return run_cli(capsys, *argv, *extra)
+
+
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "root"))
@@ -51,20 +66,17 @@ def test_lock_round_trip_and_check(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
-    result = run_cli(
+    result = run_lock(
         capsys,
-        "lock",
         "13.0.1",
-        "--channel",
         "redist",
-        "--components",
         "nvcc",
-        "--platform",
         "linux-x86_64",
-        "--platform",
         "linux-sbsa",
-        "-o",
-        "cuda.lock.toml",
+        extra=(
+            "-o",
+            "cuda.lock.toml",
+        ),
     )
     assert result.code == 0, result.err
     text = (env / "cuda.lock.toml").read_text()
@@ -107,20 +119,7 @@ def test_tampered_lock_fails_before_anything_is_written(
 ) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
     monkeypatch.setenv("CUDAUP_HOME", str(env / "home"))
-    assert (
-        run_cli(
-            capsys,
-            "lock",
-            "13.0.1",
-            "--channel",
-            "redist",
-            "--components",
-            "nvcc",
-            "--platform",
-            "linux-x86_64",
-        ).code
-        == 0
-    )
+    assert run_lock(capsys, "13.0.1", "redist", "nvcc", "linux-x86_64").code == 0
     lock = (env / "cuda.lock.toml").read_text()
     sha = tomllib.loads(lock)["toolkits"][0]["files"][0]["sha256"]
     (env / "cuda.lock.toml").write_text(lock.replace(sha, "f" * 64))
@@ -136,22 +135,7 @@ def test_mirror_behind_nginx_gives_identical_trees(
     with FakeNvidiaServer(build_site()) as origin:
         point_env_at(monkeypatch, origin)
         monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / "cache-lock"))
-        assert (
-            run_cli(
-                capsys,
-                "lock",
-                "12.9.1",
-                "--channel",
-                "redist",
-                "--components",
-                "nvcc",
-                "--platform",
-                "linux-x86_64",
-                "--platform",
-                "linux-sbsa",
-            ).code
-            == 0
-        )
+        assert run_lock(capsys, "12.9.1", "redist", "nvcc", "linux-x86_64", "linux-sbsa").code == 0
         first = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
         assert first.code == 0, first.err
         assert len(first.json()["fetched"]) == 4 and first.json()["kept"] == []
@@ -220,20 +204,7 @@ def test_pypi_channel_mirror_serves_pip_and_cudaup(
     import sys
 
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / "cache"))
-    assert (
-        run_cli(
-            capsys,
-            "lock",
-            "13.0.1",
-            "--channel",
-            "pypi",
-            "--components",
-            "crt",
-            "--platform",
-            "linux-x86_64",
-        ).code
-        == 0
-    )
+    assert run_lock(capsys, "13.0.1", "pypi", "crt", "linux-x86_64").code == 0
     result = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
     assert result.code == 0, result.err
     assert (env / "mirror/simple/nvidia-cuda-crt/index.html").is_file()
@@ -285,22 +256,20 @@ def test_lock_with_wheels_embeds_a_pep751_lock_and_mirrors_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
-    result = run_cli(
+    result = run_lock(
         capsys,
-        "lock",
         "12.9.1",
-        "--channel",
         "redist",
-        "--components",
         "nvcc",
-        "--platform",
         "linux-x86_64",
-        "--with",
-        "six",
-        "--index",
-        "pypi",
-        "--python",
-        "3.12",
+        extra=(
+            "--with",
+            "six",
+            "--index",
+            "pypi",
+            "--python",
+            "3.12",
+        ),
     )
     assert result.code == 0, result.err
     lock = read_lock(env / "cuda.lock.toml")
@@ -362,20 +331,7 @@ def test_a_lock_for_another_platform_says_which_it_has(
 ) -> None:
     point_env_at(monkeypatch, fake_nvidia_fresh)
     monkeypatch.setenv("CUDAUP_HOME", str(env / "home"))
-    assert (
-        run_cli(
-            capsys,
-            "lock",
-            "13.0.1",
-            "--channel",
-            "redist",
-            "--components",
-            "cudart",
-            "--platform",
-            "linux-sbsa",
-        ).code
-        == 0
-    )
+    assert run_lock(capsys, "13.0.1", "redist", "cudart", "linux-sbsa").code == 0
     result = run_cli(capsys, "install", "--lock", "cuda.lock.toml", "--platform", "linux-x86_64")
     assert (
         result.code == EXIT_CODES["usage"]
