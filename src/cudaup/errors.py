@@ -212,6 +212,17 @@ class NotKnownError(CudaupError):
     kind = "not-known"
 
 
+class UntrustedPathError(CudaupError):
+    """A file or directory that would decide what runs, or where cudaup writes, is not
+    trusted: a pin or a toolkit named by path that another user owns or may write, or a
+    symbolic link planted where cudaup builds a directory below its home, cache or a
+    prefix.  The message names the path, its owner and the way out
+    (``CUDAUP_SAFE_DIRECTORIES``, or removing the link)."""
+
+    exit_code = 22
+    kind = "untrusted-path"
+
+
 class OutputClosedError(CudaupError):
     """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
 
