@@ -19,6 +19,7 @@ import pytest
 from tests.fakenvidia.fixtures import *  # noqa: F403 - fixtures: fake_nvidia, make_fake_nvidia, ...
 from tests.faultserver import fault_server  # noqa: F401 - fixture
 from tests.plan.pyindex import index_server  # noqa: F401 - fixture
+from tests.toolchain import pypi_toolkit  # noqa: F401 - fixture
 
 _real_connect = socket.socket.connect
 
