@@ -121,6 +121,15 @@ def test_another_users_pin_does_not_choose_what_root_runs(
     active = shown.json()["active"]
     assert active["source"] == "default" and active["version"] == "13.0.1"
     assert active["warnings"] == [ignored(attack.pin).removeprefix("cudaup: warning: ").strip()]
+    # `pin` shows no pin here, and `install` with no version has none to follow.
+    pin = run_cli(capsys, "pin")
+    assert pin.out.startswith("no .cuda-version in") and pin.err == ignored(attack.pin)
+    install = run_cli(capsys, "install", "--json")
+    assert install.code == UNTRUSTED
+    assert (
+        install.json()["error"]["message"]
+        == ignored(attack.pin).removeprefix("cudaup: warning: ").strip()
+    )
     assert not attack.marker.exists()
     assert attack.box.changed(before, attack.box.snapshot()) == set()
 
