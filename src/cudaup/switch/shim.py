@@ -533,7 +533,7 @@ def not_a_toolkit_tool(tool: str) -> str:
     so a name such as ``ls`` or ``sudo`` in a hostile archive never shadows a system command."""
     return (
         f"{tool!r} is not one of the tools NVIDIA's CUDA toolkits ship (nvcc, ptxas, "
-        "cuobjdump, ncu, …), and cudaup runs no other program from a toolkit's bin"
+        "cuobjdump, ncu and the rest), and cudaup runs no other program from a toolkit's bin"
     )
 
 
