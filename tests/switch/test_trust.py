@@ -276,6 +276,16 @@ def test_the_rule_checks_owners_write_bits_links_and_the_directories_above(
     os.chown(theirs, NOBODY, NOBODY)
     (tmp_path / "to-theirs").symlink_to(theirs)
     assert "theirs is owned by uid 65534" in str(trust.path_problem(str(tmp_path / "to-theirs")))
+    # Relative links and `..` are followed as the kernel does; a loop or a hole is refused.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "up").symlink_to("../tk/bin/../bin")
+    assert trust.path_problem(str(tmp_path / "sub" / "up" / "nvcc")) is None
+    (tmp_path / "loop").symlink_to("loop")
+    assert "goes through more than 40 symbolic links" in str(
+        trust.path_problem(str(tmp_path / "loop"))
+    )
+    missing = trust.path_problem(str(tmp_path / "gone" / "bin"))
+    assert missing == f"{tmp_path / 'gone'} cannot be examined (No such file or directory)"
 
 
 def test_a_pin_writable_by_others_or_in_their_directory_is_skipped(tmp_path: Path) -> None:

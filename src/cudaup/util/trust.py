@@ -115,15 +115,19 @@ def file_problem(path: str, info: os.stat_result) -> str | None:
 def path_problem(path: str) -> str | None:
     """Why ``path`` may not decide what runs, or ``None``: the rule of the module
     docstring for ``path`` and every directory and link on the way to it."""
-    if not os.path.isabs(path):
-        path = os.path.join(os.getcwd(), path)
+    try:
+        return _walk(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+    except OSError as exc:  # a component vanished or may not be read: nothing to trust
+        return f"{exc.filename or path} cannot be examined ({exc.strerror})"
+
+
+def _walk(path: str) -> str | None:
+    """:func:`path_problem` for an absolute path, component by component as the kernel
+    resolves it (links followed from where they are, ``..`` from the real directory)."""
     pending = [part for part in path.split("/") if part]
     current = "/"
+    info = os.lstat(current)
     links = 0
-    try:
-        info = os.lstat(current)
-    except OSError as exc:
-        return f"/ cannot be examined ({exc.strerror})"
     while True:
         problem = _not_trusted_owner(current, info)
         if problem is None and info.st_mode & OTHERS_WRITE:
@@ -136,15 +140,12 @@ def path_problem(path: str) -> str | None:
             return None
         name = pending.pop(0)
         if name in {".", ".."}:
-            # After a link: ``current`` is a real directory, so its parent is lexical.
+            # ``current`` is a real directory (links are resolved), so its parent is lexical.
             current = os.path.dirname(current) if name == ".." else current
             info = os.lstat(current)
             continue
         entry = os.path.join(current, name)
-        try:
-            info = os.lstat(entry)
-        except OSError as exc:
-            return f"{entry} cannot be examined ({exc.strerror})"
+        info = os.lstat(entry)
         if stat.S_ISLNK(info.st_mode):
             links += 1
             if links > _MAX_LINKS:
@@ -154,11 +155,8 @@ def path_problem(path: str) -> str | None:
                 return problem
             target = os.readlink(entry)
             pending[:0] = [part for part in target.split("/") if part]
-            if target.startswith("/"):
-                current = "/"
-                info = os.lstat(current)
-            else:
-                info = os.lstat(current)
+            current = "/" if target.startswith("/") else current
+            info = os.lstat(current)
             continue
         current = entry
 
