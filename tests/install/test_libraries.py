@@ -16,11 +16,14 @@ import pytest
 
 from cudaup.core.libraries import LIBRARIES, parse_library, split_libraries, version_matches
 from cudaup.errors import SourceFormatError, UsageError
+from cudaup.fleet.lockfile import read_lock
 from cudaup.nvidia.manifest import parse_manifest
 from tests.fakenvidia.fixtures import MakeFakeNvidia
 from tests.fakenvidia.products import with_products
+from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import DATA_DIR, build_site
 from tests.helpers import point_env_at, run_cli
+from tests.nginx import Nginx
 from tests.sandbox import Sandbox, sandbox  # noqa: F401 - fixture
 
 Mutate = Callable[[str, str, dict[str, Any]], None]
@@ -286,3 +289,63 @@ def test_live_cudnn_and_nccl_from_pypi_compile_and_run_with_plain_flags(
     assert cudnn_version == major * 10000 + minor * 100 + patch
     major, minor, patch = (int(p) for p in nccl["version"].split(".")[:3])
     assert nccl_version == major * 10000 + minor * 100 + patch
+
+
+# -- fleets: a lock carries the libraries, a mirror serves them, install --lock reproduces them --
+def test_a_lock_carries_libraries_and_a_mirror_serves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    with FakeNvidiaServer(with_products(build_site())) as origin:
+        point_env_at(monkeypatch, origin)
+        locked = run_cli(
+            capsys, "lock", "13.0.1", "--channel", "redist", "--components", "nvcc,cudnn==9.27",
+            "--platform", "linux-x86_64",
+        )  # fmt: skip
+        assert locked.code == 0, locked.err
+        lock = read_lock(tmp_path / "cuda.lock.toml").for_platform("linux-x86_64")
+        assert "cudnn" in lock.components
+        cudnn = [f for f in lock.files if f.component == "cudnn"]
+        assert [f.url.rsplit("/", 1)[-1] for f in cudnn] == [
+            "cudnn-linux-x86_64-9.27.0.42_cuda13-archive.tar.xz"
+        ]
+        mirrored = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
+        assert mirrored.code == 0, mirrored.err
+    mirror = tmp_path / "mirror"
+    assert (mirror / "compute/cudnn/redist/redistrib_9.27.0.json").is_file()
+    for name in ("CUDAUP_NVIDIA_DOWNLOAD_URL", "CUDAUP_NVIDIA_ARCHIVE_URL", "CUDAUP_PYPI_URL"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # the origins are gone
+    with Nginx(mirror) as nginx:
+        installed = run_cli(
+            capsys, "--json", "install", "--lock", "cuda.lock.toml", "--mirror", nginx.url("plain"),
+            "--platform", "linux-x86_64",
+        )  # fmt: skip
+        assert installed.code == 0, installed.err
+    toolkit = Path(installed.json()["path"])
+    assert (toolkit / "include" / "cudnn.h").is_file()
+    record = json.loads((toolkit / "cudaup-record.json").read_text())
+    assert record["libraries"]["cudnn"]["version"] == "9.27.0.42"
+
+
+def test_versions_product_lists_a_librarys_releases_with_their_cuda_majors(
+    products: Callable[[Mutate | None], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    products(None)
+    listed = run_cli(capsys, "versions", "--product", "cudnn", "--json")
+    assert listed.code == 0, listed.err
+    releases = {r["label"]: r for r in listed.json()["releases"]}
+    assert list(releases) == ["9.27.0", "9.26.0"]
+    assert releases["9.27.0"]["version"] == "9.27.0.42"
+    majors = releases["9.27.0"]["cuda_majors"]
+    assert set(majors) == {"12", "13"}
+    assert "windows-arm64" in majors["13"] and "windows-arm64" not in majors["12"]
+    sparse = run_cli(capsys, "versions", "--product", "cusparselt", "--json")
+    assert set(sparse.json()["releases"][0]["cuda_majors"]) == {"13"}
+    table = run_cli(capsys, "versions", "--product", "cutensor")
+    assert table.code == 0 and "2.8.1" in table.out and "12 (linux-sbsa" in table.out
+    nccl = run_cli(capsys, "versions", "--product", "nccl")
+    assert nccl.code == 4 and "nvidia-nccl-cuNN" in nccl.err
+    unknown = run_cli(capsys, "versions", "--product", "cudnnn")
+    assert unknown.code == 2

@@ -73,6 +73,15 @@ LIBRARIES: dict[str, Library] = {
     )
 }  # fmt: skip
 
+#: The shared object that is each library (``libcudnn.so.9``): what the loader looks for.
+LIBRARY_SONAMES = {
+    "cudnn": "libcudnn",
+    "nccl": "libnccl",
+    "cusparselt": "libcusparseLt",
+    "cutensor": "libcutensor",
+    "nvshmem": "libnvshmem_host",
+}
+
 _PIN = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_-]*)\s*(?:==\s*(?P<version>\d+(?:\.\d+){0,3}))?$")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _VERSION_DIGITS = 12  # a library version part has a few digits; more is not a version

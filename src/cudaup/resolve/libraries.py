@@ -10,14 +10,16 @@ sources that vouched for it, as a toolkit component's does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from packaging.requirements import Requirement
-from packaging.version import Version
 
-from cudaup.core.libraries import LibraryRequest, version_matches
+from cudaup.core.libraries import Library, LibraryRequest, version_matches
 from cudaup.core.model import Artifact, SourceRef
 from cudaup.core.platforms import Platform
 from cudaup.errors import ArtifactNotFoundError
+from cudaup.nvidia.listing import ListedRelease
 from cudaup.nvidia.manifest import Archive, Manifest
 from cudaup.resolve.choose import choose_wheel
 from cudaup.resolve.pypi import PackageIndex
@@ -143,5 +145,54 @@ def redist_library(
     )
 
 
-def newest_first(labels: list[str]) -> list[str]:
-    return sorted(labels, key=Version, reverse=True)
+@dataclass(frozen=True, slots=True)
+class LibraryRelease:
+    """One release of a library product as its manifest states it."""
+
+    label: str
+    date: str | None
+    version: str | None
+    #: CUDA major → the platforms with a build for it
+    builds: dict[int, tuple[str, ...]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "date": self.date,
+            "version": self.version,
+            "cuda_majors": {str(major): list(p) for major, p in sorted(self.builds.items())},
+        }
+
+
+def library_releases(
+    nvidia: NvidiaSource, library: Library, map_all: Callable[..., list[Any]]
+) -> list[LibraryRelease]:
+    """Every release on the library's redist listing, newest first, with the CUDA majors and
+    platforms each one's manifest has builds for (``versions --product``)."""
+    if library.product is None:
+        raise ArtifactNotFoundError(
+            f"NVIDIA publishes no redist manifests for {library.title}: its releases are "
+            f"{library.pypi_project.format(major='NN')}'s versions on PyPI"
+        )
+    product = library.product
+    listed = nvidia.listing(product)
+
+    def one(entry: ListedRelease) -> LibraryRelease:
+        manifest = nvidia.manifest(entry.label, product)
+        builds: dict[int, set[str]] = {}
+        version = None
+        if manifest is not None:
+            keys = library.redist_components or tuple(manifest.components)
+            for key in keys:
+                component = manifest.components.get(key)
+                if component is None:
+                    continue
+                version = version or component.version
+                for archive in component.archives:
+                    variant = archive.variant or ""
+                    if variant.startswith("cuda") and variant[4:].isdigit():
+                        builds.setdefault(int(variant[4:]), set()).add(archive.platform)
+        found = {major: tuple(sorted(p)) for major, p in builds.items()}
+        return LibraryRelease(entry.label, entry.date, version, found)
+
+    return map_all(one, listed)

@@ -23,7 +23,13 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core import components as comp
-from cudaup.core.libraries import LibraryRequest, cuda_major, split_libraries
+from cudaup.core.libraries import (
+    LIBRARIES,
+    LibraryRequest,
+    cuda_major,
+    parse_library,
+    split_libraries,
+)
 from cudaup.core.model import Artifact, Channel, Release, Resolution, SourceRef
 from cudaup.core.platforms import Platform
 from cudaup.core.versions import ReleaseRequest, nearest, nvidia_label, parse_request, release_key
@@ -44,7 +50,12 @@ from cudaup.resolve.choose import (
     choose_wheel,
     requirements_for,
 )
-from cudaup.resolve.libraries import pypi_library, redist_library
+from cudaup.resolve.libraries import (
+    LibraryRelease,
+    library_releases,
+    pypi_library,
+    redist_library,
+)
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.resolve.sources import NvidiaSource, ProbeResult
 from cudaup.util.parallel import map_concurrently
@@ -134,6 +145,15 @@ class Resolver:
         else:
             resolution = self._resolve_pypi(request, platform, names, closure, also)
         return self._with_libraries(resolution, libraries) if libraries else resolution
+
+    def library_releases(self, name: str) -> list[LibraryRelease]:
+        """Every release of the library ``name`` (``cudnn``), with the CUDA majors it builds."""
+        request = parse_library(name)
+        if request is None:
+            raise UsageError(
+                f"{name!r} is not a library cudaup knows ({', '.join(sorted(LIBRARIES))})"
+            )
+        return library_releases(self.nvidia, request.library, self._map)
 
     def _with_libraries(
         self, resolution: Resolution, libraries: Sequence[LibraryRequest]
