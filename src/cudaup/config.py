@@ -4,6 +4,12 @@ One cascade, resolved once into a frozen object: defaults, then ``CUDAUP_*``
 environment variables, then command-line flags.  A mirror (``--mirror URL``)
 is one root for every NVIDIA host and its ``simple/`` index for PyPI; a host
 given on its own still wins over the mirror.
+
+Two settings are read where they apply, not here, because every shim reads them and a
+shim must not import this module (``pathlib`` and ``dataclasses`` cost milliseconds on
+each compiler call): ``CUDAUP_TOOLKIT`` (:mod:`cudaup.switch.shim`) and
+``CUDAUP_SAFE_DIRECTORIES``, the pins' and toolkits' directories a user trusts though
+another user owns or may write them (:data:`cudaup.util.trust.SAFE_DIRECTORIES_ENV`).
 """
 
 from __future__ import annotations

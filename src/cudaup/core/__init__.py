@@ -6,10 +6,7 @@ every rule is tested by feeding it values (an import-contract test checks that n
 module here imports an I/O package).
 """
 
-from typing import TYPE_CHECKING
-
-from cudaup.core.lazy import exports
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from cudaup.core.compat import Compatibility, CompatTable
     from cudaup.core.components import split_components, with_closure
@@ -42,28 +39,33 @@ __all__ = [
     "with_closure",
 ]
 # Each name loads its module when first asked for: a command that needs one rule pays for no other.
-__getattr__ = exports(
-    __name__,
-    {
-        "ReleaseRequest": "cudaup.core.versions",
-        "parse_request": "cudaup.core.versions",
-        "nvidia_label": "cudaup.core.versions",
-        "Platform": "cudaup.core.platforms",
-        "parse_platform": "cudaup.core.platforms",
-        "describe": "cudaup.core.platforms",
-        "Artifact": "cudaup.core.model",
-        "Release": "cudaup.core.model",
-        "Resolution": "cudaup.core.model",
-        "SourceRef": "cudaup.core.model",
-        "DriverVersion": "cudaup.core.driver",
-        "CudaVersion": "cudaup.core.driver",
-        "GpuInfo": "cudaup.core.driver",
-        "DriverInfo": "cudaup.core.driver",
-        "CompatTable": "cudaup.core.compat",
-        "Compatibility": "cudaup.core.compat",
-        "with_closure": "cudaup.core.components",
-        "split_components": "cudaup.core.components",
-        "Identity": "cudaup.core.identify",
-        "identify": "cudaup.core.identify",
-    },
-)
+_EXPORTS = {
+    "ReleaseRequest": "cudaup.core.versions",
+    "parse_request": "cudaup.core.versions",
+    "nvidia_label": "cudaup.core.versions",
+    "Platform": "cudaup.core.platforms",
+    "parse_platform": "cudaup.core.platforms",
+    "describe": "cudaup.core.platforms",
+    "Artifact": "cudaup.core.model",
+    "Release": "cudaup.core.model",
+    "Resolution": "cudaup.core.model",
+    "SourceRef": "cudaup.core.model",
+    "DriverVersion": "cudaup.core.driver",
+    "CudaVersion": "cudaup.core.driver",
+    "GpuInfo": "cudaup.core.driver",
+    "DriverInfo": "cudaup.core.driver",
+    "CompatTable": "cudaup.core.compat",
+    "Compatibility": "cudaup.core.compat",
+    "with_closure": "cudaup.core.components",
+    "split_components": "cudaup.core.components",
+    "Identity": "cudaup.core.identify",
+    "identify": "cudaup.core.identify",
+}
+
+
+def __getattr__(name: str) -> object:
+    # Imported only when a name is asked for: every shim imports cudaup.core.tools through
+    # this package and must load nothing else (typing and importlib cost milliseconds).
+    from cudaup.core.lazy import exports  # noqa: PLC0415
+
+    return exports(__name__, _EXPORTS)(name)
