@@ -16,10 +16,12 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cudaup.config import DEFAULT_MAX_SIZE, Settings
+from cudaup.config import DEFAULT_MAX_SIZE, Settings, parse_size
 from cudaup.download import DownloadRequest, ProgressEvent, fetch
-from cudaup.errors import EXIT_CODES, DownloadTooLargeError
+from cudaup.errors import EXIT_CODES, DownloadTooLargeError, UsageError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
@@ -52,6 +54,26 @@ def unsized(server: FaultServer) -> DownloadRequest:
 def test_the_default_ceiling_is_far_above_cudas_largest_file() -> None:
     assert Settings.from_env({}).max_size == DEFAULT_MAX_SIZE == 16 * 2**30
     assert Settings.from_env({"CUDAUP_MAX_SIZE": "5G"}).max_size == 5 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("1", 1), ("4096", 4096), ("500M", 500 * MIB), ("500MiB", 500 * MIB), ("1.5g", 3 * 2**29),
+     ("16 GB", 16 * 2**30), ("2T", 2 * 2**40), ("10k", 10240)],
+)  # fmt: skip
+def test_a_size_is_bytes_or_a_number_with_a_binary_unit(text: str, size: int) -> None:
+    assert parse_size(text, "--max-size") == size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | st.from_regex(r"\A\d{1,30}(\.\d{0,8})?\s?[kKmMgGtTpP]?i?[bB]?\Z"))
+def test_any_text_is_a_size_or_a_usage_error_naming_the_flag(text: str) -> None:
+    try:
+        size = parse_size(text, "--max-size")
+    except UsageError as exc:
+        assert str(exc).startswith(f"--max-size={text!r} is not a size")
+    else:
+        assert isinstance(size, int) and size >= 1
 
 
 def test_an_endless_body_stops_as_it_passes_the_ceiling(

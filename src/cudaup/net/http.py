@@ -11,7 +11,9 @@ list in :mod:`cudaup.net.hosts`, can be refused.
 
 A failure says which host failed: a host that could not be reached at all is a
 :class:`~cudaup.errors.HostUnreachableError`, a proxy that could not be reached
-or would not connect is named with the variable that chose it.  :data:`log` is
+or would not connect is named with the variable that chose it; what no retry mends
+(a refused TLS certificate, response headers too long, or not ended within the stall
+limit: :func:`lasting`) fails at the first try.  :data:`log` is
 the one verbose log (``cudaup -v``): every request and its answer, cache hits
 and revalidations, redirects, retries and why (the downloader's retries too,
 through :meth:`HttpClient.wait_to_retry`).
@@ -218,9 +220,10 @@ class HttpClient:
         that fails raises urllib3's exception (:func:`describe` puts it in words): the
         downloader keeps its own budget and lowers its connections on 503/429.  A
         refused redirect, and a failure that would recur on every try (a TLS
-        certificate refused, response headers too long to read: :func:`lasting`),
-        always raise :class:`NetworkError`, at the first try.  The response's body is
-        read as sent: ``Accept-Encoding: identity`` is asked for, and nothing is decoded.
+        certificate refused, response headers too long to read or, with ``retry``, not
+        ended within the stall limit: :func:`lasting`), always raise
+        :class:`NetworkError`, at the first try.  The response's body is read as sent:
+        ``Accept-Encoding: identity`` is asked for, and nothing is decoded.
         """
         current = url
         for _hop in range(MAX_REDIRECTS + 1):
@@ -319,7 +322,10 @@ class HttpClient:
         accept: str | None = None,
         max_bytes: int = 20 * 1024 * 1024,
     ) -> Response:
-        """GET a small document, through the cache when ``cache`` names its kind."""
+        """GET a small document, through the cache when ``cache`` names its kind.
+
+        A body that breaks off is asked for again, like a request that failed; one a
+        server encoded anyway is decoded (see :func:`_read_document`)."""
         entry: CachedResponse | None = None
         if cache is not None and not self.settings.refresh:
             entry = self.cache.lookup(url)
