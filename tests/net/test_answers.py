@@ -1,9 +1,9 @@
 """Answers no retry mends, and bodies no decoder reads: the HTTP client against
 :class:`~tests.faultserver.FaultServer`.
 
-A TLS certificate that is refused, or response headers too long to read (one line of
-1 MB, header lines that never end), fail at the first try: every retry would meet
-them again.  Every request asks for ``Accept-Encoding: identity``; a document a server
+A TLS certificate that is refused, response headers too long to read (one line of
+1 MB, header lines that never end) or not ended within the stall limit (dribbled a
+byte at a time) fail at the first try: every retry would meet them again.  Every request asks for ``Accept-Encoding: identity``; a document a server
 encodes anyway is decoded, and one whose body is not what its ``Content-Encoding``
 says (or whose encoding is unknown) is exit 8 naming the URL, never an internal error.
 Each case runs through the library and, for a manifest, through ``cudaup resolve``.
@@ -52,6 +52,16 @@ def test_every_request_asks_for_the_bytes_as_they_are(
     raw.release_conn()
     http.head(fault_server.url + "/doc")
     assert [r.accept_encoding for r in fault_server.log] == ["identity"] * 3
+
+
+def test_a_range_is_read_as_sent_whatever_its_encoding_says(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """A wheel's bytes are parsed and hashed as the server holds them: never decoded."""
+    fault_server.add("/doc", DOCUMENT, Fault(headers={"Content-Encoding": "gzip"}))
+    raw = client(tmp_path, []).open("GET", fault_server.url + "/doc", {"Range": "bytes=0-9"})
+    assert raw.status == 206 and raw.read() == DOCUMENT[:10]
+    raw.release_conn()
 
 
 def test_a_document_encoded_anyway_is_decoded(fault_server: FaultServer, tmp_path: Path) -> None:
