@@ -151,23 +151,27 @@ def test_headers_too_long_to_read_fail_at_the_first_try(
     assert len(fault_server.requests("/doc")) == 1 and slept == []
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
 def test_headers_dribbled_a_byte_at_a_time_end_at_the_stall_limit_once(
-    fault_server: FaultServer, tmp_path: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: bool
 ) -> None:
-    # a byte every 0.25 s: no socket timeout (30 s per read) ever fires
-    fault_server.add("/doc", DOCUMENT, Fault(hang="dribble"))
-    slept: list[float] = []
-    started = time.monotonic()
-    with pytest.raises(NetworkError) as caught:
-        client(tmp_path, slept, stall_timeout=1.0).get(fault_server.url + "/doc")
-    host = fault_server.url.removeprefix("http://")
-    assert str(caught.value) == (
-        f"the server stalled: {host} sent no complete response headers in 1 s for "
-        f"{fault_server.url}/doc; not retried, as the stall limit (CUDAUP_STALL_TIMEOUT) is spent"
-    )
-    assert len(fault_server.requests("/doc")) == 1 and slept == []
-    # far below one try's socket timeout: the deadline ended it, not the timeout
-    assert time.monotonic() - started < 20
+    context = self_signed(tmp_path) if tls else None
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))  # trusted, when made
+    with FaultServer(tls=context) as server:
+        # a byte every 0.25 s: no socket timeout (30 s per read) ever fires
+        server.add("/doc", DOCUMENT, Fault(hang="dribble"))
+        slept: list[float] = []
+        started = time.monotonic()
+        with pytest.raises(NetworkError) as caught:
+            client(tmp_path, slept, stall_timeout=1.0).get(server.url + "/doc")
+        host = server.url.split("://")[1]
+        assert str(caught.value) == (
+            f"the server stalled: {host} sent no complete response headers in 1 s for "
+            f"{server.url}/doc; not retried, as the stall limit (CUDAUP_STALL_TIMEOUT) is spent"
+        )
+        assert len(server.requests("/doc")) == 1 and slept == []
+        # far below one try's socket timeout: the deadline ended it, not the timeout
+        assert time.monotonic() - started < 20
 
 
 def test_a_document_that_breaks_off_is_asked_again_then_named(

@@ -65,15 +65,17 @@ class _Deadline:
                 if state["answered"]:
                     return  # the headers came as the deadline passed: keep them
                 state["passed"] = True
+            # the blocked read returns; socket's own shutdown, not SSLSocket's: that one
+            # also drops the TLS object, and a read after it raises ValueError, not EOF
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
         timer = threading.Timer(seconds, give_up)
         timer.daemon = True
         timer.start()
         try:
             response = super().getresponse()  # type: ignore[misc]
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             if state["passed"]:
                 raise HeadersTooSlowError(seconds) from exc
             raise
