@@ -30,13 +30,14 @@ ALLOWED: dict[str, set[str]] = {
     "net": {"errors", "config", "util"},
     "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
     "download": {"errors", "config", "core", "net", "util"},
-    "machine": {"errors", "config", "core", "net", "resolve", "util"},
+    "binaries": {"errors", "config", "core", "net", "resolve", "util"},
+    "machine": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "install": {"errors", "config", "core", "net", "resolve", "download", "machine", "util"},
     "switch": {"errors", "config", "core", "install", "machine", "util"},
-    "plan": {"errors", "config", "core", "net", "resolve", "util"},
+    "plan": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "fleet": {"errors", "config", "core", "net", "resolve", "download", "install", "plan", "util"},
     "upgrade": {"errors", "config", "core", "net", "resolve", "download", "machine", "install"}
-    | {"plan", "util"},
+    | {"plan", "util", "binaries"},
     "cli": set(),  # anything: nothing imports it
 }
 #: The pure packages import none of these (the network, processes, threads, the disk).
