@@ -16,6 +16,7 @@ from cudaup.core.fatbin import (
     KIND_ELF,
     KIND_PTX,
     MAGIC_BYTES,
+    Entry,
     Target,
     read_entries,
 )
@@ -64,9 +65,9 @@ def host_elf(sections: dict[str, bytes], tail: bytes = b"") -> bytes:
     return bytes(body)
 
 
-def names(entries: list[object] | None) -> set[str]:
+def names(entries: list[Entry] | None) -> set[str]:
     assert entries is not None
-    return {e.target.name for e in entries}  # type: ignore[attr-defined]
+    return {e.target.name for e in entries}
 
 
 def test_entries_say_kind_arch_variant_isa_and_compression() -> None:
