@@ -174,7 +174,7 @@ def _members(archive: zipfile.ZipFile, where: str) -> Iterator[BinaryFile]:
 
 def _read_zip(open_zip: Callable[[], IO[bytes]], where: str) -> list[BinaryFile]:
     try:
-        with zipfile.ZipFile(open_zip()) as archive:
+        with open_zip() as handle, zipfile.ZipFile(handle) as archive:
             return list(_members(archive, where))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
         raise SourceFormatError(f"{where} is not a readable wheel ({exc})") from None
