@@ -5,7 +5,8 @@ file is mapped read-only (the parser touches the pages of headers and of the mag
 scan, never copies the file); a wheel's members are read from the zip into memory,
 never unpacked to disk; a remote wheel is read by HTTP range requests (its central
 directory, then only the members that can hold device code) and says how many bytes
-that took.  An installed environment is read per distribution, from the files its
+that took (:mod:`.remote`, apart so that reading local files loads no HTTP client).
+An installed environment is read per distribution, from the files its
 ``RECORD`` lists.
 """
 
@@ -23,8 +24,6 @@ from typing import IO, Any
 
 from cudaup.core.fatbin import Entry, Target, may_hold_device_code, read_entries
 from cudaup.errors import PermissionDeniedError, SourceFormatError
-from cudaup.net.http import HttpClient
-from cudaup.resolve.pypi import HttpRangeFile
 
 #: Members no CUDA binary hides in: skipped without reading a byte of them.
 TEXT_SUFFIXES = frozenset(
@@ -172,7 +171,7 @@ def _members(archive: zipfile.ZipFile, where: str) -> Iterator[BinaryFile]:
             yield BinaryFile(info.filename, tuple(entries))
 
 
-def _read_zip(open_zip: Callable[[], IO[bytes]], where: str) -> list[BinaryFile]:
+def read_zip(open_zip: Callable[[], IO[bytes]], where: str) -> list[BinaryFile]:
     try:
         with open_zip() as handle, zipfile.ZipFile(handle) as archive:
             return list(_members(archive, where))
@@ -184,23 +183,10 @@ def _read_zip(open_zip: Callable[[], IO[bytes]], where: str) -> list[BinaryFile]
 
 def read_wheel(path: Path) -> Package:
     try:
-        files = _read_zip(lambda: path.open("rb"), str(path))
+        files = read_zip(lambda: path.open("rb"), str(path))
     except PermissionError:
         raise PermissionDeniedError(f"cannot read {path}: permission denied") from None
     return Package(path.name, files, size=path.stat().st_size)
-
-
-def read_remote_wheel(http: HttpClient, url: str) -> Package:
-    """A wheel on a server, by range requests: its directory, then its binaries."""
-    answer = http.head(url)
-    if not answer.ok:
-        raise SourceFormatError(f"{url} answered HTTP {answer.status}")
-    length = {k.lower(): v for k, v in answer.headers.items()}.get("content-length", "")
-    if not length.isdigit():
-        raise SourceFormatError(f"{url} does not say its size, so it cannot be read by ranges")
-    remote = HttpRangeFile(http, url, int(length))
-    files = _read_zip(lambda: io.BufferedReader(remote, buffer_size=1 << 16), url)
-    return Package(PurePosixPath(url).name, files, size=int(length), read=remote.fetched)
 
 
 def read_paths(paths: Iterable[Path]) -> Iterator[BinaryFile]:

@@ -7,12 +7,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cudaup.binaries.coverage import Gpu, check_coverage
-from cudaup.binaries.read import Package, read_file, read_paths, read_remote_wheel, read_wheel
+from cudaup.binaries.read import Package, read_file, read_paths, read_wheel
 from cudaup.cli.common import emit_json, human_size, settings_of
 from cudaup.core.fatbin import Target
 from cudaup.core.gpus import parse_gpu
 from cudaup.errors import GpuUnsupportedError, UsageError
-from cudaup.net.http import HttpClient
 
 #: the driver ``--gpu`` assumes: one that runs every PTX ISA
 ANY_DRIVER = (99, 9)
@@ -39,8 +38,12 @@ def _package(text: str, args: argparse.Namespace) -> Package:
     if parts.scheme in {"http", "https"}:
         if not parts.path.endswith(".whl"):
             raise UsageError(f"arch reads URLs of wheels (…/name.whl), not {text!r}")
-        settings = settings_of(args)
-        return read_remote_wheel(HttpClient(settings), text)
+        # Imported here, not at the top: the HTTP client's imports (~0.4 s) would make
+        # every local read slower than cuobjdump, and only a URL needs them.
+        from cudaup.binaries.remote import read_remote_wheel  # noqa: PLC0415
+        from cudaup.net.http import HttpClient  # noqa: PLC0415
+
+        return read_remote_wheel(HttpClient(settings_of(args)), text)
     path = Path(text)
     if not path.exists():
         raise UsageError(f"{path} does not exist")
