@@ -75,6 +75,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             else "compute capability unknown"
         )
         print(f"gpu {gpu.index:<5} {gpu.name}, {cc}, {_gib(gpu.memory_mib)}")
+    for kernels in report.kernels:
+        missing = ", ".join(name for name, _why in kernels.missing)
+        print(f"kernels   {kernels.gpu.label}: {len(kernels.covered)} CUDA package(s) carry "
+              f"kernels for it" + (f"; none in {missing}" if missing else ""))  # fmt: skip
     if not report.toolkits:
         print("toolkits  none found")
     for toolkit in report.toolkits:

@@ -9,16 +9,20 @@ answer, not an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cudaup.binaries.coverage import Gpu, GpuCoverage, check_coverage, environment_packages
 from cudaup.core.compat import Compatibility, CompatTable
-from cudaup.core.driver import CudaVersion, DriverInfo
+from cudaup.core.driver import CudaVersion, DriverInfo, GpuInfo
+from cudaup.core.gpus import parse_gpu
+from cudaup.errors import UsageError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import (
@@ -66,6 +70,8 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     #: why the cudaup shim that is ``nvcc`` on PATH runs no toolkit here, when it runs none
     shim_problem: str | None = None
+    #: per GPU, which of the Python's CUDA packages carry kernels for it
+    kernels: list[GpuCoverage] = field(default_factory=list)
 
     def in_use(self) -> list[Toolkit]:
         return [t for t in self.toolkits if any(v in IN_USE for v in t.found_via)]
@@ -81,6 +87,7 @@ class Report:
             "nvcc": self.nvcc,
             "python": self.python,
             "torch": asdict(self.torch) if self.torch else None,
+            "kernels": [k.to_json() for k in self.kernels],
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -154,8 +161,21 @@ def examine(
     env = {k: lookup.env[k] for k in env_keys if k in lookup.env}
     report = Report(driver, driver_cuda, source, toolkits, nvcc, python, read_torch(sites), env)
     report.shim_problem = shim_problem
+    gpus = gpus_of(driver.gpus)
+    if gpus:  # reading every CUDA package's binaries is worth it only with a GPU to judge
+        cuda = (driver_cuda.major, driver_cuda.minor) if driver_cuda else None
+        report.kernels = check_coverage(environment_packages(sites), gpus, cuda)
     report.problems = diagnose(report, compat)
     return report
+
+
+def gpus_of(found: Iterable[GpuInfo]) -> list[Gpu]:
+    """The GPUs whose compute capability the driver reported, as coverage checks them."""
+    gpus = []
+    for gpu in found:
+        with contextlib.suppress(UsageError):  # a capability no SM number spells: not judged
+            gpus.append(Gpu(f"GPU {gpu.index} {gpu.name}", parse_gpu(gpu.compute_capability or "")))
+    return gpus
 
 
 # -- diagnosis (pure) ----------------------------------------------------------------
@@ -245,6 +265,31 @@ def _arch_problems(report: Report, compat: CompatTable) -> list[Problem]:
                         else f"use CUDA ≥ {arch.first_release} for this GPU",
                     )
                 )
+    return problems
+
+
+def _kernel_problems(report: Report) -> list[Problem]:
+    problems: list[Problem] = []
+    for result in report.kernels:
+        sm = "sm_{}{}".format(*result.gpu.capability)
+        for package, reason in result.missing:
+            problems.append(
+                Problem(
+                    "error",
+                    f"{package} in {report.python} carries no kernels for {result.gpu.label} "
+                    f"({sm}): {reason}",
+                    f"install a build of {package} that targets {sm} (`cudaup plan {package} "
+                    f"--gpu {sm}`; CUDA 13 builds dropped sm_70 and older)",
+                )
+            )
+        for package, reason in result.unknown:
+            problems.append(
+                Problem(
+                    "info",
+                    f"whether {package} runs on {result.gpu.label} is not known: {reason}",
+                    "pass --driver VERSION so the driver's CUDA version is known",
+                )
+            )
     return problems
 
 
@@ -366,6 +411,7 @@ def diagnose(report: Report, compat: CompatTable) -> list[Problem]:
         + _environment_problems(report)
         + _torch_problems(report, compat)
         + _arch_problems(report, compat)
+        + _kernel_problems(report)
     )
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(problems, key=lambda p: order[p.severity])
