@@ -198,6 +198,22 @@ def read_paths(paths: Iterable[Path]) -> Iterator[BinaryFile]:
                 yield found
 
 
+def _project_name(dist_info: Path) -> str:
+    """The distribution's own name (METADATA's ``Name``), else the directory's."""
+    fallback = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
+    try:
+        with (dist_info / "METADATA").open("rb") as handle:
+            head = handle.read(64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return fallback
+    for line in head.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        if line.lower().startswith("name:"):
+            return line.split(":", 1)[1].strip() or fallback
+    return fallback
+
+
 def installed_packages(site: Path) -> Iterator[Package]:
     """Each distribution installed in ``site`` with device code, from its ``RECORD``."""
     for dist_info in sorted(site.glob("*.dist-info")):
@@ -206,7 +222,7 @@ def installed_packages(site: Path) -> Iterator[Package]:
             text = record.read_text(errors="replace")
         except OSError:
             continue
-        name = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
+        name = _project_name(dist_info)
         files: list[Path] = []
         for row in csv.reader(io.StringIO(text)):
             relative = PurePosixPath(row[0]) if row else None
