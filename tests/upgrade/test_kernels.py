@@ -9,7 +9,7 @@ import pytest
 
 from cudaup.errors import EXIT_CODES
 from tests.plan.pyindex import IndexServer
-from tests.upgrade.conftest import closed_port
+from tests.upgrade.conftest import point_at
 from tests.upgrade.world import make_environment, tree_state, upgrade, wheel
 
 BINARIES = Path(__file__).parent.parent / "data" / "binaries"
@@ -43,13 +43,7 @@ def kernel_world(
     index_server.add(pypi, *wheel("fastlock", "1.0"))
     index_server.add(pypi, *cupy("cupy-cuda12x", "13.4.1", 12080, VOLTA))
     index_server.add(pypi, *cupy("cupy-cuda13x", "14.0.0", 13000, TURING))
-    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url(pypi))
-    nowhere = f"http://127.0.0.1:{closed_port()}"
-    for name in ("DOWNLOAD", "ARCHIVE", "PRERELEASE"):
-        monkeypatch.setenv(f"CUDAUP_NVIDIA_{name}_URL", nowhere)
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "machine"))
-    (tmp_path / "machine").mkdir()
+    point_at(index_server, monkeypatch, tmp_path)
     return index_server
 
 
