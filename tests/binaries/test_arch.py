@@ -183,3 +183,8 @@ def test_files_without_device_code(tmp_path: Path, capsys: pytest.CaptureFixture
     result = run_cli(capsys, "arch", str(text), str(host))
     assert result.code == 0
     assert f"{text}: 0 file(s) with GPU code" in result.out
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # reading it would block: refused before it is opened
+    refused = run_cli(capsys, "arch", str(fifo))
+    assert refused.code == 2 and "is neither a file nor a directory" in refused.err
+    assert run_cli(capsys, "arch", str(tmp_path / "missing.so")).code == 2

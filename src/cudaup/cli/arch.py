@@ -49,6 +49,8 @@ def _package(text: str, args: argparse.Namespace) -> Package:
         raise UsageError(f"{path} does not exist")
     if path.is_dir():
         return Package(str(path), list(read_paths(sorted(p for p in path.rglob("*")))))
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise UsageError(f"{path} is neither a file nor a directory")
     if path.suffix == ".whl":
         return read_wheel(path)
     found = read_file(path)
