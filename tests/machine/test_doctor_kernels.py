@@ -5,10 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from cudaup.errors import EXIT_CODES
 from cudaup.machine.doctor import examine
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup
 from tests import fakemachine as fm
+from tests.helpers import run_cli
 
 BINARIES = Path(__file__).parent.parent / "data" / "binaries"
 #: a V100 and an H100, as nvidia-smi lists them
@@ -67,3 +71,26 @@ def test_no_gpu_reads_no_binaries(tmp_path: Path) -> None:
     lookup = Lookup(root=SystemRoot(tmp_path), env={"PATH": ""}, python=str(python),
                     store=tmp_path / "store", timeout=5)  # fmt: skip
     assert examine(lookup, nvml=lambda: None).kernels == []
+
+
+def test_the_cli_says_it_per_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = fm.site_packages(tmp_path / "venv")
+    installed(site, "turingkern", {"turingkern/k.cubin": BINARIES / "ptxas-12.9.86-sm_75.cubin"})
+    fm.script(tmp_path / "usr/bin/nvidia-smi", TWO_GPUS)
+    fm.write(tmp_path / "sys/module/nvidia/version", "590.48.01\n")
+    python = fm.fake_python(tmp_path / "venv/bin/python3", [site])
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for name in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX", "CPATH"):
+        monkeypatch.delenv(name, raising=False)
+    result = run_cli(capsys, "doctor", "--python", str(python))
+    assert result.code == EXIT_CODES["problems-found"], result.err
+    assert ("kernels   GPU 0 Tesla V100-SXM2-32GB: 0 CUDA package(s) carry kernels for it; "
+            "none in turingkern") in result.out  # fmt: skip
+    assert "kernels   GPU 1 NVIDIA H100 80GB HBM3: 0 CUDA package(s)" in result.out
+    assert "error     turingkern in " in result.out
+    document = run_cli(capsys, "--json", "doctor", "--python", str(python)).json()
+    assert [k["sm"] for k in document["kernels"]] == ["sm_70", "sm_90"]
+    assert document["kernels"][0]["missing"][0]["package"] == "turingkern"
