@@ -15,8 +15,9 @@ import pytest
 
 from cudaup.binaries.read import read_file, read_wheel
 from cudaup.core.fatbin import read_entries
+from cudaup.errors import EXIT_CODES
 from tests.binaries.truth import as_cuobjdump_names, listed, nvcc
-from tests.faultserver import FaultServer
+from tests.faultserver import Fault, FaultServer
 from tests.helpers import run_cli
 
 KERNEL = "__global__ void scale(float *x) { x[threadIdx.x] *= 2.0f; }\n"
@@ -188,3 +189,16 @@ def test_files_without_device_code(tmp_path: Path, capsys: pytest.CaptureFixture
     refused = run_cli(capsys, "arch", str(fifo))
     assert refused.code == 2 and "is neither a file nor a directory" in refused.err
     assert run_cli(capsys, "arch", str(tmp_path / "missing.so")).code == 2
+
+
+def test_a_server_that_ignores_ranges_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    cubin = Path(__file__).parent.parent / "data" / "binaries" / "ptxas-12.9.86-sm_90a.cubin"
+    blob = _wheel_with({"pkg/k.cubin": cubin.read_bytes()})
+    with FaultServer() as server:
+        server.add("/pkg-1.0-py3-none-any.whl", blob, Fault(ignore_range=True))
+        url = f"{server.url}/pkg-1.0-py3-none-any.whl"
+        result = run_cli(capsys, "arch", url)
+        assert result.code == EXIT_CODES["source-format"]
+        assert f"{url} does not honour Range requests" in result.err
+        server.resources["/pkg-1.0-py3-none-any.whl"].faults.clear()
+        assert "sass  sm_90a" in run_cli(capsys, "arch", url).out
