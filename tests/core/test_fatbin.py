@@ -40,8 +40,9 @@ def fatbin(*entries: bytes) -> bytes:
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
-def host_elf(sections: dict[str, bytes], tail: bytes = b"") -> bytes:
-    """A minimal 64-bit little-endian ELF with the named PROGBITS sections, then ``tail``."""
+def host_elf(sections: dict[str, bytes]) -> bytes:
+    """A minimal 64-bit little-endian ELF with the named PROGBITS sections (flagged as a
+    linker flags them: ``.data`` and ``.rodata`` loaded data, ``.text`` code)."""
     names = b"\x00.shstrtab\x00" + b"".join(n.encode() + b"\x00" for n in sections)
     body = bytearray(b"\x00" * 64)
     placed = []
@@ -50,14 +51,15 @@ def host_elf(sections: dict[str, bytes], tail: bytes = b"") -> bytes:
             body += b"\x00"
         placed.append((names.index(name.encode() + b"\x00"), len(body), len(data)))
         body += data
-    body += tail
     while len(body) % 8:
         body += b"\x00"
     shoff = len(body)
     body += b"\x00" * 64  # section 0
     for index, (name_at, offset, size) in enumerate(placed):
         kind = 3 if index == 0 else 1
-        body += struct.pack("<IIQQQQIIQQ", name_at, kind, 0, 0, offset, size, 0, 0, 8, 0)
+        section = names[name_at : names.index(b"\x00", name_at)]
+        flags = {b".data": 0x3, b".rodata": 0x2, b".text": 0x6, b".nv_fatbin": 0x2}.get(section, 0)
+        body += struct.pack("<IIQQQQIIQQ", name_at, kind, flags, 0, offset, size, 0, 0, 8, 0)
     header = bytearray(b"\x7fELF\x02\x01\x01" + b"\x00" * 9)
     header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64,
                           len(placed) + 1, 1)  # fmt: skip
@@ -91,11 +93,18 @@ def test_host_elf_reads_the_section_and_fatbins_embedded_elsewhere() -> None:
     embedded = fatbin(entry(KIND_ELF, 120))
     # a stray magic with a nonsense header is payload bytes, not a fatbin
     noise = MAGIC_BYTES + b"\xff" * 28
-    found = read_entries(host_elf({".nv_fatbin": section, ".data": noise + embedded}), "lib.so")
+    found = read_entries(
+        host_elf({".nv_fatbin": section, ".data": noise + embedded, ".text": embedded,
+                  ".debug_info": embedded}),
+        "lib.so",
+    )  # fmt: skip
     assert found is not None
     assert sorted((e.target.name, e.origin) for e in found) == [
         ("compute_80", "section"), ("sm_120", "embedded"), ("sm_80", "section"),
     ]  # fmt: skip
+    # no section table (stripped of it): the whole file is scanned
+    bare = read_entries(b"\x7fELF\x02\x01\x01" + b"\x00" * 57 + embedded, "stripped")
+    assert bare is not None and [e.target.name for e in bare] == ["sm_120"]
 
 
 def test_a_library_without_device_code_has_none_and_text_is_no_binary() -> None:
@@ -157,10 +166,10 @@ def test_hostile_elf_headers_are_clear_errors() -> None:
 
 
 def _seed() -> bytes:
-    return host_elf(
-        {".nv_fatbin": fatbin(entry(KIND_ELF, 90), entry(KIND_PTX, 90, 0x8011))},
-        tail=fatbin(entry(KIND_ELF, 75)),
-    )
+    return host_elf({
+        ".nv_fatbin": fatbin(entry(KIND_ELF, 90), entry(KIND_PTX, 90, 0x8011)),
+        ".data": fatbin(entry(KIND_ELF, 75)),
+    })  # fmt: skip
 
 
 @pytest.mark.property

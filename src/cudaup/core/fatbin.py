@@ -14,9 +14,10 @@ Where fatbins live:
   section (and ``__nv_relfatbin`` in relocatable code), which
   ``cuobjdump --list-elf --list-ptx`` lists; and fatbins embedded elsewhere
   (libraries such as libcurand keep fatbins in ``.data`` for the driver API),
-  found by scanning the rest of the file for the magic; a hit there counts only
-  when its header and every entry fit exactly (otherwise it is payload bytes
-  that happen to match, not a fatbin);
+  found by scanning the loaded data sections (``.rodata``, ``.data``: not code, not
+  debug information, which the loader never maps) for the magic, or the whole file
+  when it has no section table; a hit there counts only when its header and every
+  entry fit exactly (otherwise it is payload bytes that happen to match, not a fatbin);
 * ``.fatbin`` files (one or more fatbins back to back);
 * cubins: an ELF of machine ``EM_CUDA`` (190): its SASS architecture is in
   ``e_flags``; the ``a``/``f`` variant only in the ``-arch`` its ``.note.nv.tkinfo``
@@ -223,11 +224,23 @@ def _fatbin(
 class _Section:
     name: str
     kind: int
+    flags: int
     offset: int
     size: int
 
+    @property
+    def loaded_data(self) -> bool:
+        """Bytes the loader maps as data (``.rodata``, ``.data``): where a program keeps
+        a fatbin it hands the driver.  Code and unloaded sections hold none it can use."""
+        return (
+            self.kind == _SHT_PROGBITS
+            and bool(self.flags & _SHF_ALLOC)
+            and not self.flags & _SHF_EXECINSTR
+        )
 
-_SHT_NOBITS, _SHT_NOTE = 8, 7
+
+_SHT_PROGBITS, _SHT_NOTE, _SHT_NOBITS = 1, 7, 8
+_SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
 
 
 def _elf(data: Data, where: str) -> list[Entry]:
@@ -243,12 +256,10 @@ def _elf(data: Data, where: str) -> list[Entry]:
     if machine == EM_CUDA:
         return _cubin(data, header, endian, width, sections, where)
     entries: list[Entry] = []
-    covered: list[tuple[int, int]] = []
     for section in sections:
         if section.name not in FATBIN_SECTIONS or section.kind == _SHT_NOBITS:
             continue
         at, end = section.offset, section.offset + section.size
-        covered.append((at, end))
         while at < end:
             if bytes(data[at : at + 4]) != MAGIC_BYTES:
                 if any(data[at : min(end, at + 8)]):
@@ -261,21 +272,23 @@ def _elf(data: Data, where: str) -> list[Entry]:
             if at > end:
                 raise SourceFormatError(f"{where}: a fatbin runs past the end of {section.name}")
             entries += found
-    return entries + _embedded(data, covered, where)
+    # Without a section table (stripped of it) the whole file is scanned.
+    spans = [
+        (s.offset, s.offset + s.size)
+        for s in sections
+        if s.loaded_data and s.name not in FATBIN_SECTIONS
+    ] if sections else [(0, len(data))]  # fmt: skip
+    return entries + [e for start, end in spans for e in _embedded(data, start, end, where)]
 
 
-def _embedded(data: Data, covered: list[tuple[int, int]], where: str) -> list[Entry]:
-    """Fatbins outside the fatbin sections, found by their magic (see the module doc)."""
+def _embedded(data: Data, start: int, end: int, where: str) -> list[Entry]:
+    """Fatbins in ``data[start:end]``, found by their magic (see the module doc)."""
     entries: list[Entry] = []
-    at = data.find(MAGIC_BYTES)
+    at = data.find(MAGIC_BYTES, start, end)
     while at >= 0:
-        inside = next((end for start, end in covered if start <= at < end), None)
-        if inside is not None:
-            at = data.find(MAGIC_BYTES, inside)
-            continue
-        found, end = _fatbin(data, at, where, "embedded", strict=False)
+        found, after = _fatbin(data, at, where, "embedded", strict=False)
         entries += found
-        at = data.find(MAGIC_BYTES, end)
+        at = data.find(MAGIC_BYTES, after, end)
     return entries
 
 
@@ -313,13 +326,13 @@ def _sections(data: Data, header: bytes, endian: str, width: int, where: str) ->
         raise SourceFormatError(f"{where}: the ELF section name table runs past the end")
     names = bytes(data[names_at : names_at + names_size])
     sections = []
-    for name_at, kind, _flags, _addr, offset, size, *_rest in rows:
+    for name_at, kind, flags, _addr, offset, size, *_rest in rows:
         name = names[name_at : names.find(b"\x00", name_at)] if name_at < len(names) else b""
         if kind != _SHT_NOBITS and offset + size > len(data):
             raise SourceFormatError(
                 f"{where}: ELF section {name.decode(errors='replace')!r} runs past the end"
             )
-        sections.append(_Section(name.decode(errors="replace"), kind, offset, size))
+        sections.append(_Section(name.decode(errors="replace"), kind, flags, offset, size))
     return sections
 
 
