@@ -6,7 +6,7 @@ first), so both read memory, not the disk.  Timed, as processes (wall clock, med
 ``cuobjdump -all --list-elf --list-ptx FILE``, ``cudaup arch FILE`` (the whole CLI:
 Python's start, imports, the parse, the output), and in-process the parse alone
 (:func:`cudaup.binaries.read.read_file`).  cudaup reads more than cuobjdump: every
-``.nv_fatbin`` entry and the fatbins embedded elsewhere in the file (a scan of all of it).
+``.nv_fatbin`` entry and the fatbins embedded in its data sections (a scan of them).
 
     .venv/bin/python benchmarks/arch.py --output docs/performance.md
 """
@@ -103,8 +103,8 @@ def main() -> None:
         f"| the parse alone (`read_file`) | {statistics.median(parse) * 1000:.0f} ms "
         f"| {statistics.median(parse) / theirs:.2f}x | | |",
         "",
-        "Headers are read and payloads skipped: the time is the magic scan over the whole "
-        "file (for the embedded fatbins cuobjdump does not list) and Python's start. On a "
+        "Headers are read and payloads skipped: the time is the magic scan of the data "
+        "sections (for the embedded fatbins cuobjdump does not list) and Python's start. On a "
         "loaded machine the wall times swing; the CPU columns are the steadier comparison.",
         END,
     ]
