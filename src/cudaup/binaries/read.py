@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from cudaup.core.fatbin import Entry, Target, may_hold_device_code, read_entries
-from cudaup.errors import PermissionDeniedError, SourceFormatError
+from cudaup.errors import PermissionDeniedError, SourceFormatError, UsageError
 
 #: Members no CUDA binary hides in: skipped without reading a byte of them.
 TEXT_SUFFIXES = frozenset(
@@ -212,6 +212,20 @@ def _project_name(dist_info: Path) -> str:
         if line.lower().startswith("name:"):
             return line.split(":", 1)[1].strip() or fallback
     return fallback
+
+
+def read_local(path: Path) -> Package:
+    """``arch PATH``: a wheel (per member), a directory (every file below) or one file."""
+    if not path.exists():
+        raise UsageError(f"{path} does not exist")
+    if path.is_dir():
+        return Package(str(path), list(read_paths(sorted(path.rglob("*")))))
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise UsageError(f"{path} is neither a file nor a directory")
+    if path.suffix == ".whl":
+        return read_wheel(path)
+    found = read_file(path)
+    return Package(str(path), [found] if found is not None else [])
 
 
 def installed_packages(site: Path) -> Iterator[Package]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cudaup.binaries.coverage import Gpu, check_coverage
-from cudaup.binaries.read import Package, read_file, read_paths, read_wheel
+from cudaup.binaries.read import Package, read_local
 from cudaup.cli.common import emit_json, human_size, settings_of
 from cudaup.core.fatbin import Target
 from cudaup.core.gpus import parse_gpu
@@ -44,17 +44,7 @@ def _package(text: str, args: argparse.Namespace) -> Package:
         from cudaup.net.http import HttpClient  # noqa: PLC0415
 
         return read_remote_wheel(HttpClient(settings_of(args)), text)
-    path = Path(text)
-    if not path.exists():
-        raise UsageError(f"{path} does not exist")
-    if path.is_dir():
-        return Package(str(path), list(read_paths(sorted(p for p in path.rglob("*")))))
-    if not path.is_file():  # a FIFO or a device would block or never end
-        raise UsageError(f"{path} is neither a file nor a directory")
-    if path.suffix == ".whl":
-        return read_wheel(path)
-    found = read_file(path)
-    return Package(str(path), [found] if found is not None else [])
+    return read_local(Path(text))
 
 
 def _describe(targets: list[Target]) -> tuple[str, str]:
