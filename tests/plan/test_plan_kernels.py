@@ -49,3 +49,15 @@ def test_plan_reads_the_published_wheels_for_each_gpu(
     assert "kernels kernpack: covered: kernpack-1.0-" in text.out
     plain = run_cli(capsys, "--json", "plan", "kernpack", "--index", "pypi", *TARGET)
     assert plain.code == 0 and "kernels" not in plain.json()
+
+
+def test_what_could_not_be_read_is_named_never_covered(
+    world: IndexServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cudaup.plan.kernels.MAX_WHEEL", 1024)  # the budget, made small
+    result = run_cli(capsys, "--json", "plan", "kernpack", "--index", "pypi", *TARGET,
+                     "--gpu", "sm_75")  # fmt: skip
+    assert result.code == 0, result.err  # nothing read lacks kernels; nothing is "covered"
+    statuses = {k["package"]: (k["status"], k["detail"]) for k in result.json()["kernels"]}
+    status, detail = statuses["kernpack"]
+    assert status == "not-read" and "more than --gpu reads" in detail

@@ -34,6 +34,8 @@ def add_arch(parser: argparse.ArgumentParser) -> None:
 
 
 def _package(text: str, args: argparse.Namespace) -> Package:
+    if not text.strip():
+        raise UsageError("arch takes paths and wheel URLs, not an empty string")
     parts = urlsplit(text)
     if parts.scheme in {"http", "https"}:
         if not parts.path.endswith(".whl"):
