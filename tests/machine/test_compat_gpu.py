@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from cudaup.errors import EXIT_CODES
@@ -36,3 +39,16 @@ def test_gpu_needs_a_release_and_a_real_name(capsys: pytest.CaptureFixture[str])
     assert run_cli(capsys, "--offline", "compat", "--gpu", "sm_70").code == EXIT_CODES["usage"]
     bad = run_cli(capsys, "--offline", "compat", "13.0", "--gpu", "volta")
     assert bad.code == EXIT_CODES["usage"] and "not a GPU architecture" in bad.err
+
+
+@pytest.mark.pypi
+def test_the_facts_are_what_the_toolkits_own_nvcc_lists(
+    pypi_toolkit: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = subprocess.run(
+        [str(pypi_toolkit / "bin" / "nvcc"), "--list-gpu-code"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.split()  # fmt: skip
+    document = run_cli(capsys, "--offline", "--json", "compat", "13.0.2").json()
+    assert {t["sm"] for t in document["targets"]} == set(listed)
+    assert "sm_70" not in listed  # what `compat 13.0 --gpu sm_70` says, from nvcc itself
