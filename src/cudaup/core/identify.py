@@ -39,10 +39,6 @@ class Identity:
     def newest(self) -> str | None:
         return self.candidates[0] if self.candidates else None
 
-    @property
-    def oldest(self) -> str | None:
-        return self.candidates[-1] if self.candidates else None
-
     def describe(self) -> str:
         if self.candidates:
             ordered = sorted(self.candidates, key=Version)

@@ -8,7 +8,6 @@ from typing import Any, Literal
 from cudaup.core.platforms import Platform
 
 Channel = Literal["installer", "redist", "pypi"]
-CHANNELS: tuple[Channel, ...] = ("installer", "redist", "pypi")
 SCHEMA = 1
 
 

@@ -21,7 +21,6 @@ from typing import Literal
 from cudaup.install.tree import Manifest, TreeEntry
 
 LinkMode = Literal["hardlink", "copy"]
-LINK_MODES: tuple[LinkMode, ...] = ("hardlink", "copy")
 #: What ``link(2)`` answers where a hard link cannot be made: another filesystem, a
 #: filesystem without links, a file with too many links already.
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP}

@@ -37,7 +37,6 @@ class ProbeResult:
     size: int | None
     etag: str | None
     last_modified: str | None
-    accept_ranges: bool
 
     @property
     def exists(self) -> bool:
@@ -147,7 +146,6 @@ class NvidiaSource:
             size=size,
             etag=response.headers.get("ETag"),
             last_modified=response.headers.get("Last-Modified"),
-            accept_ranges=response.headers.get("Accept-Ranges", "").lower() == "bytes",
         )
 
 
