@@ -50,7 +50,7 @@ from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, 
 from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpacked import Staged, stage_all
+from cudaup.install.unpacked import Staged, StagedTrees, stage_all
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
@@ -320,6 +320,7 @@ def materialize(
                 )  # fmt: skip
         with store.staging(final.parent, final.name) as staging:
             staged: list[Staged] = []
+            trees: StagedTrees | None = None
             if channel == "installer":
                 [runfile] = fetch_many(
                     resolution.artifacts, CacheLayout(settings.cache_root).downloads,
@@ -353,6 +354,8 @@ def materialize(
             with explained(f"cannot publish CUDA {release} at {final}", final, places, needed):
                 store.write_record(tree, record)
                 store.publish(tree, final)
+            if trees is not None:
+                trees.stamp()
         if options.prefix is not None:
             foreign = options.platform if options.platform != host_platform() else None
             store.add_external(release, final, foreign)
