@@ -13,10 +13,12 @@ import contextlib
 import copy
 import hashlib
 import io
+import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import tomli_w
@@ -165,6 +167,18 @@ TAMPERED: list[tuple[str, Edit, str, str]] = [
         "integrity",
         "pylock 'keep.txt'",
     ),
+    (
+        "url-on-another-host",
+        _set("toolkits.0.files.0.url", "https://evil.example/compute/cuda/redist/x.tar.xz"),
+        "integrity",
+        "toolkits[0].files[0] is refused: its host evil.example:443 is neither one of the origins",
+    ),
+    (
+        "source-url-on-another-host",
+        _set("toolkits.0.sources.0.url", "http://evil.example:8080/redistrib_13.0.1.json"),
+        "integrity",
+        "toolkits[0].sources[0] is refused: its host evil.example:8080",
+    ),
     ("size-over-a-pebibyte", _set("toolkits.0.files.0.size", 2**60), "source-format", "size"),
     ("size-negative", _set("toolkits.0.files.0.size", -1), "source-format", "size -1"),
     ("toolkits-not-a-list", _set("toolkits", "x"), "source-format", "'toolkits' must be an array"),
@@ -271,6 +285,46 @@ def test_the_untampered_lock_installs_and_mirrors_inside_their_roots(
     assert locked.changed_outside(before, after, allowed) == set()
 
 
+@pytest.mark.parametrize("through_a_mirror", [False, True], ids=["origin", "mirror"])
+def test_a_lock_naming_another_host_is_refused_though_it_serves_the_right_bytes(
+    sandbox: Sandbox,  # noqa: F811 - fixture
+    fake_nvidia: FakeNvidiaServer,
+    fake_nvidia_site: Site,
+    fault_server: FaultServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    through_a_mirror: bool,
+) -> None:
+    """Issue #20: a lock whose file URL was moved to another host that serves the very
+    bytes the lock's hash names was fetched from there and installed.  A lock pins
+    hosts too: it is refused, with or without ``--mirror``, before anything is fetched."""
+    point_env_at(monkeypatch, fake_nvidia)
+    document = good_lock(fake_nvidia_site)
+    locked_file = document["toolkits"][0]["files"][0]
+    served = fake_nvidia.download_url + urlsplit(locked_file["url"]).path
+    with urllib.request.urlopen(served) as response:  # the genuine archive
+        body = response.read()
+    assert hashlib.sha256(body).hexdigest() == locked_file["sha256"]
+    name = locked_file["url"].rsplit("/", 1)[-1]
+    fault_server.add(f"/elsewhere/{name}", body)
+    locked_file["url"] = f"{fault_server.url}/elsewhere/{name}"
+    (sandbox.work / "cuda.lock.toml").write_text(tomli_w.dumps(document))
+    argv = [*commands(sandbox)[0], "--json"]
+    if through_a_mirror:
+        argv += ["--mirror", fake_nvidia.download_url]
+    before = sandbox.snapshot()
+    result = run_cli(capsys, *argv)
+    host = urlsplit(fault_server.url).netloc
+    assert result.code == EXIT_CODES["integrity"], result.err
+    assert (
+        f"url '{locked_file['url']}' in cuda.lock.toml toolkits[0].files[0] is refused: "
+        f"its host {host} is neither one of the origins nor the mirror" in result.err
+    )
+    assert result.json()["error"]["kind"] == "integrity"
+    assert fault_server.requests() == []  # nothing was fetched from it
+    assert sandbox.changed(before, sandbox.snapshot()) == set()
+
+
 def test_a_link_planted_in_the_mirror_is_not_written_through(
     locked: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -279,16 +333,18 @@ def test_a_link_planted_in_the_mirror_is_not_written_through(
     (mirror / "compute").symlink_to(locked.decoy)  # compute/cuda/redist/… would land in the decoy
     before = locked.snapshot()
     result = run_cli(capsys, *commands(locked)[1])
-    assert result.code == EXIT_CODES["integrity"] and "is a symbolic link" in result.err
+    assert result.code == EXIT_CODES["untrusted-path"] and "is a symbolic link" in result.err
     assert locked.changed_outside(before, locked.snapshot(), [locked.cache]) == set()
 
 
-def _wheel(record: str) -> bytes:
+def _wheel(record: str | None) -> bytes:
+    """A wheel of one tool, with ``record`` as its RECORD (None: with no RECORD at all)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("nvidia/cu13/bin/tool", b"#!/bin/sh\n")
         archive.writestr("nvidia_tool-13.0.1.dist-info/METADATA", b"Name: nvidia-tool\n")
-        archive.writestr("nvidia_tool-13.0.1.dist-info/RECORD", record.encode())
+        if record is not None:
+            archive.writestr("nvidia_tool-13.0.1.dist-info/RECORD", record.encode())
     return buffer.getvalue()
 
 
@@ -303,18 +359,25 @@ def _wheel(record: str) -> bytes:
             None,
             "",
         ),
+        (None, "integrity", "it has no <name>.dist-info/RECORD"),  # PEP 427: mandatory
+        (
+            "nvidia/cu13/bin/tool,,1" + "0" * 5000 + "\n",
+            "integrity",
+            "size '1000",
+        ),
     ],
-    ids=["dotdot", "absolute", "control"],
+    ids=["dotdot", "absolute", "control", "no-record", "size-5000-digits"],
 )
 def test_a_wheel_whose_record_names_paths_outside_is_refused(
     sandbox: Sandbox,  # noqa: F811 - fixture
     fault_server: FaultServer,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    record: str,
+    record: str | None,
     code: str | None,
     says: str,
 ) -> None:
+    monkeypatch.setenv("CUDAUP_PYPI_URL", fault_server.url + "/simple")  # the lock's origin
     body = _wheel(record)
     name = "nvidia_tool-13.0.1-py3-none-manylinux_2_27_x86_64.whl"
     fault_server.add(f"/packages/{name}", body)

@@ -114,6 +114,17 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
     return "redist"
 
 
+def check_prefix(options: InstallOptions) -> None:
+    """A prefix is printed into shell lines (``cudaup env``): a control character in it
+    would start a command there."""
+    if options.prefix is not None and not str(options.prefix).isprintable():
+        raise UsageError(
+            f"--prefix {str(options.prefix)!r} holds a control character (a newline, a tab, "
+            "an escape); cudaup prints toolkit paths into shell lines (`cudaup env`): name a "
+            "directory without one"
+        )
+
+
 def check_platform(options: InstallOptions) -> None:
     """A toolkit for another platform goes to a ``--prefix``, never into the store: its
     tools cannot run here, so it must never be selected, shimmed or made the default."""
@@ -232,6 +243,7 @@ def install(
         )
     if options.everything and options.components:
         raise UsageError("--all and --components exclude each other")
+    check_prefix(options)
     check_platform(options)  # before any request: materialize checks again, for --lock
     notes: list[str] = []
     http = http or HttpClient(settings)
@@ -274,6 +286,7 @@ def materialize(
     """Download, stage, lay out and publish a resolved (or locked) toolkit."""
     channel = resolution.channel
     release = resolution.release.version
+    check_prefix(options)
     check_platform(options)
     check_driver(settings, release, options.driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
@@ -282,6 +295,7 @@ def materialize(
             f"no checksum is published for {', '.join(unverified)}; --allow-unverified installs it anyway"
         )
     wanted = {a.component for a in resolution.artifacts}
+    store.check_links()  # a link planted in the home is refused before anything is written
     final = options.prefix if options.prefix is not None else store.toolkit_dir(release)
     places = _places(settings, store, options.prefix)
     # A write refused or a disk full anywhere below the store, the prefix or the cache
@@ -328,7 +342,7 @@ def materialize(
                     allow_unverified=options.allow_unverified,
                 )  # fmt: skip
                 tree = staging / "tree"
-                log = run_runfile(runfile.path, tree, store.home / "logs", SystemRoot.from_env())
+                log = run_runfile(runfile.path, tree, store.logs_dir, SystemRoot.from_env())
                 notes.append(f"installer log: {log}")
                 versions = {"cuda_installer": release}
             else:

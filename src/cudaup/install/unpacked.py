@@ -75,7 +75,7 @@ from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
 from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
-from cudaup.util.paths import inside
+from cudaup.util.paths import inside, make_directory
 
 #: A zip lists its members in its last bytes; fetched first so unpacking can begin early.
 ZIP_TAIL = 256 * 1024
@@ -183,9 +183,7 @@ class _Stager:
         self.checked: list[_Entry] = []
         self._lock = threading.Lock()
         with explained("cannot prepare cudaup's cache", self.root, self.places):
-            self.root.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                self.root.mkdir(0o755)
+            make_directory(cache_root, self.root.name)
         self.refusal = _refusal(self.root, self.uid)
         if self.refusal is not None:
             self._tell(
