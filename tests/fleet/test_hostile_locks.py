@@ -25,8 +25,10 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudaup.errors import EXIT_CODES, IntegrityError, SourceFormatError
+from cudaup.config import Settings
+from cudaup.errors import EXIT_CODES, CudaupError, IntegrityError, SourceFormatError
 from cudaup.fleet.lockfile import mirror_path, read_lock
+from cudaup.fleet.mirror import lock_origins, origins
 from tests.fakenvidia import FakeNvidiaServer
 from tests.fakenvidia.site import DOWNLOAD_HOST, Site
 from tests.faultserver import FaultServer
@@ -446,7 +448,8 @@ toml_values = st.recursive(
     st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.text(max_size=30)
-    | st.sampled_from(["../x", "13.0.1", "redist", "linux-x86_64", "cuda_nvcc", NVCC_URL]),
+    | st.sampled_from(["../x", "13.0.1", "redist", "linux-x86_64", "cuda_nvcc", NVCC_URL,
+                       "1" * 5000, "13." + "1" * 4400, "https://evil.example:99999/x"]),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(
         st.sampled_from(["lock-version", "toolkits", "files", "release", "url", "size", "sha256",
@@ -478,3 +481,37 @@ def test_a_lock_from_anything_reads_or_is_refused(
     path.write_bytes(data)
     with contextlib.suppress(SourceFormatError, IntegrityError):
         read_lock(path)
+
+
+#: Every field of a good lock that a value of the wrong kind, or of thousands of digits,
+#: could be put in.
+FIELDS = ["request", "toolkits.0.release", "toolkits.0.label", "toolkits.0.driver",
+          "toolkits.0.platform", "toolkits.0.channel", "toolkits.0.files.0.version",
+          "toolkits.0.files.0.url", "toolkits.0.files.0.size", "toolkits.0.files.0.sha256",
+          "toolkits.0.files.0.component", "toolkits.0.sources.0.url"]  # fmt: skip
+nasty = st.one_of(
+    st.integers(min_value=1, max_value=5000).map(lambda n: "1" * n),
+    st.integers(min_value=1, max_value=5000).map(lambda n: "13." + "9" * n),
+    st.builds(lambda host: f"https://{host}/compute/x.tar.xz", st.text(max_size=20)),
+    st.text(max_size=40),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+
+
+@pytest.mark.property
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(FIELDS), nasty)
+def test_any_value_in_any_field_of_a_lock_reads_or_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, fake_nvidia_site: Site, field: str, value: object
+) -> None:
+    """What ``install --lock`` and ``mirror`` do with a lock before fetching anything:
+    read it, check its hosts, pick the platform, place each file in a mirror."""
+    document = copy.deepcopy(good_lock(fake_nvidia_site))
+    _set(field, value)(document)
+    path = tmp_path_factory.mktemp("lock") / "cuda.lock.toml"
+    path.write_text(tomli_w.dumps(document))
+    with contextlib.suppress(CudaupError):
+        lock = read_lock(path)
+        lock.check_hosts(lock_origins(Settings()))
+        for file in lock.for_platform("linux-x86_64").files:
+            mirror_path(file.url, origins(Settings()))
