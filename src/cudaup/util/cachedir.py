@@ -75,6 +75,10 @@ class CacheLayout:
     def plan(self) -> Path:
         return directory(self.root, "plan")
 
+    def plan_dir(self, *parts: str) -> Path:
+        """A directory below ``plan/`` (``uv``, ``wheels``, ``resolutions``): the same check."""
+        return directory(self.root, "plan", *parts)
+
     @property
     def unpacked_lock(self) -> Path:
         return self.locks / LOCK_NAME
