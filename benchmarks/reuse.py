@@ -144,7 +144,7 @@ def main() -> None:
         "",
         "Sizes and modes are checked on every install (one `lstat` per entry, in the cache "
         "and in the new toolkit); digests on the first use of a tree after each boot, when "
-        "a file's inode or mtime moved since, and with `--verify`.",
+        "a file's inode or ctime moved since, and with `--verify`.",
         END,
     ]
     publish(lines, args.output, BEGIN, END)

@@ -54,8 +54,22 @@ def _default_cache_dir() -> Path:
 def home_dir(env: Mapping[str, str] | None = None) -> Path:
     """cudaup's home (the store, shims, the default): ``CUDAUP_HOME``, else the user data dir."""
     env = os.environ if env is None else env
+    home = _home(env)
+    return home if home is not None else _user_dir("data")
+
+
+def _home(env: Mapping[str, str]) -> Path | None:
+    """``CUDAUP_HOME``, refused when it holds a control character: the home is printed
+    into shell lines (``cudaup env``, the shims), where a newline starts a command."""
     home = env.get("CUDAUP_HOME")
-    return Path(home) if home else _user_dir("data")
+    if not home:
+        return None
+    if not home.isprintable():
+        raise UsageError(
+            f"CUDAUP_HOME={home!r} holds a control character (a newline, a tab, an escape); "
+            "cudaup prints its home into shell lines: name a directory without one"
+        )
+    return Path(home)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +98,7 @@ class Settings:
         """
         env = os.environ if env is None else env
         cache = env.get("CUDAUP_CACHE_DIR")
-        home = env.get("CUDAUP_HOME")
+        home = _home(env)
         max_size = env.get("CUDAUP_MAX_SIZE", "").strip()
         settings = cls(
             download_url=env.get("CUDAUP_NVIDIA_DOWNLOAD_URL") or DEFAULT_DOWNLOAD_URL,
@@ -92,7 +106,7 @@ class Settings:
             prerelease_url=env.get("CUDAUP_NVIDIA_PRERELEASE_URL") or DEFAULT_PRERELEASE_URL,
             pypi_url=env.get("CUDAUP_PYPI_URL") or DEFAULT_PYPI_URL,
             cache_dir=Path(cache) if cache else None,
-            home=Path(home) if home else None,
+            home=home,
             speed_limit=int(_number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True)),
             speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
             stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),

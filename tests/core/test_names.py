@@ -15,8 +15,8 @@ from cudaup.core.names import (
     check_release,
     check_size,
 )
-from cudaup.errors import IntegrityError, SourceFormatError
-from cudaup.util.paths import inside
+from cudaup.errors import IntegrityError, SourceFormatError, UntrustedPathError
+from cudaup.util.paths import directory, inside, make_directory
 
 HOSTILE = [
     "",
@@ -96,8 +96,14 @@ def test_inside_refuses_a_link_below_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "toolkits").symlink_to(elsewhere)
-    with pytest.raises(IntegrityError, match="symbolic link"):
+    with pytest.raises(UntrustedPathError, match="toolkits is a symbolic link"):
         inside(root, "toolkits", "13.0.1")
+    with pytest.raises(UntrustedPathError, match="toolkits is a symbolic link"):
+        directory(root, "toolkits")
+    with pytest.raises(UntrustedPathError, match="toolkits is a symbolic link"):
+        make_directory(root, "toolkits", "13.0.1")
+    assert not (elsewhere / "13.0.1").exists()
+    assert make_directory(root, "bin", "x") == root / "bin" / "x" and (root / "bin/x").is_dir()
     # The root itself may be a link: the user made it.
     linked_root = tmp_path / "linked"
     linked_root.symlink_to(root)

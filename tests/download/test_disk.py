@@ -343,7 +343,8 @@ def test_a_cache_another_user_may_not_write(fault_server: FaultServer, shared: P
     assert cli.returncode == 14, cli.stderr
     assert re.search(
         rf"cudaup: error: cannot open the lock file {cache}/locks/[0-9a-f]{{24}}\.lock: "
-        rf"permission denied: {cache}/locks \(owned by uid 0; cudaup runs as uid 65534\); "
+        rf"permission denied: {cache}/locks \(it does not exist; {cache} is the nearest "
+        r"directory that does, owned by uid 0; cudaup runs as uid 65534\); "
         "set CUDAUP_CACHE_DIR to a directory you can write, or fix its permissions",
         cli.stderr,
     ), cli.stderr

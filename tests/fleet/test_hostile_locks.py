@@ -13,18 +13,22 @@ import contextlib
 import copy
 import hashlib
 import io
+import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudaup.errors import EXIT_CODES, IntegrityError, SourceFormatError
+from cudaup.config import Settings
+from cudaup.errors import EXIT_CODES, CudaupError, IntegrityError, SourceFormatError
 from cudaup.fleet.lockfile import mirror_path, read_lock
+from cudaup.fleet.mirror import lock_origins, origins
 from tests.fakenvidia import FakeNvidiaServer
 from tests.fakenvidia.site import DOWNLOAD_HOST, Site
 from tests.faultserver import FaultServer
@@ -165,6 +169,18 @@ TAMPERED: list[tuple[str, Edit, str, str]] = [
         "integrity",
         "pylock 'keep.txt'",
     ),
+    (
+        "url-on-another-host",
+        _set("toolkits.0.files.0.url", "https://evil.example/compute/cuda/redist/x.tar.xz"),
+        "integrity",
+        "toolkits[0].files[0] is refused: its host evil.example:443 is neither one of the origins",
+    ),
+    (
+        "source-url-on-another-host",
+        _set("toolkits.0.sources.0.url", "http://evil.example:8080/redistrib_13.0.1.json"),
+        "integrity",
+        "toolkits[0].sources[0] is refused: its host evil.example:8080",
+    ),
     ("size-over-a-pebibyte", _set("toolkits.0.files.0.size", 2**60), "source-format", "size"),
     ("size-negative", _set("toolkits.0.files.0.size", -1), "source-format", "size -1"),
     ("toolkits-not-a-list", _set("toolkits", "x"), "source-format", "'toolkits' must be an array"),
@@ -271,6 +287,46 @@ def test_the_untampered_lock_installs_and_mirrors_inside_their_roots(
     assert locked.changed_outside(before, after, allowed) == set()
 
 
+@pytest.mark.parametrize("through_a_mirror", [False, True], ids=["origin", "mirror"])
+def test_a_lock_naming_another_host_is_refused_though_it_serves_the_right_bytes(
+    sandbox: Sandbox,  # noqa: F811 - fixture
+    fake_nvidia: FakeNvidiaServer,
+    fake_nvidia_site: Site,
+    fault_server: FaultServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    through_a_mirror: bool,
+) -> None:
+    """Issue #20: a lock whose file URL was moved to another host that serves the very
+    bytes the lock's hash names was fetched from there and installed.  A lock pins
+    hosts too: it is refused, with or without ``--mirror``, before anything is fetched."""
+    point_env_at(monkeypatch, fake_nvidia)
+    document = good_lock(fake_nvidia_site)
+    locked_file = document["toolkits"][0]["files"][0]
+    served = fake_nvidia.download_url + urlsplit(locked_file["url"]).path
+    with urllib.request.urlopen(served) as response:  # the genuine archive
+        body = response.read()
+    assert hashlib.sha256(body).hexdigest() == locked_file["sha256"]
+    name = locked_file["url"].rsplit("/", 1)[-1]
+    fault_server.add(f"/elsewhere/{name}", body)
+    locked_file["url"] = f"{fault_server.url}/elsewhere/{name}"
+    (sandbox.work / "cuda.lock.toml").write_text(tomli_w.dumps(document))
+    argv = [*commands(sandbox)[0], "--json"]
+    if through_a_mirror:
+        argv += ["--mirror", fake_nvidia.download_url]
+    before = sandbox.snapshot()
+    result = run_cli(capsys, *argv)
+    host = urlsplit(fault_server.url).netloc
+    assert result.code == EXIT_CODES["integrity"], result.err
+    assert (
+        f"url '{locked_file['url']}' in cuda.lock.toml toolkits[0].files[0] is refused: "
+        f"its host {host} is neither one of the origins nor the mirror" in result.err
+    )
+    assert result.json()["error"]["kind"] == "integrity"
+    assert fault_server.requests() == []  # nothing was fetched from it
+    assert sandbox.changed(before, sandbox.snapshot()) == set()
+
+
 def test_a_link_planted_in_the_mirror_is_not_written_through(
     locked: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -279,16 +335,18 @@ def test_a_link_planted_in_the_mirror_is_not_written_through(
     (mirror / "compute").symlink_to(locked.decoy)  # compute/cuda/redist/… would land in the decoy
     before = locked.snapshot()
     result = run_cli(capsys, *commands(locked)[1])
-    assert result.code == EXIT_CODES["integrity"] and "is a symbolic link" in result.err
+    assert result.code == EXIT_CODES["untrusted-path"] and "is a symbolic link" in result.err
     assert locked.changed_outside(before, locked.snapshot(), [locked.cache]) == set()
 
 
-def _wheel(record: str) -> bytes:
+def _wheel(record: str | None) -> bytes:
+    """A wheel of one tool, with ``record`` as its RECORD (None: with no RECORD at all)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("nvidia/cu13/bin/tool", b"#!/bin/sh\n")
         archive.writestr("nvidia_tool-13.0.1.dist-info/METADATA", b"Name: nvidia-tool\n")
-        archive.writestr("nvidia_tool-13.0.1.dist-info/RECORD", record.encode())
+        if record is not None:
+            archive.writestr("nvidia_tool-13.0.1.dist-info/RECORD", record.encode())
     return buffer.getvalue()
 
 
@@ -303,18 +361,25 @@ def _wheel(record: str) -> bytes:
             None,
             "",
         ),
+        (None, "integrity", "it has no <name>.dist-info/RECORD"),  # PEP 427: mandatory
+        (
+            "nvidia/cu13/bin/tool,,1" + "0" * 5000 + "\n",
+            "integrity",
+            "size '1000",
+        ),
     ],
-    ids=["dotdot", "absolute", "control"],
+    ids=["dotdot", "absolute", "control", "no-record", "size-5000-digits"],
 )
 def test_a_wheel_whose_record_names_paths_outside_is_refused(
     sandbox: Sandbox,  # noqa: F811 - fixture
     fault_server: FaultServer,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    record: str,
+    record: str | None,
     code: str | None,
     says: str,
 ) -> None:
+    monkeypatch.setenv("CUDAUP_PYPI_URL", fault_server.url + "/simple")  # the lock's origin
     body = _wheel(record)
     name = "nvidia_tool-13.0.1-py3-none-manylinux_2_27_x86_64.whl"
     fault_server.add(f"/packages/{name}", body)
@@ -383,7 +448,8 @@ toml_values = st.recursive(
     st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.text(max_size=30)
-    | st.sampled_from(["../x", "13.0.1", "redist", "linux-x86_64", "cuda_nvcc", NVCC_URL]),
+    | st.sampled_from(["../x", "13.0.1", "redist", "linux-x86_64", "cuda_nvcc", NVCC_URL,
+                       "1" * 5000, "13." + "1" * 4400, "https://evil.example:99999/x"]),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(
         st.sampled_from(["lock-version", "toolkits", "files", "release", "url", "size", "sha256",
@@ -415,3 +481,37 @@ def test_a_lock_from_anything_reads_or_is_refused(
     path.write_bytes(data)
     with contextlib.suppress(SourceFormatError, IntegrityError):
         read_lock(path)
+
+
+#: Every field of a good lock that a value of the wrong kind, or of thousands of digits,
+#: could be put in.
+FIELDS = ["request", "toolkits.0.release", "toolkits.0.label", "toolkits.0.driver",
+          "toolkits.0.platform", "toolkits.0.channel", "toolkits.0.files.0.version",
+          "toolkits.0.files.0.url", "toolkits.0.files.0.size", "toolkits.0.files.0.sha256",
+          "toolkits.0.files.0.component", "toolkits.0.sources.0.url"]  # fmt: skip
+nasty = st.one_of(
+    st.integers(min_value=1, max_value=5000).map(lambda n: "1" * n),
+    st.integers(min_value=1, max_value=5000).map(lambda n: "13." + "9" * n),
+    st.builds(lambda host: f"https://{host}/compute/x.tar.xz", st.text(max_size=20)),
+    st.text(max_size=40),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+
+
+@pytest.mark.property
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(FIELDS), nasty)
+def test_any_value_in_any_field_of_a_lock_reads_or_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, fake_nvidia_site: Site, field: str, value: object
+) -> None:
+    """What ``install --lock`` and ``mirror`` do with a lock before fetching anything:
+    read it, check its hosts, pick the platform, place each file in a mirror."""
+    document = copy.deepcopy(good_lock(fake_nvidia_site))
+    _set(field, value)(document)
+    path = tmp_path_factory.mktemp("lock") / "cuda.lock.toml"
+    path.write_text(tomli_w.dumps(document))
+    with contextlib.suppress(CudaupError):
+        lock = read_lock(path)
+        lock.check_hosts(lock_origins(Settings()))
+        for file in lock.for_platform("linux-x86_64").files:
+            mirror_path(file.url, origins(Settings()))

@@ -383,3 +383,39 @@ def test_cli_a_wheel_that_lies_about_a_member_is_exit_7(
     assert "holds more than the 1024 bytes the zip's listing says" in result.err
     assert result.json()["error"]["kind"] == "integrity"
     assert not (store.toolkits_dir / RELEASE).exists()
+
+
+def test_cli_a_change_in_place_with_its_mtime_put_back_is_found_on_reinstall(
+    fake_nvidia: FakeNvidiaServer,
+    store: Store,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #20's attack: install, uninstall, change the cached ``tree/bin/nvcc`` in
+    place (same size, same inode, mtime put back with ``os.utime``), install again.
+    Its ctime moved, which nothing but the clock could put back: the tree is hashed,
+    found wrong, and unpacked again."""
+    point_env_at(monkeypatch, fake_nvidia)
+    argv = ("install", RELEASE, "--channel", "redist", "--components", "nvcc",
+            "--platform", "linux-x86_64", "--json")  # fmt: skip
+    toolkit = store.toolkits_dir / RELEASE
+    assert run_cli(capsys, *argv).code == 0
+    clean = snapshot(toolkit)
+    assert run_cli(capsys, "uninstall", RELEASE, "--json").code == 0
+    cached = nvcc_entry(cache) / "tree/bin/nvcc"
+    inode, mtime = cached.stat().st_ino, cached.stat().st_mtime_ns
+    change_in_place(cached, b"#!/bin/sh\nid -u > /tmp/owned\n")
+    assert (cached.stat().st_ino, cached.stat().st_mtime_ns) == (inode, mtime)
+    again = run_cli(capsys, *argv)
+    assert again.code == 0, again.err
+    notes = again.json()["notes"]
+    assert any("bin/nvcc does not hold the bytes" in note and "discarded" in note
+               for note in notes), notes  # fmt: skip
+    assert snapshot(toolkit) == clean
+    assert record_of(toolkit, "cuda_nvcc")["tree"] == "unpacked"
+    # The tree unpacked anew and then linked is vouched for by its stamp again: a
+    # second prefix is checked by sizes and modes only.
+    prefix = run_cli(capsys, *argv, "--prefix", str(toolkit.parent / "second"))
+    assert prefix.code == 0, prefix.err
+    assert "tree: digests" not in record_of(toolkit.parent / "second", "cuda_nvcc")["checks"]  # type: ignore[operator]

@@ -614,7 +614,7 @@ def test_big_zip_members_inflate_side_by_side(
     tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     members = {f"lib/big{i}.so": os.urandom(2 * 2**20) for i in range(4)}
-    archive = make_zip(tmp_path / "a.whl", [(name, data, REG) for name, data in members.items()])
+    archive = make_zip(tmp_path / "a.zip", [(name, data, REG) for name, data in members.items()])
     monkeypatch.setattr(write, "PARALLEL_WORKERS", 4)
     threads: set[int] = set()
     real = write.write_file

@@ -197,8 +197,11 @@ def test_a_wheel_is_checked_against_its_record(tmp_path: Path) -> None:
         (RECORD + record_row("nvidia/cuda_nvcc/bin/cicc", b"c"), "lists nvidia/cuda_nvcc/bin/cicc, which the wheel"),
         (RECORD.replace(b",5\n", b",6\n", 1), "its size is not the one"),
         (RECORD + b"a,b\n", "malformed row"),
+        (RECORD.replace(b",5\n", b",5" + b"0" * 5000 + b"\n", 1), "size '50000"),
+        (RECORD.replace(b",5\n", ",\u00b2\n".encode(), 1), "not a size"),
     ],
-    ids=["malformed", "digest", "unlisted", "missing", "size", "row"],
+    ids=["malformed", "digest", "unlisted", "missing", "size", "row", "size-5000-digits",
+         "size-superscript"],
 )  # fmt: skip
 def test_a_wheel_whose_record_disagrees_is_refused(
     tmp_path: Path, record: bytes, message: str
@@ -209,6 +212,19 @@ def test_a_wheel_whose_record_disagrees_is_refused(
     with pytest.raises(IntegrityError, match=message):
         extract_archive(wheel, dest)
     assert list(dest.iterdir()) == []
+
+
+def test_a_wheel_without_a_record_is_refused(tmp_path: Path) -> None:
+    """RECORD is mandatory (PEP 427): without it nothing says what the wheel holds."""
+    wheel = make_zip(tmp_path / "w-1.0-py3-none-any.whl", FILES)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(IntegrityError, match=r"w-1.0-py3-none-any.whl: it has no <name>"):
+        extract_archive(wheel, dest)
+    assert list(dest.iterdir()) == []
+    # A zip that is not a wheel (NVIDIA's Windows archives) has no RECORD to check.
+    plain = make_zip(tmp_path / "cuda_nvcc-windows-x86_64-13.0.48-archive.zip", FILES)
+    assert not extract_archive(plain, dest).record_checked
 
 
 # -- the disk ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.errors import IntegrityError
+from cudaup.errors import IntegrityError, UntrustedPathError
 from cudaup.install.layout import keep_wheel_record, merge_tree
 from cudaup.install.store import RECORD, External, InstalledToolkit, Store
 from cudaup.switch import shim
@@ -189,7 +189,7 @@ def test_wheel_records_are_kept_and_a_link_in_the_way_refused(tmp_path: Path) ->
     planted = tmp_path / "planted"
     planted.mkdir()
     (planted / "dist-info").symlink_to(elsewhere)
-    with pytest.raises(IntegrityError, match="symbolic link"):
+    with pytest.raises(UntrustedPathError, match="symbolic link"):
         keep_wheel_record(extracted, planted)
     assert list(elsewhere.iterdir()) == []
 

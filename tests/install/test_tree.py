@@ -151,6 +151,14 @@ def test_the_fingerprint_moves_with_any_write_or_replacement(tmp_path: Path) -> 
     replacement.chmod(0o755)
     replacement.replace(root / "bin/nvcc")  # same size, mode and mtime: another inode
     assert fingerprint(scan(root)) != touched
+    # Written in place, same size, mtime put back: the ctime moved, and no call undoes it.
+    replaced = fingerprint(scan(root))
+    info = (root / "bin/nvcc").stat()
+    with (root / "bin/nvcc").open("r+b") as handle:
+        handle.write(b"#!/bin/X")
+    os.utime(root / "bin/nvcc", ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert (root / "bin/nvcc").stat().st_mtime_ns == info.st_mtime_ns
+    assert fingerprint(scan(root)) != replaced
 
 
 def test_a_stamp_that_is_not_one_reads_as_none() -> None:

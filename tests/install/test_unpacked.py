@@ -49,9 +49,9 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}\n"
 
 
-def wheel(files: dict[str, bytes], dist_info: str | None = None) -> bytes:
-    """A wheel of ``files`` (deflated, .txt stored, as wheels have them); with ``dist_info``,
-    a RECORD there lists every file."""
+def wheel(files: dict[str, bytes], dist_info: str = "w-1.0.dist-info") -> bytes:
+    """A wheel of ``files`` (deflated, .txt stored, as wheels have them), with the RECORD
+    every wheel has (PEP 427) in ``dist_info``, listing every file."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
@@ -60,9 +60,8 @@ def wheel(files: dict[str, bytes], dist_info: str | None = None) -> bytes:
             stored = name.endswith(".txt")
             info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
-        if dist_info is not None:
-            lines = [record_line(name, data) for name, data in files.items()]
-            archive.writestr(f"{dist_info}/RECORD", "".join(lines) + f"{dist_info}/RECORD,,\n")
+        lines = [record_line(name, data) for name, data in files.items()]
+        archive.writestr(f"{dist_info}/RECORD", "".join(lines) + f"{dist_info}/RECORD,,\n")
     return buffer.getvalue()
 
 
@@ -106,10 +105,11 @@ def client(tmp_path: Path) -> HttpClient:
 
 
 def tree(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` but a wheel's own ``*.dist-info/``: what it was made of."""
     return {
         path.relative_to(root).as_posix(): path.read_bytes()
         for path in sorted(root.rglob("*"))
-        if path.is_file()
+        if path.is_file() and not path.relative_to(root).parts[0].endswith(".dist-info")
     }
 
 

@@ -58,7 +58,7 @@ def test_variants_and_unknown_fields() -> None:
     doc = {
         "release_label": "9.1.0",
         "release_product": "cudnn",
-        "future_field": [1, 2],
+        "future_field": [1, 2],  # scalars: a field of a later format
         "cudnn": {
             "name": "cuDNN",
             "version": "9.1.0",
@@ -142,3 +142,14 @@ def test_refusals_name_the_document_they_came_from() -> None:
         parse_manifest(_doc(relative_path="../x"), url)
     with pytest.raises(SourceFormatError, match=f"^duplicate key 'a' in {url}$"):
         parse_manifest(b'{"a": 1, "a": 2}', url)
+
+
+@pytest.mark.parametrize(
+    "value", [[], [{"version": "13.0.48"}], ["13.0.48"]], ids=["empty", "objects", "scalars"]
+)
+def test_a_component_given_as_a_list_is_refused_naming_the_field(value: list[object]) -> None:
+    doc = {"release_label": "13.0.1", "cuda_nvcc": value}
+    with pytest.raises(SourceFormatError, match="field 'cuda_nvcc' in u is a list"):
+        parse_manifest(json.dumps(doc).encode(), "u")
+    with pytest.raises(SourceFormatError, match="field 'x_future' in u is a list"):
+        parse_manifest(json.dumps({"x_future": [{"version": "1"}]}).encode(), "u")

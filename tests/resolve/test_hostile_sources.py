@@ -131,6 +131,16 @@ HOSTILE: list[tuple[str, bytes, str]] = [
         "expected an object",
     ),
     ("not-an-object", b"[1, 2, 3]", "is not a JSON object"),
+    (
+        "component-is-a-list",
+        json.dumps({**manifest(), "cuda_nvcc": [manifest()["cuda_nvcc"]]}).encode(),
+        "field 'cuda_nvcc'",
+    ),
+    (
+        "component-without-version",
+        json.dumps({**manifest(), "x_top": {"linux-x86_64": {"y": 1}}}).encode(),
+        "component 'x_top' has no version",
+    ),
 ]
 
 
@@ -183,6 +193,28 @@ def test_the_same_manifest_with_safe_names_installs_inside_the_store(
     after = sandbox.snapshot()
     changed = sandbox.changed(before, after)
     assert "opt/cudaup/home/toolkits/99.0.1/licenses/cuda_nvcc/LICENSE" in changed
+    assert sandbox.changed_outside(before, after, [sandbox.cache, sandbox.home]) == set()
+
+
+@pytest.mark.parametrize(
+    "unknown",
+    [{"x_top": {"y": 1}}, {"x_top": {}}, {"x_count": 3, "x_note": None}, {"release_x": [1]}],
+    ids=["object", "empty-object", "scalars", "release-list"],
+)
+def test_fields_a_later_format_adds_are_ignored(
+    sandbox: Sandbox,  # noqa: F811 - fixture
+    fault_server: FaultServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    unknown: dict[str, Any],
+) -> None:
+    """An object with neither a component field nor a platform is not a component."""
+    before = sandbox.snapshot()
+    result = install(fault_server, json.dumps({**manifest(), **unknown}).encode(), monkeypatch,
+                     capsys)  # fmt: skip
+    assert result.code == 0, result.err
+    assert (sandbox.home / "toolkits/99.0.1/bin/nvcc").is_file()
+    after = sandbox.snapshot()
     assert sandbox.changed_outside(before, after, [sandbox.cache, sandbox.home]) == set()
 
 

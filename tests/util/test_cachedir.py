@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.errors import EXIT_CODES, LockedError
+from cudaup.errors import EXIT_CODES, LockedError, UntrustedPathError
 from cudaup.install.store import Store
 from cudaup.util import cachedir
 from tests.fakenvidia.server import FakeNvidiaServer
@@ -194,3 +194,24 @@ def test_clean_counts_only_bytes_whose_last_link_it_removed(
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "again"))
     human = run_cli(capsys, "cache", "clean")
     assert "KiB stay on disk, hard-linked by installed toolkits" in human.out
+
+
+@pytest.mark.parametrize("planted", ["downloads", "unpacked", "http", "locks", "plan"])
+def test_every_cache_directory_refuses_a_link_planted_for_it(tmp_path: Path, planted: str) -> None:
+    """A link standing for a directory of the cache would carry its writes elsewhere:
+    naming the directory refuses it (exit 22); the cache root itself may be a link."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / planted).symlink_to(elsewhere)
+    layout = cachedir.CacheLayout(root)
+    with pytest.raises(UntrustedPathError, match=f"{root / planted} is a symbolic link"):
+        getattr(layout, planted)
+    (root / planted).unlink()
+    (root / "plan").mkdir(exist_ok=True)
+    (root / "plan" / "uv").symlink_to(elsewhere)
+    with pytest.raises(UntrustedPathError, match="plan/uv is a symbolic link"):
+        layout.plan_dir("uv")
+    (tmp_path / "linked").symlink_to(root)
+    assert cachedir.CacheLayout(tmp_path / "linked").downloads == tmp_path / "linked" / "downloads"

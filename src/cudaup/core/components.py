@@ -11,6 +11,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
+from cudaup.core.versions import shown
 from cudaup.errors import UsageError
 
 #: friendly alias (= cuda-toolkit extra) → NVIDIA redist component key
@@ -125,6 +126,8 @@ def component_of_project(project: str) -> str:
 
 def unknown_component(name: str, available: Iterable[str], where: str) -> UsageError:
     options = sorted(set(available))
-    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name[:200], options, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return UsageError(f"{where} has no component {name!r}{hint} (available: {', '.join(options)})")
+    return UsageError(
+        f"{where} has no component {shown(name)}{hint} (available: {', '.join(options)})"
+    )

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from cudaup.core.versions import shown
 from cudaup.errors import UsageError
 
 __all__ = [
@@ -43,8 +44,9 @@ __all__ = [
     "parse_sys_module_version",
 ]
 
-_DRIVER_VERSION = re.compile(r"\d+(?:\.\d+){0,3}")
-_CUDA_VERSION = re.compile(r"(\d+)(?:\.(\d+))?")
+# At most nine digits a number (real ones have up to four), counted before int() sees them.
+_DRIVER_VERSION = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,3}")
+_CUDA_VERSION = re.compile(r"([0-9]{1,9})(?:\.([0-9]{1,9}))?")
 _COMPUTE_CAPABILITY = re.compile(r"\d+\.\d+")
 #: Display-driver branches have had three digits since R100 (2007); anything
 #: smaller is a CUDA version or a Windows file version typed by mistake.
@@ -69,7 +71,7 @@ class DriverVersion:
         normalized = normalized.removeprefix(">=").strip()
         if not _DRIVER_VERSION.fullmatch(normalized):
             raise UsageError(
-                f"{text!r} is not an NVIDIA driver version; "
+                f"{shown(text)} is not an NVIDIA driver version; "
                 "expected numbers and dots such as 590.48.01 or 571.96"
             )
         components = tuple(int(part) for part in normalized.split("."))
@@ -151,7 +153,8 @@ class CudaVersion:
         match = _CUDA_VERSION.fullmatch(text.strip())
         if match is None:
             raise UsageError(
-                f"{text!r} is not a CUDA version as a driver reports it; expected MAJOR.MINOR such as 13.1"
+                f"{shown(text)} is not a CUDA version as a driver reports it; "
+                "expected MAJOR.MINOR such as 13.1"
             )
         return cls(major=int(match.group(1)), minor=int(match.group(2) or 0))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from cudaup.core.versions import shown
 from cudaup.errors import UsageError
 
 Platform = Literal[
@@ -86,4 +87,4 @@ def parse_platform(text: str) -> Platform:
             return name
     if key in _ALIASES:
         return _ALIASES[key]
-    raise UsageError(f"unknown platform {text!r}; use one of {', '.join(PLATFORMS)}")
+    raise UsageError(f"unknown platform {shown(text)}; use one of {', '.join(PLATFORMS)}")

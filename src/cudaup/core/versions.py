@@ -11,6 +11,10 @@ Accepted requests::
     cu130, cu13       the PyTorch-style tag for a line (last digit is the minor)
     13.0 Update 1     NVIDIA's own naming (``GA`` = patch 0); also ``13.0u1``
     latest            the newest release
+
+A request in those forms whose numbers are longer than :data:`MAX_DIGITS` is well
+formed but names no release: :class:`~cudaup.errors.ReleaseNotFoundError` (exit 3),
+raised before ``int()`` (which refuses 4301 digits and is slow well before that).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Literal
 
 from packaging.version import Version
 
-from cudaup.errors import UsageError
+from cudaup.errors import ReleaseNotFoundError, UsageError
 
 RequestKind = Literal["exact", "minor", "major", "latest"]
 
@@ -33,6 +37,11 @@ _UPDATE = re.compile(
     re.IGNORECASE,
 )
 _DOTTED = re.compile(r"^\d+(?:\.\d+){0,3}$")
+#: The most digits one number of a release may have.  NVIDIA's have 1 to 3 (PyPI's
+#: 13.0.88); nine leave room for any to come and keep ``int()`` trivial.
+MAX_DIGITS = 9
+#: How much of a refused request a message quotes.
+_SHOWN = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +99,10 @@ def parse_request(text: str) -> ReleaseRequest:
         digits = tag.group(1)
         return ReleaseRequest("minor", (int(digits[:-1]), int(digits[-1])), raw)
     if upd := _UPDATE.match(body):
-        patch = 0 if upd.group(4) else int(upd.group(3))
-        return ReleaseRequest("exact", (int(upd.group(1)), int(upd.group(2)), patch), raw)
+        major, minor, update = _numbers(raw, (upd.group(1), upd.group(2), upd.group(3) or "0"))
+        return ReleaseRequest("exact", (major, minor, 0 if upd.group(4) else update), raw)
     if _DOTTED.match(body):
-        numbers = tuple(int(p) for p in body.split("."))
+        numbers = _numbers(raw, body.split("."))
         if len(numbers) == 4:
             # PyPI spells some releases with four parts (13.0.3.0): same release.
             if numbers[3] != 0:
@@ -104,9 +113,28 @@ def parse_request(text: str) -> ReleaseRequest:
     raise _bad_request(raw)
 
 
+def _numbers(raw: str, groups: Iterable[str]) -> tuple[int, ...]:
+    """The numbers of a request, each counted before it is converted."""
+    digits = tuple(groups)
+    if any(len(group) > MAX_DIGITS for group in digits):
+        raise ReleaseNotFoundError(
+            f"no CUDA release is {shown(raw)}: the numbers of a release have at most "
+            f"{MAX_DIGITS} digits"
+        )
+    return tuple(int(group) for group in digits)
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for a message, cut short when it is long: a request of thousands
+    of characters is named, not repeated."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[:_SHOWN]!r}… ({len(text)} characters)"
+
+
 def _bad_request(raw: str) -> UsageError:
     return UsageError(
-        f"{raw!r} is not a CUDA version request; use e.g. 13.0.1, 13.0, 13, cu130, "
+        f"{shown(raw)} is not a CUDA version request; use e.g. 13.0.1, 13.0, 13, cu130, "
         "'13.0 Update 1' or latest"
     )
 

@@ -10,7 +10,7 @@ from cudaup.core.platforms import is_linux
 from cudaup.download import Progress
 from cudaup.errors import UsageError
 from cudaup.fleet.lockfile import mirror_url, read_lock, rewrite_urls
-from cudaup.fleet.mirror import origins
+from cudaup.fleet.mirror import lock_origins, origins
 from cudaup.install.installer import InstallOptions, InstallResult, materialize
 from cudaup.install.store import Store
 from cudaup.net.http import HttpClient
@@ -35,7 +35,9 @@ def install_locked(
 
     if not is_linux(options.platform):
         raise UsageError("cudaup installs toolkits on Linux")
-    locked = read_lock(lock_path).for_platform(options.platform)
+    lock = read_lock(lock_path)
+    lock.check_hosts(lock_origins(settings, mirror))  # before anything is fetched
+    locked = lock.for_platform(options.platform)
     roots = origins(settings)
     if mirror:
         locked = rewrite_urls(locked, lambda url: mirror_url(url, mirror, roots))

@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import tomli_w
 
@@ -126,6 +127,29 @@ class LockFile:
     request: str
     toolkits: list[LockedToolkit] = field(default_factory=list)
     wheels: list[LockedWheels] = field(default_factory=list)
+    #: where it was read from, for messages ("" for a lock just made)
+    path: str = field(default="", compare=False)
+
+    def check_hosts(self, origins: Sequence[str]) -> None:
+        """Refuse a file or source URL on a host none of ``origins`` (URLs) is on.
+
+        A lock pins hashes, not hosts: a file on any other host whose hash matched
+        would be fetched and installed, so a lock edited to name one is refused with
+        the field and the host, whatever ``--mirror`` says.  Hosts compare with their
+        port (a scheme's default when none is given).
+        """
+        allowed = {_host(origin) for origin in origins}
+        for index, toolkit in enumerate(self.toolkits):
+            named = [(f"files[{i}]", f.url) for i, f in enumerate(toolkit.files)]
+            named += [(f"sources[{i}]", url) for i, url in enumerate(toolkit.sources)]
+            for entry, url in named:
+                host, port = _host(url)
+                if (host, port) not in allowed:
+                    shown = host if port is None else f"{host}:{port}"
+                    raise IntegrityError(
+                        f"url {url!r} in {self.path} toolkits[{index}].{entry} is refused: "
+                        f"its host {shown} is neither one of the origins nor the mirror"
+                    )
 
     def for_platform(self, platform: Platform) -> LockedToolkit:
         for toolkit in self.toolkits:
@@ -343,12 +367,25 @@ def read_lock(path: Path) -> LockFile:
     request = document.get("request", "")
     if not isinstance(request, str):
         raise SourceFormatError(f"{path}: 'request' must be a string")
-    lock = LockFile(request)
+    lock = LockFile(request, path=str(path))
     for index, entry in enumerate(_list(document, "toolkits", str(path))):
         lock.toolkits.append(_toolkit(entry, f"{path} toolkits[{index}]"))
     for index, entry in enumerate(_list(document, "wheels", str(path))):
         lock.wheels.append(_wheels(entry, f"{path} wheels[{index}]"))
     return lock
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host(url: str) -> tuple[str, int | None]:
+    """A URL's host and port (its scheme's default when none is given)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: no origin has it
+        port = -1
+    return (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(parts.scheme)
 
 
 def compare(locked: LockedToolkit, live: LockedToolkit) -> list[str]:

@@ -39,7 +39,7 @@ from cudaup.core.names import check_size
 from cudaup.download import DownloadRequest, Progress, fetch, is_verified
 from cudaup.errors import IntegrityError, NetworkError, SourceFormatError
 from cudaup.fleet.lockfile import MAX_LOCK_BYTES, LockFile, mirror_path
-from cudaup.net.http import HttpClient
+from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.util.atomic import atomic_write
 from cudaup.util.paths import inside
 
@@ -51,6 +51,13 @@ def origins(settings: Settings) -> list[str]:
     roots = [settings.download_url, settings.archive_url, settings.prerelease_url]
     roots += [DEFAULT_DOWNLOAD_URL, DEFAULT_ARCHIVE_URL, DEFAULT_PRERELEASE_URL]
     return list(dict.fromkeys(r.rstrip("/") for r in roots))
+
+
+def lock_origins(settings: Settings, mirror: str | None = None) -> list[str]:
+    """Where a lock's files may come from: NVIDIA's and PyPI's own hosts, the configured
+    bases, and the mirror (see :meth:`LockFile.check_hosts`)."""
+    public = [f"https://{host}" for host in sorted(h for h in PUBLIC_HOSTS if h)]
+    return [*origins(settings), settings.pypi_url, *public, *([mirror] if mirror else [])]
 
 
 @dataclass
@@ -110,6 +117,7 @@ def build_mirror(
     progress: Progress | None = None,
 ) -> MirrorReport:
     report = MirrorReport()
+    lock.check_hosts(lock_origins(settings))  # before anything is fetched
     roots = origins(settings)
     files: list[tuple[str, int | None, str | None, str | None]] = [
         (f.url, f.size, f.sha256, f.md5) for toolkit in lock.toolkits for f in toolkit.files

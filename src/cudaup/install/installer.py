@@ -51,7 +51,7 @@ from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, 
 from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpacked import Staged, stage_all
+from cudaup.install.unpacked import Staged, StagedTrees, stage_all
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
@@ -114,6 +114,17 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
         return "pypi"
     notes.append(f"channel auto: using redist from {settings.download_url}")
     return "redist"
+
+
+def check_prefix(options: InstallOptions) -> None:
+    """A prefix is printed into shell lines (``cudaup env``): a control character in it
+    would start a command there."""
+    if options.prefix is not None and not str(options.prefix).isprintable():
+        raise UsageError(
+            f"--prefix {str(options.prefix)!r} holds a control character (a newline, a tab, "
+            "an escape); cudaup prints toolkit paths into shell lines (`cudaup env`): name a "
+            "directory without one"
+        )
 
 
 def check_platform(options: InstallOptions) -> None:
@@ -264,6 +275,7 @@ def install(
         )
     if options.everything and options.components:
         raise UsageError("--all and --components exclude each other")
+    check_prefix(options)
     check_platform(options)  # before any request: materialize checks again, for --lock
     notes: list[str] = []
     http = http or HttpClient(settings)
@@ -306,6 +318,7 @@ def materialize(
     """Download, stage, lay out and publish a resolved (or locked) toolkit."""
     channel = resolution.channel
     release = resolution.release.version
+    check_prefix(options)
     check_platform(options)
     check_driver(settings, release, options.driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
@@ -314,6 +327,7 @@ def materialize(
             f"no checksum is published for {', '.join(unverified)}; --allow-unverified installs it anyway"
         )
     wanted = {a.component for a in resolution.artifacts}
+    store.check_links()  # a link planted in the home is refused before anything is written
     final = options.prefix if options.prefix is not None else store.toolkit_dir(release)
     places = _places(settings, store, options.prefix)
     # A write refused or a disk full anywhere below the store, the prefix or the cache
@@ -352,6 +366,7 @@ def materialize(
                 )  # fmt: skip
         with store.staging(final.parent, final.name) as staging:
             staged: list[Staged] = []
+            trees: StagedTrees | None = None
             if channel == "installer":
                 [runfile] = fetch_many(
                     resolution.artifacts, CacheLayout(settings.cache_root).downloads,
@@ -359,7 +374,7 @@ def materialize(
                     allow_unverified=options.allow_unverified,
                 )  # fmt: skip
                 tree = staging / "tree"
-                log = run_runfile(runfile.path, tree, store.home / "logs", SystemRoot.from_env())
+                log = run_runfile(runfile.path, tree, store.logs_dir, SystemRoot.from_env())
                 notes.append(f"installer log: {log}")
                 versions = {"cuda_installer": release}
             else:
@@ -385,6 +400,8 @@ def materialize(
             with explained(f"cannot publish CUDA {release} at {final}", final, places, needed):
                 store.write_record(tree, record)
                 store.publish(tree, final)
+            if trees is not None:
+                trees.stamp()
         if options.prefix is not None:
             foreign = options.platform if options.platform != host_platform() else None
             store.add_external(release, final, foreign)

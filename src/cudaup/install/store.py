@@ -16,7 +16,8 @@ same filesystem, so ``list`` and ``which`` never see half a toolkit, and a
 failure or Ctrl-C during a build leaves the earlier install untouched.
 
 Every directory the store writes, renames or deletes is built by
-:func:`cudaup.util.paths.inside` from a checked name: a release (``13.0.1``,
+:mod:`cudaup.util.paths` from a checked name, and no symbolic link below the home
+is followed (``toolkits/``, ``bin/``, ``locks/``, ``logs/``: exit 22): a release (``13.0.1``,
 :func:`cudaup.core.names.check_release`) for ``toolkits/<release>``, a plain
 name for staging, trash and locks.  A release that came from a tampered lock or
 manifest therefore cannot name a directory outside the store.  ``external.json``
@@ -57,7 +58,7 @@ from cudaup.errors import CudaupError, IntegrityError
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import store_place
 from cudaup.util.locks import locked
-from cudaup.util.paths import inside
+from cudaup.util.paths import directory, inside, make_directory
 
 RECORD = "cudaup-record.json"
 
@@ -99,9 +100,30 @@ class External:
 class Store:
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.toolkits_dir = home / "toolkits"
-        self.bin_dir = home / "bin"
-        self.locks_dir = home / "locks"
+
+    # The directories below the home, each checked to be no symbolic link whenever it is
+    # named (util/paths.py): one planted there would carry the writes, or what the shims
+    # run, elsewhere.  The home itself may be a link: the user made it.
+    @property
+    def toolkits_dir(self) -> Path:
+        return directory(self.home, "toolkits")
+
+    @property
+    def bin_dir(self) -> Path:
+        return directory(self.home, "bin")
+
+    @property
+    def locks_dir(self) -> Path:
+        return directory(self.home, "locks")
+
+    @property
+    def logs_dir(self) -> Path:
+        return directory(self.home, "logs")
+
+    def check_links(self) -> None:
+        """Refuse (exit 22) a symbolic link standing for any directory below the home."""
+        for name in ("toolkits", "bin", "locks", "logs"):
+            directory(self.home, name)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Store:
@@ -240,7 +262,10 @@ class Store:
         """A fresh directory beside ``parent/name``; removed unless it was published."""
         check_file_name(name, field="toolkit directory", where=str(parent), error=IntegrityError)
         staging = inside(parent, f".staging-{name}-{secrets.token_hex(4)}")
-        parent.mkdir(parents=True, exist_ok=True)
+        if parent.is_relative_to(self.home):  # toolkits/: made below the home, never through a link
+            make_directory(self.home, *parent.relative_to(self.home).parts)
+        else:  # a prefix's parent: the user named it
+            parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
         try:
             yield staging

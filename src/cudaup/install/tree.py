@@ -12,9 +12,12 @@ entry and catches every change of type, mode or size and every entry added or
 removed; :func:`check_digests` reads every byte and catches the rest.  A
 :class:`Stamp` beside the manifest records when the digests were last found
 right: the boot (``/proc/sys/kernel/random/boot_id``) and a fingerprint of each
-file's inode, mtime, size and mode.  A tree is hashed again when the machine has
-restarted since, or when any file was replaced or written since (its inode or
-mtime moved), or when asked (``--verify``).
+file's inode, ctime, mtime, size and mode.  A tree is hashed again when the machine
+has restarted since, or when any file was replaced or written since (its inode or
+ctime moved), or when asked (``--verify``).  The ctime is what makes the stamp
+hold: ``os.utime`` (``touch -r``, ``cp -p``, ``rsync -t``) can put an mtime back,
+but every write, chmod, link or utime sets the ctime to the clock, and only
+setting the machine's clock back could undo that.
 """
 
 from __future__ import annotations
@@ -171,6 +174,9 @@ class Seen:
     uid: int
     inode: int
     mtime_ns: int
+    #: set by the kernel on every change to the inode (write, chmod, link, utime):
+    #: unlike the mtime, no call puts it back
+    ctime_ns: int
     target: str
 
 
@@ -189,7 +195,7 @@ def scan(root: Path) -> dict[str, Seen]:
                 found[relative] = Seen(
                     relative, kind, stat.S_IMODE(info.st_mode) if kind != "symlink" else 0,
                     info.st_size if kind == "file" else 0, info.st_uid, info.st_ino,
-                    info.st_mtime_ns, target,
+                    info.st_mtime_ns, info.st_ctime_ns, target,
                 )  # fmt: skip
                 if kind == "dir":
                     pending.append((relative + "/", entry.path))
@@ -267,16 +273,32 @@ def boot_id() -> str | None:
 
 
 def fingerprint(seen: Mapping[str, Seen]) -> str:
-    """A digest of each file's inode, mtime, size and mode: writing or replacing a file
-    (through any hard link) moves its mtime or its inode, and so this."""
+    """A digest of each file's inode, ctime, mtime, size and mode: writing or replacing
+    a file (through any hard link) moves its ctime or its inode, and so this, whatever
+    is done to its mtime afterwards."""
     digest = hashlib.sha256()
     for path in sorted(seen):
         entry = seen[path]
         if entry.kind == "file":
             digest.update(
-                f"{path}\0{entry.inode}\0{entry.mtime_ns}\0{entry.size}\0{entry.mode}\n".encode()
+                f"{path}\0{entry.inode}\0{entry.ctime_ns}\0{entry.mtime_ns}\0{entry.size}"
+                f"\0{entry.mode}\n".encode()
             )
     return digest.hexdigest()
+
+
+def relinked(before: Mapping[str, Seen], after: Mapping[str, Seen]) -> str | None:
+    """How a tree changed between two scans other than by hard links made to its files
+    (which move each file's ctime and nothing else), in words; None when it did not."""
+    if before.keys() != after.keys():
+        return "its entries changed while it was being linked"
+    for path, was in before.items():
+        now = after[path]
+        if (now.kind, now.mode, now.size, now.uid, now.inode, now.mtime_ns, now.target) != (
+            was.kind, was.mode, was.size, was.uid, was.inode, was.mtime_ns, was.target
+        ):  # fmt: skip
+            return f"{path} changed while it was being linked"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ own copy of the tree in its staging directory (:mod:`cudaup.install.linking`:
 hard links, or copies) and then checks that copy against the manifest: types,
 modes, sizes and every entry, always; the sha256 of every file when the tree's
 stamp does not vouch for them (first use since boot, a file written or
-replaced since) or when asked (``verify``).  A tree that fails is discarded and
+replaced since: its inode or ctime moved, which no ``os.utime`` puts back) or
+when asked (``verify``).  A tree that fails is discarded and
 unpacked again from the verified archive (downloaded again if it is gone), and
 the install says what was wrong.
 
@@ -66,6 +67,7 @@ from cudaup.install.tree import (
     fingerprint,
     foreign,
     read_owned,
+    relinked,
     scan,
 )
 from cudaup.net.http import HttpClient
@@ -73,7 +75,7 @@ from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
 from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
-from cudaup.util.paths import inside
+from cudaup.util.paths import inside, make_directory
 
 #: A zip lists its members in its last bytes; fetched first so unpacking can begin early.
 ZIP_TAIL = 256 * 1024
@@ -112,6 +114,17 @@ class StagedTrees:
     trees: list[Staged]
     #: what the install should tell: a tree discarded and why, a cache not used and why
     notes: list[str] = field(default_factory=list)
+    #: the cache entries whose trees passed their checks, to stamp once published
+    checked: list[_Entry] = field(default_factory=list)
+    boot: str | None = None
+
+    def stamp(self) -> None:
+        """Record that the checked trees' digests hold, once the toolkit made from them
+        is published (see :meth:`_Entry.stamp`); the next install of the same archives
+        then checks sizes and modes only.  Never fails: without a stamp, it hashes."""
+        uid = os.geteuid()
+        for entry in self.checked:
+            entry.stamp(self.boot, uid)
 
 
 def stage_all(
@@ -138,7 +151,7 @@ def stage_all(
         per_file=max(2, connections // min(4, max(1, len(artifacts)))),
     )  # fmt: skip
     trees = map_concurrently(stager.stage, list(enumerate(artifacts)), 4, cancel=stager.cancel)
-    return StagedTrees(trees, stager.notes)
+    return StagedTrees(trees, stager.notes, stager.checked, stager.boot)
 
 
 class _Stager:
@@ -167,11 +180,10 @@ class _Stager:
         self.uid = os.geteuid()
         self.boot = boot_id()
         self.notes: list[str] = []
+        self.checked: list[_Entry] = []
         self._lock = threading.Lock()
         with explained("cannot prepare cudaup's cache", self.root, self.places):
-            self.root.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                self.root.mkdir(0o755)
+            make_directory(cache_root, self.root.name)
         self.refusal = _refusal(self.root, self.uid)
         if self.refusal is not None:
             self._tell(
@@ -252,8 +264,9 @@ class _Stager:
             problem = foreign(seen.values(), self.uid) or compare(seen, manifest)
             if problem is None and digests:
                 problem = check_digests(part, manifest)
-                if problem is None:
-                    entry.stamp(self.boot, self.uid)
+            if problem is None:  # its digests were found right now, or vouched for
+                with self._lock:
+                    self.checked.append(entry)
         except OSError as exc:
             if exc.errno in DENIED | DISK_FULL:
                 raise  # the install's fault, not the tree's: explained by the caller
@@ -399,13 +412,25 @@ class _Entry:
         )
 
     def stamp(self, boot: str | None, uid: int) -> None:
-        """Record that the digests were found right, for the files as last loaded."""
+        """Record that the digests were found right, for the files as they are now.
+
+        Called once the install that checked them is published: linking, and then
+        renaming those links into the toolkit, moved each file's ctime, and the stamp
+        must hold the ctimes the next use will find.  So the tree is scanned again and
+        stamped only when those moves are all that changed since it was loaded.  A
+        write during the install with its mtime put back goes unseen: only the cache's
+        own user (or root) can write these files, and that user could as well rewrite
+        the stamp; the stamp finds what tools and accidents do, not what that user means.
+        """
         if boot is None or not self.seen:
             return
         with contextlib.suppress(OSError):  # without a stamp, the next use hashes again
+            now = scan(self.tree)
+            if relinked(self.seen, now) is not None:
+                return
             path = self.path / STAMP
             temporary = self.path / f"{STAGING_PREFIX}{STAMP}-{secrets.token_hex(4)}"
-            _write_new(temporary, Stamp(boot, fingerprint(self.seen)).to_bytes())
+            _write_new(temporary, Stamp(boot, fingerprint(now)).to_bytes())
             if self.path.lstat().st_uid == uid:
                 temporary.replace(path)
 

@@ -8,7 +8,10 @@ Format (verified on real 12.8.0 and 13.0.0 manifests)::
 
 Older manifests lack ``release_label``/``release_product``/``license_path``;
 cuDNN-style manifests nest one more level of variants under a platform.  Any
-key with a ``-`` (or ``source``) is a platform, as in NVIDIA's own parser.
+key with a ``-`` (or ``source``) is a platform, as in NVIDIA's own parser.  A
+top-level object is a component when it holds a component field or a platform;
+other fields (scalars, objects without either) are ignored; a list under a
+known component's name, or one holding objects, is refused.
 Hostile or broken data is rejected (:mod:`cudaup.core.names` checks every
 name): duplicate keys, component keys that are not plain names, ``..``,
 absolute, backslash or URL paths, malformed digests, sizes that are not 0 to
@@ -22,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cudaup.core.components import ALIASES
 from cudaup.core.documents import load_json
 from cudaup.core.names import check_component, check_label, check_relative_path, check_size
 from cudaup.errors import SourceFormatError
@@ -34,6 +38,8 @@ _COMPONENT_FIELDS = {"name", "license", "license_path", "version", "cuda_variant
 DRIVER_COMPONENTS = frozenset(
     {"nvidia_driver", "driver_assistant", "fabricmanager", "imex", "libnvidia_nscq", "nvidia_fs"}
 )
+#: The component keys cudaup knows by name: under one of them, only a component fits.
+KNOWN_COMPONENTS = frozenset(ALIASES.values()) | DRIVER_COMPONENTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,26 @@ def _is_platform_key(key: str) -> bool:
     return ("-" in key or key == "source") and not key.endswith("_variant")
 
 
+def _is_component(key: str, value: object, source: str) -> bool:
+    """Whether a top-level entry is a component.
+
+    NVIDIA's fields are ``release_*`` scalars and components (objects holding ``version``,
+    ``name``, ``license`` or platforms); anything else is a field of a later format and
+    ignored, objects included.  A list under a component's name, or holding objects, is
+    refused: it is a component's data in the wrong shape, and dropping it would tell the
+    user the release has no such component.
+    """
+    if key.startswith("release_"):
+        return False
+    if isinstance(value, list) and (
+        key in KNOWN_COMPONENTS or any(isinstance(item, dict) for item in value)
+    ):
+        raise SourceFormatError(f"field {key!r} in {source} is a list; a component is an object")
+    if not isinstance(value, dict):
+        return False  # a scalar of a later format
+    return any(field in _COMPONENT_FIELDS or _is_platform_key(field) for field in value)
+
+
 def _parse_archive(
     component: str, platform: str, data: Any, variant: str | None, source: str
 ) -> Archive:
@@ -186,8 +212,8 @@ def parse_manifest(data: bytes, source: str = "the redist manifest") -> Manifest
         raise SourceFormatError(f"{source} is not a JSON object")
     components: dict[str, Component] = {}
     for key, value in document.items():
-        if not isinstance(value, dict):
-            continue  # release_date, release_label, release_product, and future scalars
+        if not _is_component(key, value, source):
+            continue
         # The key names directories (licenses/<component>/, the unpacked cache): a plain name.
         check_component(key, field="component key", where=source)
         version = value.get("version")

@@ -96,10 +96,10 @@ class LineResolver:
             i for i in load_indexes(self.settings.user_indexes).values() if not i.flat
         ]
         self.runner = UvRunner(
-            planner.cache / "uv",
+            planner.cache.plan_dir("uv"),
             work,
             self.settings.timeout,
-            answers=planner.cache / "resolutions",
+            answers=planner.cache.plan_dir("resolutions"),
             answer_ttl=TTL["index"],
         )
         self.pages: dict[tuple[str, str, str], Page] = {}

@@ -33,7 +33,7 @@ def export_pylock(result: PlanResult, destination: Path, settings: Settings) -> 
             result.job, constraints=(*result.job.constraints, *pins), indexes=tuple(indexes)
         )
         lock = folder / "pylock.toml"  # uv insists on this name (or pylock.NAME.toml)
-        runner = UvRunner(CacheLayout(settings.cache_root).plan / "uv", folder, settings.timeout)
+        runner = UvRunner(CacheLayout(settings.cache_root).plan_dir("uv"), folder, settings.timeout)
         answer = runner.compile(job, pylock=lock)
         if not answer.ok or not lock.is_file():
             raise SourceFormatError(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaup.core.versions import shown
 from cudaup.errors import UsageError
 
 Line = tuple[int, int]
@@ -67,7 +68,7 @@ def parse_line(text: str) -> Line:
         return tagged
     match = re.fullmatch(r"(\d{1,2})\.(\d{1,2})", text.strip())
     if not match:
-        raise UsageError(f"{text!r} is not a CUDA line; write it as 13.0 or cu130")
+        raise UsageError(f"{shown(text)} is not a CUDA line; write it as 13.0 or cu130")
     return int(match.group(1)), int(match.group(2))
 
 

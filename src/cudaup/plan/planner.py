@@ -95,8 +95,8 @@ class Planner:
         self.settings = settings
         # Fewer retries than downloads: an index that is down should be reported quickly.
         self.http = http or HttpClient(settings, retries=1)
-        self.cache = CacheLayout(settings.cache_root).plan
-        self.facts = WheelFacts(self.http, self.cache / "wheels")
+        self.cache = CacheLayout(settings.cache_root)
+        self.facts = WheelFacts(self.http, self.cache.plan_dir("wheels"))
 
     def plan(
         self,

@@ -242,8 +242,8 @@ class Upgrader:
         """The plan's per-line pages as a local index at a path fixed by their content: uv
         keys the wheels it caches by index, so a second upgrade reuses the first's."""
         pages = plan.result.pages
-        folder = (
-            CacheLayout(self.settings.cache_root).plan / "line-indexes" / pages_identity(pages)[:32]
+        folder = CacheLayout(self.settings.cache_root).plan_dir(
+            "line-indexes", pages_identity(pages)[:32]
         )
         if not (folder / "complete").is_file():
             made = scratch / "line"
@@ -259,7 +259,7 @@ class Upgrader:
     def _uv_cache(self, store: SnapshotStore) -> Path:
         """uv's cache for the install: cudaup's, where it is on the environment's filesystem
         (so uv hard-links from it); else one beside the environment's snapshots."""
-        cache = CacheLayout(self.settings.cache_root).plan / "uv"
+        cache = CacheLayout(self.settings.cache_root).plan_dir("uv")
         try:
             cache.mkdir(parents=True, exist_ok=True)
             if cache.stat().st_dev == store.directory.stat().st_dev:

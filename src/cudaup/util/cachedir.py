@@ -34,6 +34,7 @@ from typing import Any
 
 from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree
 from cudaup.util.locks import locked
+from cudaup.util.paths import directory
 
 AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
@@ -45,29 +46,38 @@ CLEAN_WAIT = 10.0
 
 @dataclass(frozen=True, slots=True)
 class CacheLayout:
-    """Every path under cudaup's cache directory, named in this one place."""
+    """Every path under cudaup's cache directory, named in this one place.
+
+    Each directory is checked to be no symbolic link whenever it is named
+    (:func:`cudaup.util.paths.directory`, exit 22): one planted there would carry
+    downloads and unpacked trees elsewhere.  The root itself may be a link.
+    """
 
     root: Path
 
     @property
     def http(self) -> Path:
-        return self.root / "http"
+        return directory(self.root, "http")
 
     @property
     def downloads(self) -> Path:
-        return self.root / "downloads"
+        return directory(self.root, "downloads")
 
     @property
     def unpacked(self) -> Path:
-        return self.root / "unpacked"
+        return directory(self.root, "unpacked")
 
     @property
     def locks(self) -> Path:
-        return self.root / "locks"
+        return directory(self.root, "locks")
 
     @property
     def plan(self) -> Path:
-        return self.root / "plan"
+        return directory(self.root, "plan")
+
+    def plan_dir(self, *parts: str) -> Path:
+        """A directory below ``plan/`` (``uv``, ``wheels``, ``resolutions``): the same check."""
+        return directory(self.root, "plan", *parts)
 
     @property
     def unpacked_lock(self) -> Path:

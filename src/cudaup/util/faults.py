@@ -110,12 +110,23 @@ def denied(action: str, exc: OSError, places: Sequence[Place], fallback: Path) -
     reason = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
     place = _place_of(path, places) or _place_of(fallback, places)
     remedy = place.remedy if place is not None else "fix its permissions"
-    owner = ""
+    return PermissionDeniedError(f"{action}: {reason}: {path}{_whose(path)}; {remedy}")
+
+
+def _whose(path: Path) -> str:
+    """Who owns ``path``, when not cudaup's user; for a path that does not exist, the
+    nearest directory that does (which refused to hold it), and that the rest is missing."""
+    euid = os.geteuid()
+    runs = f"cudaup runs as uid {euid}"
     with contextlib.suppress(OSError):
-        uid = _existing_directory(path).stat().st_uid
-        if uid != os.geteuid():
-            owner = f" (owned by uid {uid}; cudaup runs as uid {os.geteuid()})"
-    return PermissionDeniedError(f"{action}: {reason}: {path}{owner}; {remedy}")
+        if os.path.lexists(path):
+            uid = path.lstat().st_uid
+            return f" (owned by uid {uid}; {runs})" if uid != euid else ""
+        existing = _existing_directory(path.parent)
+        uid = existing.stat().st_uid
+        owner = f", owned by uid {uid}; {runs}" if uid != euid else ""
+        return f" (it does not exist; {existing} is the nearest directory that does{owner})"
+    return ""
 
 
 def explain(

@@ -92,7 +92,9 @@ def extract_archive(
                 digests = write_members(reader, planned, archive, destination, cancel)
             wheel = archive.name.lower().endswith(".whl")
             links = {"/".join(member.parts) for member in planned if member.kind == "symlink"}
-            record_checked = wheel and check_record(archive, destination, digests, links)
+            if wheel:
+                check_record(archive, destination, digests, links)
+            record_checked = wheel
         except BaseException:
             clear(destination)
             raise

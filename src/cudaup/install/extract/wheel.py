@@ -17,7 +17,7 @@ import csv
 import io
 from pathlib import Path
 
-from cudaup.core.names import check_relative_path
+from cudaup.core.names import check_relative_path, check_size
 from cudaup.errors import IntegrityError
 
 #: Signatures of RECORD itself, which RECORD cannot list (PEP 376).
@@ -28,17 +28,22 @@ MAX_RECORD_BYTES = 64 * 2**20
 
 def check_record(
     archive: Path, destination: Path, digests: dict[str, str], links: set[str]
-) -> bool:
-    """Compare every written file with the wheel's RECORD; False when it has none.
+) -> None:
+    """Compare every written file with the wheel's RECORD, which every wheel has.
 
     ``digests``: the sha256 (hex) of every file written, by its path below ``destination``;
     ``links``: the symlinks written (RECORD may list them; there is nothing to compare).
+    A wheel without a RECORD is refused as one with a wrong RECORD is: PEP 427 makes it
+    mandatory, and without it nothing says what the wheel should hold.
     """
     records = sorted(
         path for path in digests if path.count("/") == 1 and path.endswith(".dist-info/RECORD")
     )
     if not records:
-        return False
+        raise IntegrityError(
+            f"{archive.name}: it has no <name>.dist-info/RECORD, which every wheel must "
+            "have (PEP 427): nothing says what it should hold"
+        )
     if len(records) > 1:
         raise IntegrityError(f"{archive.name}: more than one RECORD ({', '.join(records)})")
     [record] = records
@@ -65,7 +70,6 @@ def check_record(
         raise IntegrityError(
             f"{archive.name}: the wheel's RECORD lists {missing[0]}, which the wheel does not hold"
         )
-    return True
 
 
 def _read(archive: Path, path: Path) -> dict[str, tuple[str | None, int | None]]:
@@ -110,6 +114,5 @@ def _sha256(archive: Path, name: str, hashed: str) -> str | None:
 def _size(archive: Path, name: str, size: str) -> int | None:
     if not size:
         return None
-    if not size.isdigit():
-        raise IntegrityError(f"{archive.name}: its RECORD has a malformed size for {name}")
-    return int(size)
+    return check_size(size, field="size", where=f"{archive.name}'s RECORD for {name}",
+                      error=IntegrityError)  # fmt: skip
