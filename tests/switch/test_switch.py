@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudaup.core.versions import parse_request
 from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundError, UsageError
@@ -675,3 +677,24 @@ def test_priorities_follow_nvidia() -> None:
     assert system_link.alternatives_priority("12.8.1") == 128
     assert system_link.alternatives_priority("13.0") == 130
     assert system_link.alternatives_priority(None) == 1
+
+
+@pytest.mark.parametrize(
+    "text", ["13." + "1" * 4400, "1" * 4400, "13.0 Update " + "9" * 4400, "13." + "0" * 10 + " GA"]
+)
+def test_shim_answers_not_a_request_for_numbers_no_release_has(text: str) -> None:
+    """The shim runs on every nvcc call: a pin of thousands of digits is no request, never a
+    ValueError from int() (cudaup itself says exit 3 for the same text)."""
+    assert shim.parse_request(text) is None
+    with pytest.raises(CudaupError):
+        parse_request(text)
+
+
+@pytest.mark.property
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789.cuCUDAvV updateGA-_ \t", max_size=60))
+def test_shim_and_cudaup_agree_on_every_request(text: str) -> None:
+    parsed = shim.parse_request(text)  # never raises
+    if parsed is not None:
+        expected = parse_request(text)
+        assert parsed == (expected.kind, expected.parts)

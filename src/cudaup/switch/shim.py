@@ -84,8 +84,13 @@ HOW_TO_CHOOSE = (
 
 
 # -- version requests (mirrors cudaup.core.versions.parse_request) ----------------------
+#: A release's numbers have at most 9 digits (core.versions says the same); a longer run is
+#: no release, and int() of thousands of digits would raise instead of answering.
+_MAX_DIGITS = 9
+
+
 def _digits(text: str) -> bool:
-    return text.isdecimal() and text.isascii()
+    return text.isdecimal() and text.isascii() and len(text) <= _MAX_DIGITS
 
 
 def _lstrip_sep(text: str) -> str:
@@ -118,6 +123,8 @@ def _update_form(body: str) -> tuple[int, ...] | None:
     if end == 0:
         return None
     minor, rest = rest[:end], rest[end:]
+    if len(minor) > _MAX_DIGITS:
+        return None
     if rest.startswith(".0"):
         rest = rest[2:]
     rest = rest.lstrip()
@@ -404,7 +411,8 @@ def resolve(
     if found is not None:
         return Choice(source, request, origin, version=found[0], path=found[1])
     if parse_request(request) is None:
-        problem = f"{who} holds {request!r}, which is neither a CUDA version nor a path"
+        shown = request if len(request) <= 40 else f"{request[:40]}… ({len(request)} characters)"
+        problem = f"{who} holds {shown!r}, which is neither a CUDA version nor a path"
         return Choice(source, request, origin, failure="not-a-request", problem=problem)
     problem = (
         f"{who} asks for CUDA {request}, which is not installed "
