@@ -63,7 +63,6 @@ class Archive:
 class Component:
     key: str
     name: str
-    license: str | None
     version: str
     archives: tuple[Archive, ...]
 
@@ -227,11 +226,9 @@ def parse_manifest(data: bytes, source: str = "the redist manifest") -> Manifest
                 continue
             archives += _platform_archives(key, platform, entry, variants, source)
         name = value.get("name")
-        license_name = value.get("license")
         components[key] = Component(
             key=key,
             name=name if isinstance(name, str) else key,
-            license=license_name if isinstance(license_name, str) else None,
             version=version,
             archives=tuple(archives),
         )
