@@ -163,6 +163,8 @@ class Upgrader:
             apply_pins(
                 environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
+            # The toolkit first: the check may load a module against its stub driver library.
+            toolkit = self._toolkit(plan, request)
             self.echo("verifying the upgraded environment in its own interpreter")
             verifier = self.verifier or Verifier(plan.driver)
             checks = verifier.verify(
@@ -172,8 +174,8 @@ class Upgrader:
                 {p.name: str(p.version) for p in plan.result.closure},
                 before,
                 load_families(self.settings.home_root / "families.toml"),
+                environment,
             )
-            toolkit = self._toolkit(plan, request)
             changed = fingerprint.differences(store.path_of(snapshot_id) / "tree")
             if changed:
                 raise IntegrityError(
