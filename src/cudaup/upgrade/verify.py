@@ -176,6 +176,9 @@ class Verifier:
         cudaup installed)."""
         self.driver, self.gpu_script, self.timeout = driver, gpu_script, timeout
         self.stubs = stubs
+        #: Where the checks' temporary directories go (the upgrade's own, whose lock tells a
+        #: later run that a dead one left them); None: the system's.
+        self.scratch: Path | None = None
 
     def verify(
         self,
@@ -265,7 +268,7 @@ class Verifier:
         host = sorted(m for m, error in failures.items() if host_reason(error))
         notes: list[str] = []
         if host and (stub := find_stub(self.stubs)) is not None:
-            with tempfile.TemporaryDirectory(prefix="cudaup-stub-") as private:
+            with tempfile.TemporaryDirectory(prefix="cudaup-stub-", dir=self.scratch) as private:
                 (Path(private) / "libcuda.so.1").symlink_to(stub.path)
                 library_path = os.pathsep.join(
                     p for p in (private, os.environ.get("LD_LIBRARY_PATH", "")) if p
@@ -386,7 +389,7 @@ class Verifier:
         self, python: Path, script: str, *arguments: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         environ = {**os.environ, **env} if env else None
-        with tempfile.TemporaryDirectory(prefix="cudaup-verify-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="cudaup-verify-", dir=self.scratch) as scratch:
             try:
                 return subprocess.run(
                     [str(python), "-I", "-B", "-c", script, *arguments],
