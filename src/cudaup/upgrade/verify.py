@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change
 from cudaup.upgrade.environment import Distribution, Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
-from cudaup.upgrade.linkage import Linker
+from cudaup.upgrade.linkage import Linker, is_shared_object
 
 #: Importing torch takes seconds; a module that hangs is a failure after this long.
 STEP_TIMEOUT = 600.0
@@ -140,9 +141,28 @@ def find_stub(toolkits: Sequence[Path] | None = None) -> Stub | None:
     for root, label in roots:
         for place in STUB_PLACES:
             for candidate in sorted(root.glob(place)):
-                if candidate.is_file():
+                if _trusted(candidate, root) and is_shared_object(candidate):
                     return Stub(candidate, label)
     return None
+
+
+def _trusted(path: Path, root: Path) -> bool:
+    """Whether ``path`` and each directory from it up to ``root`` is a real file or
+    directory that this user or root owns and no one else may write: a library loaded into
+    the environment's interpreter is code that runs."""
+    current = path
+    while True:
+        try:
+            status = current.lstat()
+        except OSError:
+            return False
+        if stat.S_ISLNK(status.st_mode) and current == path:
+            return False
+        if status.st_uid not in {os.geteuid(), 0} or status.st_mode & 0o022:
+            return False
+        if current in {root, current.parent}:
+            return current == root
+        current = current.parent
 
 
 def problems(interpreter: Path) -> dict[str, str]:
