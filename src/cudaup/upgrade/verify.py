@@ -124,6 +124,8 @@ class _Imported:
     failures: dict[str, str]
     facts: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    #: Modules this host cannot import, checked by their symbols instead.
+    by_symbols: set[str] = field(default_factory=set)
 
 
 def host_reason(error: str) -> bool:
@@ -215,8 +217,8 @@ class Verifier:
         ``original``: the environment as it is, for what failed before the upgrade."""
         after = read_environment(str(work_python))
         checks = [self._versions(after, changes, pins), self._check(work_python, before)]
-        imported, facts, kept = self.imports(work_python, after, changes, original)
-        checks += [imported, *self._line(after, line, changes, families, facts, kept)]
+        imported, facts, unimported = self.imports(work_python, after, changes, original)
+        checks += [imported, *self._line(after, line, changes, families, facts, unimported)]
         return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------
@@ -243,10 +245,11 @@ class Verifier:
 
     def imports(
         self, python: Path, after: Environment, changes: Sequence[Change], original: Environment
-    ) -> tuple[Check, dict[str, str], set[str]]:
+    ) -> tuple[Check, dict[str, str], dict[str, str]]:
         """The import step, what the imported frameworks said (CuPy's runtime version: one
-        interpreter imports CuPy once for both), and the modules that failed here for the
-        same cause they failed for before the upgrade (reported, not fatal)."""
+        interpreter imports CuPy once for both), and the modules not imported, with why:
+        those that failed for the same cause before the upgrade (reported, not fatal) and
+        those this host cannot load, checked by their symbols."""
         owners: dict[str, str] = {}
         for change in changes:
             dist = after.get(change.new) if change.new else None
@@ -254,7 +257,7 @@ class Verifier:
                 for module in dist.modules:
                     owners.setdefault(module, dist.name)
         if not owners:
-            return Check("import", "skipped", "no changed distribution has a module"), {}, set()
+            return Check("import", "skipped", "no changed distribution has a module"), {}, {}
         words = _Words(((str(after.root), str(original.root)),))
         outcome = self._import_in(python, after, owners, words)
         kept: dict[str, str] = {}
@@ -276,7 +279,9 @@ class Verifier:
                   for m, e in kept.items()]  # fmt: skip
         detail = "; ".join([count, *notes])
         facts = {k: str(v) for k, v in outcome.facts.items()}
-        return Check("import", "ok", detail), facts, set(kept)
+        unimported = dict.fromkeys(kept, "it failed to import before the upgrade too")
+        unimported |= dict.fromkeys(outcome.by_symbols, "this host cannot load it (no driver)")
+        return Check("import", "ok", detail), facts, unimported
 
     def _import_in(
         self, python: Path, environment: Environment, owners: dict[str, str], words: _Words
@@ -311,6 +316,7 @@ class Verifier:
                     "(this host has no NVIDIA driver)"
                 )
             host = [m for m in host if host_reason(failures.get(m, ""))]
+        by_symbols: set[str] = set()
         if host:
             linker = Linker(_sites(environment), Path(os.path.realpath(environment.interpreter)))
             for module in host:
@@ -322,9 +328,10 @@ class Verifier:
                 if problem is None:
                     del failures[module]
                     notes.append(f"{module}: {checked}")
+                    by_symbols.add(module)
                 else:
                     failures[module] = words.clean(problem)
-        return _Imported(failures, facts, notes)
+        return _Imported(failures, facts, notes, by_symbols)
 
     def _import_run(
         self, python: Path, modules: list[str], words: _Words, env: dict[str, str] | None = None
@@ -357,7 +364,7 @@ class Verifier:
         changes: Sequence[Change],
         families: FamilyTable,
         facts: dict[str, str],
-        kept: set[str],
+        unimported: dict[str, str],
     ) -> list[Check]:
         changed = {c.new for c in changes if c.new}
         checks = []
@@ -368,8 +375,8 @@ class Verifier:
                 _fail("line", "torch", f"torch/version.py says {said}, not {line_text(line)}")
             checks.append(Check("line", "ok", f"torch reports CUDA {line_text(line)}", "torch"))
         for name in sorted(changed & _cupys(families, after)):
-            if "cupy" in kept:
-                said = "cupy failed to import before the upgrade too: its runtime cannot be asked"
+            if "cupy" in unimported:
+                said = f"cupy was not imported ({unimported['cupy']}): its runtime cannot be asked"
                 checks.append(Check("line", "skipped", said, name))
                 continue
             reported = facts.get("cupy_runtime", "cupy was not imported")
@@ -455,11 +462,16 @@ def _link_check(
         entry_points += answer.driver_symbols
     if not checked:
         return None
-    objects = "shared object" if checked == 1 else "shared objects"
+    objects = "1 shared object" if checked == 1 else f"{checked} shared objects"
+    needs = "it needs" if checked == 1 else "they need"
+    points = (
+        "1 driver entry point is"
+        if entry_points == 1
+        else f"{entry_points} driver entry points are"
+    )
     return None, (
-        f"{checked} {objects} bound by symbol to the libraries they need (no driver on this "
-        f"host, no stub driver library at hand): only {entry_points} driver entry points are "
-        "left to the driver"
+        f"{objects} bound by symbol to the libraries {needs} (no driver on this host, no stub "
+        f"driver library at hand): only {points} left to the driver"
     )
 
 
