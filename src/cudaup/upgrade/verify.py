@@ -4,7 +4,9 @@ Steps, in order, each an answer (ok, skipped with its reason, or failed with the
 package): ``versions`` (what uv left is what the plan named, and nothing renamed or
 removed remains), ``check`` (``uv pip check``: no broken requirement the environment
 did not already have), ``import`` (every changed distribution's top-level modules
-import), ``line`` (the frameworks report the new line without a GPU: torch's
+import; one this host cannot load for want of the driver is loaded against a stub driver
+library, or bound symbol by symbol to its libraries (:mod:`cudaup.upgrade.linkage`); a
+failure the environment had before, for the same cause, is reported, not fatal), ``line`` (the frameworks report the new line without a GPU: torch's
 ``torch/version.py``, CuPy's CUDA runtime version), and ``gpu`` (with a driver found
 on this machine, a tiny kernel runs through torch or CuPy; a test supplies its own
 script through the same step).
