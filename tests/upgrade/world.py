@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,10 @@ def wheel(
     version: str,
     requires: tuple[str, ...] = (),
     *,
-    files: dict[str, str] | dict[str, bytes] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
     scripts: dict[str, str] | None = None,
 ) -> tuple[str, bytes]:
-    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes
-    (``files``: text, or the bytes of a shared object)."""
+    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes."""
     stem = re.sub(r"[-.]+", "_", name)
     info = f"{stem}-{version}.dist-info"
     members: dict[str, str | bytes] = dict(
@@ -65,7 +65,7 @@ def wheel(
         )
     record = []
     for path, text in members.items():
-        data = text if isinstance(text, bytes) else text.encode()
+        data = text if isinstance(text, bytes) else text.encode()  # binaries: kernels
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
         record.append(f"{path},sha256={digest.decode()},{len(data)}")
     record.append(f"{info}/RECORD,,")
