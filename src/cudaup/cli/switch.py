@@ -351,7 +351,10 @@ def _for_environment(
     active = _select(store, request=line.request)
     if active.path is None and args.install:
         empty = store.is_empty()
-        options = InstallOptions(platform=host_platform())
+        # What `upgrade` installs beside an environment: what a JIT or an extension build needs.
+        from cudaup.cli.upgrade import DEFAULT_COMPONENTS  # noqa: PLC0415
+
+        options = InstallOptions(platform=host_platform(), components=DEFAULT_COMPONENTS)
         result = install(line.request, options, settings=settings_of(args), store=store)
         store.adopt_first(store.at(result.path), empty)
         shims.refresh_shims(store)
