@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from cudaup.errors import (
     ConflictError,
     CudaupError,
     IntegrityError,
+    LockedError,
     VerificationFailedError,
 )
 from cudaup.install.installer import InstallOptions, InstallResult, install
@@ -37,6 +40,7 @@ from cudaup.plan.export import export_pylock
 from cudaup.plan.lines import line_text
 from cudaup.plan.uv import pages_identity, write_local_index
 from cudaup.upgrade.apply import apply_pins, pinned_requirements
+from cudaup.upgrade.binding import read_binding, write_binding
 from cudaup.upgrade.clone import clone_tree
 from cudaup.upgrade.environment import locate
 from cudaup.upgrade.families import load_families
@@ -44,11 +48,14 @@ from cudaup.upgrade.planning import UpgradePlan, UpgradeRequest, plan_upgrade
 from cudaup.upgrade.snapshots import RESTORABLE, Snapshot, SnapshotStore, place_of
 from cudaup.upgrade.verify import Check, Verifier, problems
 from cudaup.util.cachedir import CacheLayout
-from cudaup.util.faults import cache_place, explained, remove_tree
+from cudaup.util.faults import Place, cache_place, explained, remove_tree
+from cudaup.util.locks import locked
 
 Echo = Callable[[str], None]
 #: How long an upgrade waits for another one of the same environment.
 LOCK_WAIT = 3600.0
+#: The temporary directories of upgrades (``$TMPDIR/cudaup-upgrade-*``).
+SCRATCH_PREFIX = "cudaup-upgrade-"
 
 
 def _quiet(_message: str) -> None:
@@ -66,6 +73,8 @@ class UpgradeOutcome:
     nothing: bool = False
     #: The user answered no.
     declined: bool = False
+    #: The toolkit the environment's cudaup-toolkit.pth names (CUDA_HOME), if any.
+    binding: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +83,7 @@ class UpgradeOutcome:
             "verification": [c.to_json() for c in self.checks],
             "toolkit": self.toolkit.to_json() if self.toolkit else None,
             "applied": self.snapshot is not None,
+            "binding": str(self.binding) if self.binding else None,
             "notes": [*self.plan.notes, *self.notes],
         }
 
@@ -115,7 +125,7 @@ class Upgrader:
         with explained(f"cannot prepare the upgrade of {root}", store.directory, [place_of(root)]):
             store.ensure()
         with store.locked(self.lock_wait, self.echo):
-            notes = store.recover(self.echo)
+            notes = store.recover(self.echo) + sweep_scratch(self.echo)
             plan = plan_upgrade(self.settings, request, **plan_options)
             if not plan.changes and (request.components is None or plan.toolkit_installed):
                 return UpgradeOutcome(plan, None, notes=notes, nothing=True)
@@ -123,8 +133,9 @@ class Upgrader:
                 return UpgradeOutcome(plan, None, notes=notes, declined=True)
             if not plan.changes:  # only the toolkit is missing: the environment stays as it is
                 return UpgradeOutcome(
-                    plan, None, toolkit=self._toolkit(plan, request), notes=notes, nothing=True
-                )
+                    plan, None, toolkit=self._toolkit(plan, request, notes), notes=notes,
+                    nothing=True,
+                )  # fmt: skip
             return self._apply(plan, request, store, notes)
 
     def _apply(
@@ -134,14 +145,28 @@ class Upgrader:
         root = store.environment
         before = problems(environment.interpreter)
         places = [place_of(root), cache_place(self.settings.cache_root)]
-        scratch = tempfile.TemporaryDirectory(prefix="cudaup-upgrade-")
+        with held_scratch() as scratch:
+            return self._apply_in(plan, request, store, notes, before, places, scratch)
+
+    def _apply_in(
+        self,
+        plan: UpgradePlan,
+        request: UpgradeRequest,
+        store: SnapshotStore,
+        notes: list[str],
+        before: dict[str, str],
+        places: list[Place],
+        scratch: Path,
+    ) -> UpgradeOutcome:
+        environment = plan.environment
+        root = store.environment
         snapshot_id = store.new_id()
         work = store.work_path(snapshot_id)
         snapshot: Snapshot | None = None
         committed = False
         try:
             self.echo("locking the plan's files (uv)")
-            lock = export_pylock(plan.result, Path(scratch.name) / "pylock.toml", self.settings)
+            lock = export_pylock(plan.result, scratch / "pylock.toml", self.settings)
             with explained(f"cannot snapshot {root}", store.directory, places):
                 self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
                 store.path_of(snapshot_id).mkdir()
@@ -150,12 +175,12 @@ class Upgrader:
                 snapshot = store.create(record, fingerprint)
                 clone_tree(root, work)
             self.echo(f"applying the plan to a copy of {root} (uv)")
-            pins = Path(scratch.name) / "requirements.txt"
+            pins = scratch / "requirements.txt"
             pins.write_text(pinned_requirements(lock))
             shutil.copyfile(lock, store.path_of(snapshot_id) / "pylock.toml")  # what it installed
             indexes = list(plan.result.job.indexes)
             if plan.result.pages:
-                local = self._line_index(plan, Path(scratch.name))
+                local = self._line_index(plan, scratch)
                 indexes = [local, *(i for i in indexes if not i.startswith("file:"))]
             default = plan.result.job.default_index
             cache = self._uv_cache(store)
@@ -163,8 +188,13 @@ class Upgrader:
             apply_pins(
                 environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
+            # The toolkit first: the check may load a module against its stub driver library,
+            # and the work tree is bound to it (cudaup-toolkit.pth) before it is checked.
+            toolkit = self._toolkit(plan, request, notes)
+            bound = self._bind(plan, work, toolkit, notes)
             self.echo("verifying the upgraded environment in its own interpreter")
             verifier = self.verifier or Verifier(plan.driver, gpus=request.gpus)
+            verifier.scratch = scratch
             checks = verifier.verify(
                 work / environment.interpreter.relative_to(environment.root),
                 plan.line,
@@ -172,8 +202,8 @@ class Upgrader:
                 {p.name: str(p.version) for p in plan.result.closure},
                 before,
                 load_families(self.settings.home_root / "families.toml"),
+                environment,
             )
-            toolkit = self._toolkit(plan, request)
             changed = fingerprint.differences(store.path_of(snapshot_id) / "tree")
             if changed:
                 raise IntegrityError(
@@ -197,7 +227,7 @@ class Upgrader:
                     f"the upgrade is in place, but its record could not be finished ({exc}); "
                     "the next cudaup command on this environment finishes it"
                 )
-            return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes)
+            return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes, binding=bound)
         except BaseException as exc:
             if not committed and snapshot is not None and snapshot.journal:
                 # The swap itself failed: finished, or undone (the environment put back).
@@ -219,8 +249,6 @@ class Upgrader:
             if isinstance(exc, CudaupError):
                 self.echo(f"the upgrade stopped; nothing was changed: {root} is as it was")
             raise
-        finally:
-            scratch.cleanup()
 
     def _record(self, snapshot_id: str, plan: UpgradePlan, files: int, size: int) -> dict[str, Any]:
         return {
@@ -268,7 +296,33 @@ class Upgrader:
             pass
         return store.directory / "uv-cache"
 
-    def _toolkit(self, plan: UpgradePlan, request: UpgradeRequest) -> InstallResult | None:
+    def _bind(
+        self, plan: UpgradePlan, work: Path, toolkit: InstallResult | None, notes: list[str]
+    ) -> Path | None:
+        """Bind the work tree to the toolkit of the new line (the one just installed, else
+        the newest of the line in the store); without one, an old binding goes."""
+        environment = plan.environment
+        try:
+            site = work / environment.purelib.relative_to(environment.root)
+        except ValueError:
+            notes.append(f"{environment.purelib} is outside {environment.root}: no toolkit bound")
+            return None
+        target = toolkit.path if toolkit is not None else None
+        if target is None and (found := Store.from_env().find(line_text(plan.line))) is not None:
+            target = found.path
+        old = read_binding(site)
+        write_binding(site, target)
+        if target is None and old is not None:
+            notes.append(
+                f"{environment.root} was bound to {old}, not a CUDA {line_text(plan.line)} "
+                f"toolkit: no longer (`cudaup install {line_text(plan.line)}` and upgrade again "
+                "to bind one)"
+            )
+        return target
+
+    def _toolkit(
+        self, plan: UpgradePlan, request: UpgradeRequest, notes: list[str]
+    ) -> InstallResult | None:
         if request.components is None:
             return None
         self.echo(f"installing CUDA {plan.release} ({','.join(request.components)}) side by side")
@@ -279,13 +333,14 @@ class Upgrader:
             force=request.force,
             driver=request.driver,
         )
-        return install(
-            plan.release,
-            options,
-            settings=self.settings,
-            store=Store.from_env(),
-            progress=self.progress,
+        store = Store.from_env()
+        empty = store.is_empty()
+        result = install(
+            plan.release, options, settings=self.settings, store=store, progress=self.progress
         )
+        if (default := store.adopt_first(store.at(result.path), empty)) is not None:
+            notes.append(f"default: {default} (the first toolkit cudaup installed)")
+        return result
 
     # -- rollback -------------------------------------------------------------------------
     def rollback(self, python: str, snapshot_id: str | None = None) -> RollbackOutcome:
@@ -295,7 +350,7 @@ class Upgrader:
         if not store.directory.is_dir():
             raise ConflictError(f"{root} has no snapshot: nothing to roll back")
         with store.locked(self.lock_wait, self.echo):
-            notes = store.recover(self.echo)
+            notes = store.recover(self.echo) + sweep_scratch(self.echo)
             candidates = [s for s in store.snapshots() if s.status in RESTORABLE]
             if snapshot_id is not None:
                 chosen = next((s for s in candidates if s.id == snapshot_id), None)
@@ -331,10 +386,16 @@ class Upgrader:
             return RollbackOutcome(root, summary, notes)
 
     # -- the list ---------------------------------------------------------------------------
-    def snapshots(self, python: str) -> tuple[SnapshotStore, list[Snapshot]]:
+    def snapshots(self, python: str) -> SnapshotList:
+        """The snapshots, once what a dead run left is finished or removed (not while a live
+        one works on the environment: then its entries are listed as they are)."""
         root, _ = locate(python)
         store = SnapshotStore(root)
-        return store, store.snapshots()
+        notes, busy = store.recover_if_idle(self.echo)
+        notes += sweep_scratch(self.echo)
+        if busy:
+            notes.append(f"another cudaup is working on {root} now: its entry is in progress")
+        return SnapshotList(store, store.snapshots(), notes, busy)
 
     def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[Snapshot]]:
         root, _ = locate(python)
@@ -343,8 +404,55 @@ class Upgrader:
             return store, []
         with store.locked(self.lock_wait, self.echo):
             store.recover(self.echo)
+            sweep_scratch(self.echo)
             with explained(f"cannot remove snapshots of {root}", store.directory, [place_of(root)]):
                 return store, store.prune(keep)
+
+
+@dataclass
+class SnapshotList:
+    store: SnapshotStore
+    snapshots: list[Snapshot]
+    notes: list[str]
+    #: A live cudaup holds the environment's lock: its snapshot is in progress.
+    busy: bool
+
+
+@contextlib.contextmanager
+def held_scratch() -> Iterator[Path]:
+    """A private temporary directory for one upgrade, removed at its end; its ``lock``
+    is held all along, so :func:`sweep_scratch` tells a live run's from a dead one's."""
+    made = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    place = Place(made.parent, "set TMPDIR to a directory this user may write")
+    with locked(made / "lock", busy=f"{made} is in use", wait=0.0, place=place, mode=0o600):
+        try:
+            yield made
+        finally:
+            with contextlib.suppress(OSError):
+                remove_tree(made)
+
+
+def sweep_scratch(echo: Echo = _quiet) -> list[str]:
+    """Remove the temporary directories of upgrades that died (this user's, whose lock no
+    live process holds); what was removed, in words."""
+    notes = []
+    base = Path(tempfile.gettempdir())
+    for entry in sorted(base.glob(f"{SCRATCH_PREFIX}*")):
+        try:
+            status = entry.lstat()
+            if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():
+                continue
+            if not (entry / "lock").is_file():
+                continue  # not one cudaup made, or made a moment ago: not ours to judge
+            place = Place(entry, "")
+            with locked(entry / "lock", busy="", wait=0.0, place=place, mode=0o600):
+                remove_tree(entry)
+        except (LockedError, CudaupError, OSError):
+            continue  # a live upgrade's, or one this user cannot judge
+        notes.append(f"removed {entry}, left by an upgrade that was killed")
+    for note in notes:
+        echo(note)
+    return notes
 
 
 def _now() -> str:
