@@ -196,3 +196,21 @@ def test_bad_requests(world: IndexServer, tmp_path: Path, monkeypatch: pytest.Mo
             plan(world, tmp_path, ["torch"], only=("pypi",))
     finally:
         uv._located.cache_clear()
+
+
+def test_every_signal_of_a_silent_gpu_build(world: IndexServer, tmp_path: Path) -> None:
+    """triton ships its own ptxas (any line, not CPU-only); bitsandbytes one object per
+    runtime (exactly those lines); paddle declares its line; mxnet-cu112 names it."""
+    triton = plan(world, tmp_path, ["triton==3.3.0"], only=("pypi",))
+    assert triton.line == (13, 2) and triton.packages[0].cuda == "any CUDA line"
+    assert any("nothing in the resolution names a CUDA line" in n for n in triton.notes)
+    both = plan(world, tmp_path, ["torch==2.9.1", "triton==3.3.0"], only=("pypi",))
+    assert both.line == (12, 8)
+    bnb = plan(world, tmp_path, ["bitsandbytes==0.45.5"], only=("pypi",))
+    assert bnb.line == (12, 8) and bnb.packages[0].cuda == "CUDA 11.7-11.8, 12.6 and 12.8"
+    with pytest.raises(NoCommonLineError, match="their CUDA lines do not meet"):
+        plan(world, tmp_path, ["torch==2.11.0", "bitsandbytes==0.45.5"], only=("pypi",))
+    with pytest.raises(NoCommonLineError, match=r"CUDA 11\.8 \(paddle/version/__init__\.py says"):
+        plan(world, tmp_path, ["paddlepaddle-gpu==2.6.2"], only=("pypi",))
+    with pytest.raises(NoCommonLineError, match=r"CUDA 11\.2 \(the name mxnet-cu112\)"):
+        plan(world, tmp_path, ["mxnet-cu112==1.9.1"], only=("pypi",))

@@ -14,6 +14,8 @@ Per-line indexes (PEP 503 HTML only):
   torch-cu128 torch 2.11.0+cu128 · torch-cu130 torch 2.11.0+cu130 · torch-cu132 torch 2.12.0+cu132
   fi-cu128, fi-cu130 flashinfer-jit-cache 0.6.4+cuXYZ (no cu132 index, as FlashInfer lacked it)
   sgl-cu130 sgl-kernel 0.3.21+cu130 (links libcudart.so.13)
+Silent GPU builds on ``pypi``: triton 3.3.0 (ships ptxas), bitsandbytes 0.45.5 (one object
+per runtime, 11.7-12.8), paddlepaddle-gpu 2.6.2 (declares CUDA 11.8), mxnet-cu112 1.9.1.
 """
 
 from __future__ import annotations
@@ -96,7 +98,31 @@ def build(server: IndexServer) -> IndexServer:
         server.add(f"fi-{tag}", *wheel("flashinfer-jit-cache", f"0.6.4+{tag}", tag=PURE))
     server.root("sgl-cu130", html_only=True)
     server.add("sgl-cu130", *_kernel("sgl-kernel", "0.3.21+cu130", 13))
+    _silent_gpu_builds(server)
     return server
+
+
+def _silent_gpu_builds(server: IndexServer) -> None:
+    """GPU packages that declare no CUDA dependency, each with the signal its real wheel
+    carries (the facts are in tests/plan/test_live.py beside the live cases)."""
+    plain = shared_object(["libc.so.6"], "plain.so", code=8192)
+    tools = {
+        "triton/_C/libtriton.so": plain,
+        "triton/backends/nvidia/bin/ptxas": b"\x7fELF" + bytes(64),
+        "triton/backends/nvidia/include/cuda.h": b"#define CUDA_VERSION 12080\n",
+    }
+    server.add("pypi", *wheel("triton", "3.3.0", shared=tools))
+    objects = {
+        f"bitsandbytes/libbitsandbytes_cuda{tag}.so": shared_object(
+            [f"libcudart.so.{'11.0' if tag < 120 else '12'}"], f"b{tag}.so", code=1024
+        )
+        for tag in (117, 118, 126, 128)
+    }
+    server.add("pypi", *wheel("bitsandbytes", "0.45.5", shared=objects))
+    version_py = b"full_version = '2.6.2'\ncuda_version = '11.8'\n"
+    paddle = {"paddle/base/libpaddle.so": plain, "paddle/version/__init__.py": version_py}
+    server.add("pypi", *wheel("paddlepaddle-gpu", "2.6.2", shared=paddle))
+    server.add("pypi", *wheel("mxnet-cu112", "1.9.1", shared={"mxnet/libmxnet.so": plain}))
 
 
 def indexes(server: IndexServer, *names: str) -> dict[str, Index]:

@@ -29,7 +29,6 @@ from cudaup.plan.lines import (
     Line,
     contradictions,
     evidence_of,
-    library_evidence,
     line_constraints,
     line_tag,
 )
@@ -265,14 +264,14 @@ class LineResolver:
         return contradictions(attempt.evidence.values(), line) + older
 
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
-        """A silent requested wheel: the CUDA runtime its shared objects link, or, for a
-        project a CUDA index publishes, the finding that it is a CPU-only build."""
+        """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
+        a CUDA index publishes, the finding that it is a CPU-only build."""
         files = self._files_of(package, attempt)
         wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
         if wheel is None or is_pure(wheel):
             return None
         linked = self.facts.libraries(wheel)
-        found = library_evidence(package.name, str(package.version), linked.libraries)
+        found = linked.evidence(package.name, str(package.version))
         if found is not None:
             return found
         signals = set(attempt.evidence)
@@ -281,8 +280,8 @@ class LineResolver:
             return Evidence.cpu_only(
                 package.name,
                 str(package.version),
-                f"a CPU-only build: {wheel.filename} names no CUDA dependency and links no CUDA "
-                f"runtime ({linked.describe()})",
+                f"a CPU-only build: {wheel.filename} names no CUDA dependency, links or loads "
+                f"no CUDA runtime and ships no CUDA tools ({linked.describe()})",
             )
         return None
 
@@ -312,7 +311,7 @@ class LineResolver:
         found = []
         for wheel, libraries in zip(wheels, linked, strict=True):
             version = str(wheel.version)
-            evidence = library_evidence(package.name, version, libraries.libraries)
+            evidence = libraries.evidence(package.name, version)
             if evidence is None or evidence.fits(attempt.line):
                 break  # the resolver may take this one: stop excluding here
             found.append(evidence)

@@ -402,7 +402,7 @@ class _Run:
                 notes.append(
                     f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}"
                 )
-        if not attempt.evidence:
+        if not any(e.names_a_line for e in attempt.evidence.values()):
             notes.append(
                 "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
                 "or linked runtime): the newest line the driver and GPUs accept"
