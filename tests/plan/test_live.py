@@ -109,3 +109,71 @@ def test_what_pypi_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
         version.code == EXIT_CODES["package-not-found"]
         and "matches no version" in version.json()["error"]["message"]
     )
+
+
+def test_triton_is_a_gpu_build_that_sets_no_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """triton-3.3.0-cp312-…x86_64.whl requires no CUDA package and links no libcudart, but
+    ships ``triton/backends/nvidia/bin/ptxas``, ``cuobjdump``, ``nvdisasm`` and
+    ``include/cuda.h``; torch 2.7.0 and xformers 0.0.30 require
+    ``nvidia-cuda-nvrtc-cu12==12.6.77``: 12.6, whose newest release is 12.6.3, which
+    driver 550.54.15 runs under minor-version compatibility."""
+    result = _plan(
+        capsys, "torch==2.7.0", "xformers==0.0.30", "triton==3.3.0", "--driver", "550.54.15", *X86
+    )
+    assert result.code == 0, result.err
+    document = result.json()
+    assert (document["cuda_line"], document["release"]) == ("12.6", "12.6.3")
+    triton = next(p for p in document["packages"] if p["name"] == "triton")
+    assert triton["cuda"] == "any CUDA line" and "bin/ptxas" in triton["evidence"]
+
+
+def test_paddle_declares_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """paddlepaddle_gpu-2.6.2-cp312-…whl names no CUDA package; its
+    ``paddle/version/__init__.py`` says ``cuda_version = '11.8'`` (``cudnn_version =
+    '8.6.0'``)."""
+    result = _plan(capsys, "paddlepaddle-gpu==2.6.2", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"] == "11.8"
+    (paddle,) = document["packages"]
+    assert paddle["evidence"].startswith("paddle/version/__init__.py says cuda_version")
+
+
+def test_mxnet_is_named_for_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """mxnet_cu112-1.9.1-py3-none-manylinux2014_x86_64.whl: the name says cu112, and
+    ``libmxnet.so`` (891 MB) needs ``libcudart.so.11.0``.  The release lists these
+    machines read (PyPI's ``cuda-toolkit`` versions) hold no 11.2 release, so no line
+    fits, and the error says why."""
+    result = _plan(capsys, "mxnet-cu112==1.9.1", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    assert "CUDA 11.2 (the name mxnet-cu112)" in result.json()["error"]["message"]
+
+
+def test_cuda_python_is_a_12_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """cuda_python-12.8.0-py3-none-any.whl is a meta-package requiring
+    ``cuda-bindings~=12.8.0``; cuda-bindings 12.8.0 links no CUDA runtime but its
+    ``cuda/bindings/_bindings/cynvrtc…so`` names ``libnvrtc.so.12`` (and
+    ``_lib/cyruntime/cyruntime…so`` ``libcudart.so.12``), which it dlopens: a 12.x line."""
+    result = _plan(capsys, "cuda-python==12.8.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"].startswith("12.")
+    (package,) = document["packages"]
+    assert package["chain"] == ["cuda-python 12.8.0", "cuda-bindings 12.8.0"]
+    assert package["evidence"] == "loads libnvrtc.so.12 by name"
+
+
+def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixture[str]) -> None:
+    """bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl ships
+    ``libbitsandbytes_cuda117.so`` … ``_cuda126.so`` and ``_cuda128.so`` (linking
+    ``libcudart.so.11.0`` and ``libcudart.so.12``); torch 2.10.0 requires
+    ``nvidia-cuda-runtime-cu12==12.8.90``: 12.8, which bitsandbytes supports."""
+    result = _plan(capsys, "bitsandbytes==0.45.5", "torch==2.10.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    assert result.json()["cuda_line"] == "12.8"
+    # Alone, its ``torch`` requirement floats: 13.x torch builds resolve, but bitsandbytes
+    # ships no CUDA 13 library, so those lines are excluded and 12.8 (torch 2.10.0) is it.
+    alone = _plan(capsys, "bitsandbytes==0.45.5", "--driver", "590.48.01", *X86).json()
+    assert alone["cuda_line"] == "12.8"
+    inconsistent = [e for e in alone["excluded"] if e["kind"] == "inconsistent"]
+    assert inconsistent and all("one object per CUDA runtime" in e["message"] for e in inconsistent)

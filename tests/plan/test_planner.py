@@ -214,3 +214,10 @@ def test_every_signal_of_a_silent_gpu_build(world: IndexServer, tmp_path: Path) 
         plan(world, tmp_path, ["paddlepaddle-gpu==2.6.2"], only=("pypi",))
     with pytest.raises(NoCommonLineError, match=r"CUDA 11\.2 \(the name mxnet-cu112\)"):
         plan(world, tmp_path, ["mxnet-cu112==1.9.1"], only=("pypi",))
+    # A pure meta-package: what it pulls in is read (cuda-bindings loads libnvrtc.so.12).
+    meta = plan(world, tmp_path, ["cuda-python==12.8.0"], only=("pypi",))
+    assert meta.line == (12, 9) and meta.packages[0].chain == (
+        "cuda-python 12.8.0",
+        "cuda-bindings 12.8.0",
+    )
+    assert meta.packages[0].evidence == "loads libnvrtc.so.12 by name"

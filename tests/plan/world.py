@@ -15,7 +15,8 @@ Per-line indexes (PEP 503 HTML only):
   fi-cu128, fi-cu130 flashinfer-jit-cache 0.6.4+cuXYZ (no cu132 index, as FlashInfer lacked it)
   sgl-cu130 sgl-kernel 0.3.21+cu130 (links libcudart.so.13)
 Silent GPU builds on ``pypi``: triton 3.3.0 (ships ptxas), bitsandbytes 0.45.5 (one object
-per runtime, 11.7-12.8), paddlepaddle-gpu 2.6.2 (declares CUDA 11.8), mxnet-cu112 1.9.1.
+per runtime, 11.7-12.8), paddlepaddle-gpu 2.6.2 (declares CUDA 11.8), mxnet-cu112 1.9.1,
+cuda-python 12.8.0 (pure, requires cuda-bindings 12.8.0, which dlopens libnvrtc.so.12).
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def _silent_gpu_builds(server: IndexServer) -> None:
     paddle = {"paddle/base/libpaddle.so": plain, "paddle/version/__init__.py": version_py}
     server.add("pypi", *wheel("paddlepaddle-gpu", "2.6.2", shared=paddle))
     server.add("pypi", *wheel("mxnet-cu112", "1.9.1", shared={"mxnet/libmxnet.so": plain}))
+    server.add("pypi", *wheel("cuda-python", "12.8.0", ["cuda-bindings~=12.8.0"], tag=PURE))
+    loader = shared_object(["libc.so.6"], "cynvrtc.so", code=4096) + b"\0libnvrtc.so.12\0"
+    bindings = {"cuda/bindings/_bindings/cynvrtc.so": loader}
+    server.add("pypi", *wheel("cuda-bindings", "12.8.0", shared=bindings))
 
 
 def indexes(server: IndexServer, *names: str) -> dict[str, Index]:

@@ -250,6 +250,7 @@ class LineResolver:
             if found is not None:
                 attempt.evidence[package.name] = found
         older: list[Evidence] = []
+        asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
             asked = closure.get(requirement.name)
             if asked is None or asked.name in attempt.evidence:
@@ -261,6 +262,14 @@ class LineResolver:
                 attempt.evidence[asked.name] = deeper
                 if not deeper.fits(line):
                     older += self._older_builds(requirement, asked, attempt)
+                continue
+            # A pure meta-package (cuda-python requires cuda-bindings~=12.8.0): what it
+            # pulls in carries the signal.
+            for child in closure.children(asked.name):
+                if child.name not in attempt.evidence and child.name not in asked_names:
+                    found = self._read_deeper(child, attempt)
+                    if found is not None and found.kind != "cpu-only":
+                        attempt.evidence[child.name] = found
         return contradictions(attempt.evidence.values(), line) + older
 
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
@@ -324,7 +333,15 @@ class LineResolver:
         for (_index, tag, project), page in self.pages.items():
             if project == package.name and tag == "" and page.url.rstrip("/") == url:
                 return page.files or ()
-        return ()
+        if not url.startswith(("https://", "http://")):
+            return ()
+        # A package nobody asked for (what a meta-package pulls in): its page, once.
+        index = Index(url, {"": url}, ("*",))
+        fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
+        self.keep(fetched)
+        if error := unreachable_error(fetched):
+            raise error
+        return fetched[0].files or ()
 
 
 def _learnt(found: Sequence[Evidence]) -> str:
