@@ -177,3 +177,42 @@ def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixtu
     assert alone["cuda_line"] == "12.8"
     inconsistent = [e for e in alone["excluded"] if e["kind"] == "inconsistent"]
     assert inconsistent and all("one object per CUDA runtime" in e["message"] for e in inconsistent)
+
+
+def test_yanked_exact_pins_are_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    """PEP 592: nvidia_cudnn_cu13-9.25.0.15-…whl and cuda_python-12.6.1-cp312-…whl are
+    yanked (cuda-python's reason: https://github.com/NVIDIA/cuda-python/issues/215), and an
+    exact pin selects them (uv resolves both)."""
+    cudnn = _plan(capsys, "nvidia-cudnn-cu13==9.25.0.15", "--driver", "590.48.01", *X86)
+    assert cudnn.code == 0, cudnn.err
+    document = cudnn.json()
+    assert document["cuda_line"].startswith("13.")
+    assert document["packages"][0]["yanked"] == "no reason given"
+    python = _plan(capsys, "cuda-python==12.6.1", "--driver", "590.48.01", *X86)
+    assert python.code == 0, python.err
+    (package,) = python.json()["packages"]
+    assert package["yanked"] == "https://github.com/NVIDIA/cuda-python/issues/215"
+    assert any("cuda-python 12.6.1 is yanked on pypi" in n for n in python.json()["notes"])
+
+
+def test_a_yanked_pin_that_cannot_resolve_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """torchvision 0.15.0 is yanked on PyPI, and its METADATA says ``Requires-Dist: torch
+    (==2.0.0+cu117)``, a build PyPI does not have: it exists, so not exit 18; the error
+    names the missing torch."""
+    result = _plan(
+        capsys, "torchvision==0.15.0", "--driver", "590.48.01", "--python", "3.11",
+        "--platform", "linux-x86_64", "--index", "pypi",
+    )  # fmt: skip
+    assert result.code == 13
+    assert "no version of torch==2.0.0+cu117" in result.json()["error"]["message"]
+
+
+def test_the_reason_shown_is_the_true_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """xformers 0.0.33 requires ``torch==2.9.0``, whose PyPI wheel requires
+    ``nvidia-cuda-runtime-cu12==12.8.90`` (12.8); xformers' own ``_C.so`` links
+    ``libcudart.so.13``: the line says so, not the 13.x lines' resolver failure."""
+    result = _plan(capsys, "xformers==0.0.33", "torch==2.9.0", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    message = result.json()["error"]["message"]
+    assert "xformers==0.0.33 resolves on no CUDA line (12.8: builds of another line" in message
+    assert "libcudart.so.13" in message and "torch==2.9.0 resolves on 12.8 only" in message

@@ -221,3 +221,35 @@ def test_every_signal_of_a_silent_gpu_build(world: IndexServer, tmp_path: Path) 
         "cuda-bindings 12.8.0",
     )
     assert meta.packages[0].evidence == "loads libnvrtc.so.12 by name"
+
+
+def test_a_yanked_version_is_taken_by_an_exact_pin_only(world: IndexServer, tmp_path: Path) -> None:
+    """PEP 592: kernlib 2.0 is yanked; ``==2.0`` takes it (uv resolves it) and says so, a
+    range never does."""
+    pinned = plan(world, tmp_path, ["kernlib==2.0"], only=("pypi",))
+    (pick,) = pinned.packages
+    assert pick.version == "2.0" and pick.yanked == "broken ABI, use 2.0.1"
+    assert any("kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)" in n for n in pinned.notes)
+    assert pick.cuda == "CUDA 12.x" and pinned.to_json()["packages"][0]["yanked"] == pick.yanked
+    assert plan(world, tmp_path, ["kernlib"], only=("pypi",)).packages[0].version == "1.0"
+    with pytest.raises(
+        PackageNotFoundError, match=r"kernlib>=2.0 matches no version .*newest: 1.0"
+    ):
+        plan(world, tmp_path, ["kernlib>=2.0"], only=("pypi",))
+
+
+def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Path) -> None:
+    """xfish requires torch==2.9.1 (12.8) but links libcudart.so.13: on 13.x uv finds no
+    resolution (torch's cu12 runtime is forbidden there); the reason shown is the 12.8
+    one, where torch resolves and xfish is read as a CUDA 13 build."""
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["xfish==1.0", "torch==2.9.1"], only=("pypi",))
+    message = str(failed.value)
+    assert (
+        "xfish==1.0 resolves on no CUDA line (12.8: builds of another line: xfish 1.0: " in message
+    )
+    assert "CUDA 13.x (its shared objects link libcudart.so.13)" in message
+    packages = failed.value.details["packages"]
+    assert isinstance(packages, list)
+    reason = packages[0]["reason"]
+    assert reason["line"] == "12.8" and reason["kind"] == "inconsistent"

@@ -8,6 +8,8 @@ Flat index ``pypi`` (PEP 691 and 503):
   torch 2.11.0  cuda-toolkit==13.0.2
   servellm 1.0  torch==2.11.0 (pure Python: its line comes through torch)
   sgl-kernel 0.3.21, 0.3.20: no dependencies, shared objects linking libcudart.so.12
+  xfish 1.0: torch==2.9.1 (12.8), but links libcudart.so.13 (xformers 0.0.33 and torch 2.9.0)
+  kernlib 1.0, 2.0 (yanked: "broken ABI, use 2.0.1"): like sgl-kernel
   cupy-cuda12x 14.0.0; jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
   nvidia-cuda-runtime[-cu12]>=NN); onnxish-gpu 1.0 ([cuda]: nvidia-cuda-runtime~=13.0)
 Per-line indexes (PEP 503 HTML only):
@@ -65,6 +67,11 @@ def build(server: IndexServer) -> IndexServer:
     server.add(pypi, *wheel("servellm", "1.0", ["torch==2.11.0"], tag=PURE))
     for version in ("0.3.20", "0.3.21"):
         server.add(pypi, *_kernel("sgl-kernel", version, 12))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    xfish = wheel("xfish", "1.0", ["torch==2.9.1"], tag=ABI3, shared={"xfish/_C.so": ops})
+    server.add(pypi, *xfish)
+    server.add(pypi, *_kernel("kernlib", "1.0", 12))
+    server.add(pypi, *_kernel("kernlib", "2.0", 12), yanked="broken ABI, use 2.0.1")
     server.add(pypi, *wheel("cupy-cuda12x", "14.0.0"))
     server.add(
         pypi,

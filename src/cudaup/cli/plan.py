@@ -80,10 +80,12 @@ def _print(result: PlanResult) -> None:
     for pick in result.packages:
         if pick.version is None or not pick.constrains:
             version = f" {pick.version}" if pick.version else ""
-            print(f"  {pick.name}{version}: {pick.note}")
+            yanked = f" [yanked: {pick.yanked}]" if pick.yanked else ""
+            print(f"  {pick.name}{version}: {pick.note}{yanked}")
             continue
         how = " → ".join(pick.chain) if len(pick.chain) > 1 else pick.evidence
-        print(f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how})")
+        yanked = f"  [yanked: {pick.yanked}]" if pick.yanked else ""
+        print(f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how}){yanked}")
     print(f"releases: {result.releases.described}")
     for exclusion in result.excluded:
         print(f"excluded {exclusion.summary()}")

@@ -275,7 +275,7 @@ class LineResolver:
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
         """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
         a CUDA index publishes, the finding that it is a CPU-only build."""
-        files = self._files_of(package, attempt)
+        files = self.files_of(package, attempt)
         wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
         if wheel is None or is_pure(wheel):
             return None
@@ -299,7 +299,7 @@ class LineResolver:
     ) -> list[Evidence]:
         """The next older versions of a silent package that contradicts the line, read at
         once (a few at most), so that the next resolution skips them all."""
-        files = self._files_of(package, attempt)
+        files = self.files_of(package, attempt)
         versions = sorted(
             {
                 f.version
@@ -326,7 +326,8 @@ class LineResolver:
             found.append(evidence)
         return found
 
-    def _files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
+    def files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
+        """The files of ``package``'s project on the index it was resolved from."""
         if package.name in attempt.pages:
             return attempt.pages[package.name]
         url = (package.index_url or "").rstrip("/")

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -56,6 +57,7 @@ from cudaup.plan.survey import (
     check_requested,
     fetch_pages,
     unreachable_error,
+    yank_of,
 )
 from cudaup.plan.uv import (
     find_uv,
@@ -333,16 +335,17 @@ class _Run:
         }
         if len(self.requirements) == 1:
             outcome.update({(str(self.requirements[0]), ln): a for ln, a in attempts.items()})
+        resolves = {
+            str(r): {ln for ln in lines if outcome[(str(r), ln)].ok} for r in self.requirements
+        }
         alone = []
         for requirement in self.requirements:
             mine = [(ln, outcome[(str(requirement), ln)]) for ln in lines]
             failures = [a.failure for _, a in mine if a.failure is not None]
+            others = [v for k, v in resolves.items() if k != str(requirement)]
+            theirs = set.intersection(*others) if others else set()
             alone.append(
-                Alone(
-                    str(requirement),
-                    [ln for ln, a in mine if a.ok],
-                    failures[0] if failures else None,
-                )
+                Alone(str(requirement), [ln for ln, a in mine if a.ok], telling(failures, theirs))
             )
         return alone
 
@@ -385,9 +388,14 @@ class _Run:
                     package.index_url or "",
                 )
             )
-            picks.append(
-                PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
-            )
+            pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
+            if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
+                pick = replace(pick, yanked=yanked)
+                notes.append(
+                    f"{package.name} {package.version} is yanked on {index} ({yanked}); "
+                    "the exact pin takes it, as PEP 592 allows"
+                )
+            picks.append(pick)
         if toolkit is not None:
             path = " → ".join(str(p) for p in release_chain) if release_chain else str(toolkit)
             release_reason = f"{path} pins it"
@@ -430,6 +438,18 @@ class _Run:
             target=self.target,
             job=attempt.job,
         )
+
+
+def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
+    """The failure that tells why a package does not fit (``failures`` newest line first):
+    on a line the other packages resolve on, a build read as another line's (xformers
+    0.0.33 links libcudart.so.13 where torch 2.9.0 is 12.8) before uv's own complaint."""
+    if not failures:
+        return None
+    return max(
+        failures,
+        key=lambda f: (f.line in theirs, f.kind == "inconsistent", -failures.index(f)),
+    )
 
 
 def named_release(attempt: Attempt, live: LiveReleases) -> str:

@@ -94,6 +94,8 @@ class PackagePick:
     #: What the end of the chain shows: "cuda-toolkit 13.0.3", "from https://…/cu130".
     evidence: str | None
     note: str | None
+    #: Why the chosen version was yanked (PEP 592), when it was: an exact pin took it.
+    yanked: str | None = None
 
     @classmethod
     def absent(cls, requirement: Requirement) -> PackagePick:
@@ -159,6 +161,7 @@ class PackagePick:
             "evidence": self.evidence,
             "constrains": self.constrains,
             "note": self.note,
+            "yanked": self.yanked,
         }
 
 

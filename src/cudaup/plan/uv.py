@@ -127,7 +127,8 @@ def write_local_index(root: Path, pages: Mapping[str, Sequence[DistFile]], where
             if file.requires_python:
                 attributes.append(f'data-requires-python="{html.escape(file.requires_python)}"')
             if file.yanked:
-                attributes.append("data-yanked")
+                reason = html.escape(file.yank_reason or "")
+                attributes.append(f'data-yanked="{reason}"' if reason else "data-yanked")
             if file.core_metadata:
                 attributes.append('data-core-metadata="true"')
             links.append(f"<a {' '.join(attributes)}>{html.escape(file.filename)}</a><br>")
