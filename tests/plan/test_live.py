@@ -216,3 +216,17 @@ def test_the_reason_shown_is_the_true_one(capsys: pytest.CaptureFixture[str]) ->
     message = result.json()["error"]["message"]
     assert "xformers==0.0.33 resolves on no CUDA line (12.8: builds of another line" in message
     assert "libcudart.so.13" in message and "torch==2.9.0 resolves on 12.8 only" in message
+
+
+def test_an_extra_the_version_lacks_is_no_match(capsys: pytest.CaptureFixture[str]) -> None:
+    """jax's ``cuda13`` extra first appears in jax 0.7.0 (jax 0.6.2's METADATA has
+    ``Provides-Extra: cuda12`` … but no ``cuda13``); every jax with it pulls
+    ``jax-cuda13-plugin``, a CUDA 13 build, while torch 2.9.1 is 12.8: no line fits, and
+    jax 0.6.2 (CPU-only here) is not offered as a match."""
+    result = _plan(capsys, "torch==2.9.1", "jax[cuda13]", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    error = result.json()["error"]
+    assert "torch==2.9.1 resolves on 12.8 only; jax[cuda13] resolves on 13." in error["message"]
+    extra = [e for e in error["details"]["excluded"] if e["kind"] == "extra"]
+    assert extra and extra[0]["message"].startswith("jax 0.6.2, ")
+    assert "have no extra cuda13" in extra[0]["message"]

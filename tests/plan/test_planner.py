@@ -253,3 +253,23 @@ def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Pa
     assert isinstance(packages, list)
     reason = packages[0]["reason"]
     assert reason["line"] == "12.8" and reason["kind"] == "inconsistent"
+
+
+def test_a_requested_extra_the_version_lacks_is_no_match(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """jaxish 0.4 and 0.5 have no ``cuda13`` extra: on 12.8 (torch 2.9.1's line) uv would
+    take one of them and only warn; the plan excludes them and says why there is no line."""
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["torch==2.9.1", "jaxish[cuda13]"], only=("pypi",))
+    assert str(failed.value).endswith(
+        "their CUDA lines do not meet; torch==2.9.1 resolves on 12.8 only; "
+        "jaxish[cuda13] resolves on 13.0-13.2"
+    )
+    excluded = failed.value.details["excluded"]
+    assert isinstance(excluded, list)
+    assert {"line": "12.8", "kind": "extra", "packages": ["jaxish"]}.items() <= excluded[-1].items()
+    assert excluded[-1]["message"].startswith("jaxish 0.5, 0.4 have no extra cuda13")
+    alone = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
+    assert alone.line == (13, 2) and alone.pins() == ["jaxish[cuda13]==1.0"]
+    assert plan(world, tmp_path, ["jaxish<1"], only=("pypi",)).packages[0].version == "0.5"

@@ -10,7 +10,7 @@ Flat index ``pypi`` (PEP 691 and 503):
   sgl-kernel 0.3.21, 0.3.20: no dependencies, shared objects linking libcudart.so.12
   xfish 1.0: torch==2.9.1 (12.8), but links libcudart.so.13 (xformers 0.0.33 and torch 2.9.0)
   kernlib 1.0, 2.0 (yanked: "broken ABI, use 2.0.1"): like sgl-kernel
-  cupy-cuda12x 14.0.0; jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
+  cupy-cuda12x 14.0.0; jaxish 0.4, 0.5 (no extras); jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
   nvidia-cuda-runtime[-cu12]>=NN); onnxish-gpu 1.0 ([cuda]: nvidia-cuda-runtime~=13.0)
 Per-line indexes (PEP 503 HTML only):
   torch-cu128 torch 2.11.0+cu128 · torch-cu130 torch 2.11.0+cu130 · torch-cu132 torch 2.12.0+cu132
@@ -86,6 +86,8 @@ def build(server: IndexServer) -> IndexServer:
             extras=("cuda12", "cuda13"),
         ),
     )
+    for version in ("0.4", "0.5"):  # before the CUDA extras
+        server.add(pypi, *wheel("jaxish", version, tag=PURE), pep658=version == "0.5")
     server.add(pypi, *wheel("jaxish-cuda12-plugin", "1.0", ["nvidia-cuda-runtime-cu12>=12"]))
     server.add(pypi, *wheel("jaxish-cuda13-plugin", "1.0", ["nvidia-cuda-runtime>=13"]))
     server.add(

@@ -33,7 +33,14 @@ from cudaup.plan.lines import (
     line_tag,
 )
 from cudaup.plan.result import Exclusion, Origin, Target
-from cudaup.plan.survey import Page, best_wheel, fetch_pages, is_pure, unreachable_error
+from cudaup.plan.survey import (
+    Page,
+    best_wheel,
+    fetch_pages,
+    is_pure,
+    pins_exactly,
+    unreachable_error,
+)
 from cudaup.plan.uv import (
     CompileAnswer,
     CompileJob,
@@ -41,7 +48,7 @@ from cudaup.plan.uv import (
     pages_identity,
     write_local_index,
 )
-from cudaup.resolve.pypi import DistFile
+from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.util.parallel import map_concurrently
 
 if TYPE_CHECKING:
@@ -49,6 +56,10 @@ if TYPE_CHECKING:
 
 #: Versions of one project excluded for contradicting a line before the line is given up.
 CONTRADICTION_ROUNDS = 3
+#: Resolutions that may each exclude versions lacking a requested extra, and how many
+#: versions are read at once per round.
+EXTRA_ROUNDS = 4
+EXTRA_BATCH = 16
 
 
 def uv_platform(platform: str) -> str:
@@ -161,10 +172,13 @@ class LineResolver:
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
         learnt: list[Evidence] = []
+        lacking: list[Lacking] = []
         attempt = Attempt(line)
-        # Each round either takes a newly met project from its per-line index or excludes
-        # what contradicts the line; a project is tried in a few versions at most.
-        for _round in range(len(self.tagged) * 8 + CONTRADICTION_ROUNDS + 1):
+        # Each round either takes a newly met project from its per-line index, excludes
+        # versions that lack a requested extra, or excludes what contradicts the line; a
+        # project is tried in a few versions at most.
+        rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 1
+        for _round in range(rounds):
             if self.cancel.is_set():
                 raise CudaupError("the search for a line was cancelled")
             pages = self._line_pages(line, routed)
@@ -176,7 +190,11 @@ class LineResolver:
                     self._serial += 1
                     folder = self.work / f"{line_tag(line)}-{self._serial}"
                 local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
-            exclusions = [*self._forbidden(line, pages), *(e.exclusion() for e in learnt)]
+            exclusions = [
+                *self._forbidden(line, pages),
+                *(e.exclusion() for e in learnt),
+                *(f"{x.project}!={x.version}" for x in lacking),
+            ]
             job = CompileJob(
                 tuple(str(r) for r in requirements),
                 tuple(line_constraints(line, self.majors, exclusions, self.held)),
@@ -198,6 +216,13 @@ class LineResolver:
                         f"{_learnt(learnt)}; without them there is no resolution",
                         tuple(sorted({e.project for e in learnt})),
                     )
+                elif lacking:
+                    attempt.failure = Exclusion(
+                        line,
+                        "extra",
+                        f"{_lacking(lacking)}; without them there is no resolution",
+                        tuple(sorted({x.project for x in lacking})),
+                    )
                 else:
                     reason = answer.reason or "uv found no resolution"
                     attempt.failure = Exclusion(line, "resolution", reason)
@@ -207,6 +232,18 @@ class LineResolver:
             }
             if newly:
                 routed |= newly
+                continue
+            missing = self._lacking_extras(requirements, attempt)
+            if missing:
+                if sum(1 for x in lacking if x.first) >= EXTRA_ROUNDS:
+                    attempt.failure = Exclusion(
+                        line,
+                        "extra",
+                        f"{_lacking([*lacking, *missing])}; older versions not read",
+                        tuple(sorted({x.project for x in missing})),
+                    )
+                    return attempt
+                lacking += missing
                 continue
             found = self._read_back(attempt, requirements, local)
             if not found:
@@ -220,6 +257,50 @@ class LineResolver:
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def _lacking_extras(
+        self, requirements: tuple[Requirement, ...], attempt: Attempt
+    ) -> list[Lacking]:
+        """Requested projects resolved in a version without an extra they were asked with
+        (uv only warns: ``jax[cuda13]`` took jax 0.6.2, which has no ``cuda13``), and the
+        next older versions the specifier allows that lack it too, read at once."""
+        closure = attempt.closure
+        assert closure is not None
+        found: list[Lacking] = []
+        for requirement in requirements:
+            asked = closure.get(requirement.name) if requirement.extras else None
+            if asked is None:
+                continue
+            files = self.files_of(asked, attempt)
+            versions = sorted(
+                {
+                    f.version
+                    for f in files
+                    if f.version is not None
+                    and f.version <= asked.version
+                    and requirement.specifier.contains(f.version, prereleases=True)
+                    and (not f.yanked or pins_exactly(requirement, f))
+                },
+                reverse=True,
+            )[:EXTRA_BATCH]
+            wheels = []
+            for version in versions:
+                wheel = best_wheel(files, version, self.target.python, self.target.platform)
+                if wheel is None:
+                    break  # no wheel to read: what it provides is not known, so it stays
+                wheels.append(wheel)
+            index = PackageIndex(self.http, asked.index_url or "")
+            metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
+            wanted = sorted({canonicalize_name(e) for e in requirement.extras})
+            for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
+                provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
+                absent = [e for e in wanted if e not in provided]
+                if not absent:
+                    break  # the resolver may take this one
+                found.append(
+                    Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
+                )
+        return found
 
     def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
         if offline_first:
@@ -343,6 +424,32 @@ class LineResolver:
         if error := unreachable_error(fetched):
             raise error
         return fetched[0].files or ()
+
+
+@dataclass(frozen=True, slots=True)
+class Lacking:
+    """A version of a requested project without an extra it was asked with."""
+
+    project: str
+    version: str
+    extras: tuple[str, ...]
+    #: The version the resolver chose (the others were read ahead of it).
+    first: bool = False
+
+
+def _lacking(found: Sequence[Lacking]) -> str:
+    """``jax 0.6.2, 0.6.1 have no extra cuda13``, grouped by project."""
+    by_project: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for item in found:
+        by_project.setdefault((item.project, item.extras), []).append(item.version)
+    parts = []
+    for (project, extras), versions in by_project.items():
+        shown = ", ".join(versions[:4]) + (
+            f" and {len(versions) - 4} older" if len(versions) > 4 else ""
+        )
+        verb = "has" if len(versions) == 1 else "have"
+        parts.append(f"{project} {shown} {verb} no extra {', '.join(extras)}")
+    return "; ".join(parts)
 
 
 def _learnt(found: Sequence[Evidence]) -> str:

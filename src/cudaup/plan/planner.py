@@ -448,7 +448,7 @@ def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusio
         return None
     return max(
         failures,
-        key=lambda f: (f.line in theirs, f.kind == "inconsistent", -failures.index(f)),
+        key=lambda f: (f.line in theirs, f.kind in {"inconsistent", "extra"}, -failures.index(f)),
     )
 
 

@@ -49,7 +49,7 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Exclusion:
     """A line the plan did not choose, and why (``kind``: driver, gpu, index, resolution,
-    inconsistent)."""
+    inconsistent, extra)."""
 
     line: Line
     kind: str
