@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -155,12 +156,18 @@ def test_the_driver_and_the_gpus(world: IndexServer, tmp_path: Path) -> None:
         plan(world, tmp_path, ["torch"], line=(13, 1))
 
 
-def test_a_warm_plan_asks_nothing(world: IndexServer, tmp_path: Path) -> None:
+def test_a_warm_plan_asks_nothing(
+    world: IndexServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not even NVIDIA's release listing, whose failure (HTTP 503) is remembered."""
     first = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
+    assert world.requests("/nvidia/compute/cuda/redist") and first.releases.source == "pypi"
     asked = len(world.requests())
-    again = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
+    with caplog.at_level(logging.INFO, logger="cudaup.http"):
+        again = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
     assert len(world.requests()) == asked
     assert again.to_json() == first.to_json()
+    assert "the release list of" in caplog.text and "HTTP 503" in caplog.text
     fresh = plan(
         world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"), refresh=True
     )

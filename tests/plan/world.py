@@ -161,8 +161,14 @@ def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
 def settings(
     server: IndexServer, tmp_path: Path, *, refresh: bool = False, offline: bool = False
 ) -> Settings:
+    # NVIDIA's host is down (503): the release list comes from PyPI's cuda-toolkit.
+    server.root("nvidia").down = True
     return Settings.from_env(
-        pypi_url=server.url("pypi"), cache_dir=tmp_path / "cache", refresh=refresh, offline=offline
+        pypi_url=server.url("pypi"),
+        download_url=server.url("nvidia"),
+        cache_dir=tmp_path / "cache",
+        refresh=refresh,
+        offline=offline,
     )
 
 

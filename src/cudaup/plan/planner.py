@@ -45,6 +45,7 @@ from cudaup.plan.lines import (
     line_text,
     release_line,
 )
+from cudaup.plan.listing import plan_releases
 from cudaup.plan.result import (
     Alone,
     Exclusion,
@@ -63,7 +64,7 @@ from cudaup.plan.uv import (
     find_uv,
 )
 from cudaup.plan.wheels import WheelFacts
-from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.parallel import map_concurrently
 
@@ -170,8 +171,7 @@ class _Run:
                 )
         find_uv()
         self._survey()
-        # No retries for the release list: an unreachable NVIDIA host is a note, answered at once.
-        live = live_releases(self.settings, HttpClient(self.settings, retries=0))
+        live = plan_releases(self.settings, self.planner.cache)
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
         self.lines.majors = {line[0] for line in lines}
