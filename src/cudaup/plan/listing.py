@@ -16,13 +16,12 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import get_args
 
 from packaging.version import InvalidVersion, Version
 
 from cudaup.config import Settings
 from cudaup.net.http import NEGATIVE_TTL, HttpClient, log
-from cudaup.resolve.releases import LiveReleases, ReleaseSource, live_releases
+from cudaup.resolve.releases import LiveReleases, live_releases
 from cudaup.util.atomic import atomic_write
 
 SCHEMA = 1
@@ -65,9 +64,10 @@ def _remembered(path: Path, key: list[str]) -> LiveReleases | None:
     source, described = entry.get("source"), entry.get("described")
     if not isinstance(written, (int, float)) or not isinstance(described, str):
         return None
-    if source not in get_args(ReleaseSource) or source == "nvidia":
+    if source not in ("pypi", "snapshot"):
         return None
-    if not _texts(versions) or not _texts(notes) or not versions:
+    versions, notes = _texts(versions), _texts(notes)
+    if not versions or notes is None:
         return None
     try:
         for version in versions:
@@ -84,5 +84,7 @@ def _remembered(path: Path, key: list[str]) -> LiveReleases | None:
     return LiveReleases(tuple(versions), source, described, tuple(notes))
 
 
-def _texts(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+def _texts(value: object) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
