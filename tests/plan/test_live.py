@@ -8,20 +8,36 @@ every case says ``--index pypi``.
 
 from __future__ import annotations
 
+import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cudaup.errors import EXIT_CODES
 from tests.helpers import CliResult, run_cli
+from tests.plan.installcheck import printed_resolution
 
 pytestmark = pytest.mark.pypi
 X86 = ("--python", "3.12", "--platform", "linux-x86_64", "--index", "pypi")
 
 
 def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
-    return run_cli(capsys, "plan", *argv, "--json")
+    result = run_cli(capsys, "plan", *argv, "--json")
+    if result.code == 0:
+        _installs_the_plan(result.json(), argv)
+    return result
+
+
+def _installs_the_plan(document: dict[str, Any], argv: tuple[str, ...]) -> None:
+    """uv's resolution of the printed ``uv pip install`` line, as printed, is the closure."""
+    python = argv[argv.index("--python") + 1]
+    platform = argv[argv.index("--platform") + 1]
+    with tempfile.TemporaryDirectory(prefix="cudaup-printed-") as cache:
+        printed = printed_resolution(document["uv"], python, platform, Path(cache))
+    assert printed == {p["name"]: p["version"] for p in document["closure"]}, document["uv"]
+    assert document["install_checked"]
 
 
 def test_vllm_takes_its_line_from_torch(capsys: pytest.CaptureFixture[str]) -> None:

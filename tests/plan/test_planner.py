@@ -17,6 +17,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     UsageError,
 )
+from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build, plan
 
@@ -280,3 +281,44 @@ def test_a_requested_extra_the_version_lacks_is_no_match(
     alone = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
     assert alone.line == (13, 2) and alone.pins() == ["jaxish[cuda13]==1.0"]
     assert plan(world, tmp_path, ["jaxish<1"], only=("pypi",)).packages[0].version == "0.5"
+
+
+def test_the_printed_lines_install_the_plan(world: IndexServer, tmp_path: Path) -> None:
+    """On 12.8 (torch 2.9.1) the plan excludes opsdep 2.0 (a CUDA 13 build); the printed
+    line pins opsdep 1.0, and uv resolving the line as printed gives the plan's closure."""
+    result = plan(world, tmp_path, ["torch==2.9.1", "opswrap==1.0"], only=("pypi",))
+    assert result.line == (12, 8) and result.closure.get("opsdep") is not None
+    assert "opsdep==1.0" in result.pins() and result.install_checked
+    assert "opsdep==1.0" in result.uv_command() and "opsdep==1.0" in result.pip_command()
+    wanted = {p.name: str(p.version) for p in result.closure}
+    printed = printed_resolution(result.uv_command(), "3.12", "linux-x86_64", tmp_path / "uv")
+    assert printed == wanted
+    # Without the pin, uv would have taken the CUDA 13 build.
+    bare = result.uv_command().replace(" opsdep==1.0", "")
+    assert printed_resolution(bare, "3.12", "linux-x86_64", tmp_path / "uv")["opsdep"] == "2.0"
+    # A plan whose bare line already resolves to its closure pins nothing more.
+    simple = plan(world, tmp_path, ["sgl-kernel"], only=("pypi",))
+    assert simple.pins() == ["sgl-kernel==0.3.21"] and simple.install_checked
+
+
+def test_a_nightly_for_a_line_no_release_targets(world: IndexServer, tmp_path: Path) -> None:
+    """No released torch is newer than 2.12; the cu130 nightly 2.13 is.  Without --pre the request matches
+    nothing (and says --pre would); with it the plan takes the nightly and says so."""
+    named = ("pypi", "pytorch", "pytorch-nightly")
+    with pytest.raises(PackageNotFoundError, match="pre-releases match it: --pre takes them"):
+        plan(world, tmp_path, ["torch>2.12"], only=named)  # named, so consulted
+    with pytest.raises(PackageNotFoundError, match=r"torch>2.12 matches no version") as left:
+        plan(world, tmp_path, ["torch>2.12"])  # the nightly index is left out without --pre
+    assert "torch-nightly" not in str(left.value)
+    nightly = plan(world, tmp_path, ["torch>2.12"], pre=True)
+    assert nightly.line == (13, 0)
+    (torch,) = nightly.packages
+    assert torch.version == "2.13.0.dev20261130+cu130" and torch.index == "pytorch-nightly"
+    assert any(
+        n.startswith("needs pre-releases (--pre): ") and "torch 2.13.0.dev20261130+cu130" in n
+        for n in nightly.notes
+    )
+    assert "pytorch-triton==3.6.0+git5a3c9f1" in nightly.pins()
+    assert "--prerelease allow" in nightly.uv_command() and "--pre" in nightly.pip_command()
+    # A stable request with --pre still plans on every line the table has.
+    assert plan(world, tmp_path, ["torch==2.11.0"], only=("pypi",), pre=True).line == (13, 0)

@@ -9,6 +9,7 @@ Flat index ``pypi`` (PEP 691 and 503):
   servellm 1.0  torch==2.11.0 (pure Python: its line comes through torch)
   sgl-kernel 0.3.21, 0.3.20: no dependencies, shared objects linking libcudart.so.12
   xfish 1.0: torch==2.9.1 (12.8), but links libcudart.so.13 (xformers 0.0.33 and torch 2.9.0)
+  opswrap 1.0 (pure): opsdep (unpinned); opsdep 1.0 links libcudart.so.12, 2.0 .so.13
   kernlib 1.0, 2.0 (yanked: "broken ABI, use 2.0.1"): like sgl-kernel
   cupy-cuda12x 14.0.0; jaxish 0.4, 0.5 (no extras); jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
   nvidia-cuda-runtime[-cu12]>=NN); onnxish-gpu 1.0 ([cuda]: nvidia-cuda-runtime~=13.0)
@@ -16,6 +17,8 @@ Per-line indexes (PEP 503 HTML only):
   torch-cu128 torch 2.11.0+cu128 · torch-cu130 torch 2.11.0+cu130 · torch-cu132 torch 2.12.0+cu132
   fi-cu128, fi-cu130 flashinfer-jit-cache 0.6.4+cuXYZ (no cu132 index, as FlashInfer lacked it)
   sgl-cu130 sgl-kernel 0.3.21+cu130 (links libcudart.so.13)
+  torch-nightly-cu130 (``pre``): torch 2.13.0.dev20261130+cu130 (cuda-toolkit==13.0.2 and
+  pytorch-triton==3.6.0+git5a3c9f1, which only it publishes)
 Silent GPU builds on ``pypi``: triton 3.3.0 (ships ptxas), bitsandbytes 0.45.5 (one object
 per runtime, 11.7-12.8), paddlepaddle-gpu 2.6.2 (declares CUDA 11.8), mxnet-cu112 1.9.1,
 cuda-python 12.8.0 (pure, requires cuda-bindings 12.8.0, which dlopens libnvrtc.so.12).
@@ -29,7 +32,7 @@ from cudaup.config import Settings
 from cudaup.core.driver import DriverVersion, GpuInfo
 from cudaup.core.platforms import Platform
 from cudaup.plan import Planner, PlanResult, Target, parse_requirements
-from cudaup.plan.indexes import Index
+from cudaup.plan.indexes import Index, arrange
 from cudaup.plan.lines import Line
 from tests.plan.builders import ABI3, ARM, PURE, shared_object, wheel
 from tests.plan.pyindex import IndexServer
@@ -70,6 +73,9 @@ def build(server: IndexServer) -> IndexServer:
     ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
     xfish = wheel("xfish", "1.0", ["torch==2.9.1"], tag=ABI3, shared={"xfish/_C.so": ops})
     server.add(pypi, *xfish)
+    server.add(pypi, *_kernel("opsdep", "1.0", 12))
+    server.add(pypi, *_kernel("opsdep", "2.0", 13))
+    server.add(pypi, *wheel("opswrap", "1.0", ["opsdep"], tag=PURE))
     server.add(pypi, *_kernel("kernlib", "1.0", 12))
     server.add(pypi, *_kernel("kernlib", "2.0", 12), yanked="broken ABI, use 2.0.1")
     server.add(pypi, *wheel("cupy-cuda12x", "14.0.0"))
@@ -108,6 +114,13 @@ def build(server: IndexServer) -> IndexServer:
         server.add(f"fi-{tag}", *wheel("flashinfer-jit-cache", f"0.6.4+{tag}", tag=PURE))
     server.root("sgl-cu130", html_only=True)
     server.add("sgl-cu130", *_kernel("sgl-kernel", "0.3.21+cu130", 13))
+    nightly = "torch-nightly-cu130"
+    server.root(nightly, html_only=True)
+    triton = "pytorch-triton==3.6.0+git5a3c9f1"
+    server.add(
+        nightly, *wheel("torch", "2.13.0.dev20261130+cu130", ["cuda-toolkit==13.0.2", triton])
+    )
+    server.add(nightly, *wheel("pytorch-triton", "3.6.0+git5a3c9f1"))
     _silent_gpu_builds(server)
     return server
 
@@ -154,6 +167,13 @@ def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
             ("flashinfer-jit-cache",),
         ),
         "sglang": Index("sglang", {"cu130": server.url("sgl-cu130")}, ("sgl-kernel",)),
+        "pytorch-nightly": Index(
+            "pytorch-nightly",
+            {"cu130": server.url("torch-nightly-cu130")},
+            ("torch", "pytorch-triton"),
+            ("pytorch-triton",),
+            pre=True,
+        ),
     }
     return {name: table[name] for name in names or table}
 
@@ -185,9 +205,11 @@ def plan(
     line: Line | None = None,
     refresh: bool = False,
     offline: bool = False,
+    pre: bool = False,
 ) -> PlanResult:
     target = Target(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
     planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))
-    return planner.plan(parse_requirements(packages), indexes(server, *only), target, line=line)
+    table = arrange(indexes(server, *only), only, pre=pre)
+    return planner.plan(parse_requirements(packages), table, target, line=line, pre=pre)

@@ -34,6 +34,11 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
         help="pypi, pytorch, flashinfer, sglang, vllm or a URL (repeatable; default: all)",
     )
     parser.add_argument(
+        "--pre",
+        action="store_true",
+        help="let the resolver take pre-releases, from the nightly indexes too",
+    )
+    parser.add_argument(
         "--export", metavar="FILE", help="write the plan as a PEP 751 pylock.toml (by uv)"
     )
     parser.set_defaults(handler=cmd_plan)
@@ -42,7 +47,7 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     requirements = parse_requirements(args.packages)
-    indexes = indexes_for(settings.pypi_url, args.index or [], settings.user_indexes)
+    indexes = indexes_for(settings.pypi_url, args.index or [], settings.user_indexes, pre=args.pre)
     line = parse_line(args.cuda) if args.cuda else None
     python = python_version(args.python)
     if args.driver:
@@ -51,7 +56,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     try:
-        result = Planner(settings).plan(requirements, indexes, target, line=line)
+        result = Planner(settings).plan(requirements, indexes, target, line=line, pre=args.pre)
     except NoCommonLineError as exc:
         if not args.json:
             raise

@@ -119,6 +119,8 @@ class LineResolver:
         self.held: tuple[str, ...] = ()
         #: Installed versions kept where the resolution allows (``upgrade``).
         self.preferences: tuple[str, ...] = ()
+        #: ``--pre``: the resolver may take pre-releases.
+        self.pre = False
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
@@ -171,6 +173,15 @@ class LineResolver:
         routed: set[str] = {
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
+        # What an index alone publishes is only there: a dependency on it (nightly torch
+        # on pytorch-triton) resolves from nowhere else.
+        routed |= {
+            canonicalize_name(project)
+            for index in self.tagged
+            if line_tag(line) in index.urls
+            for project in index.only
+            if self._route(project, line) is index
+        }
         learnt: list[Evidence] = []
         lacking: list[Lacking] = []
         attempt = Attempt(line)
@@ -205,6 +216,7 @@ class LineResolver:
                 refresh=self.settings.refresh,
                 interpreter=self.target.interpreter,
                 preferences=self.preferences,
+                prerelease=self.pre,
             )
             answer = self._compile(job, offline_first, pages_identity(present))
             attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)

@@ -38,6 +38,7 @@ from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver
 from cudaup.plan.closure import Resolved
 from cudaup.plan.indexes import Index
+from cudaup.plan.install import install_pins
 from cudaup.plan.lines import (
     TOOLKIT,
     Line,
@@ -60,9 +61,7 @@ from cudaup.plan.survey import (
     unreachable_error,
     yank_of,
 )
-from cudaup.plan.uv import (
-    find_uv,
-)
+from cudaup.plan.uv import find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
@@ -112,16 +111,20 @@ class Planner:
         lines: Collection[Line] | None = None,
         held: Sequence[str] = (),
         preferences: Sequence[str] = (),
+        pre: bool = False,
     ) -> PlanResult:
         """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on.
 
         ``held``: projects whose version is their CUDA release, held to each line like
-        the runtime; ``preferences``: versions kept where the resolution allows."""
+        the runtime; ``preferences``: versions kept where the resolution allows; ``pre``:
+        pre-releases may be taken (``--pre``; pass ``indexes_for(…, pre=True)`` for the
+        nightly indexes)."""
         if self.settings.offline:
             raise OfflineError("plan reads the package indexes live; --offline cannot answer it")
         with tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work:
             run = _Run(self, tuple(requirements), indexes, target, Path(work))
             run.lines.held, run.lines.preferences = tuple(held), tuple(preferences)
+            run.lines.pre = pre
             return run.plan(line, compat, lines)
 
 
@@ -219,7 +222,13 @@ class _Run:
         environment = marker_environment(self.target.platform, self.target.python)
         for requirement in self.requirements:
             if requirement.marker is None or requirement.marker.evaluate(environment):
-                check_requested(requirement, pages, self.target.python, self.target.platform)
+                check_requested(
+                    requirement,
+                    pages,
+                    self.target.python,
+                    self.target.platform,
+                    pre=self.lines.pre,
+                )
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
         """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
@@ -415,8 +424,11 @@ class _Run:
                 "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
                 "or linked runtime): the newest line the driver and GPUs accept"
             )
+        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
+        if pre:
+            notes.append(f"needs pre-releases (--pre): {', '.join(pre)}")
         notes += [f"release list: {n}" for n in live.notes]
-        return PlanResult(
+        result = PlanResult(
             line=line,
             release=release,
             release_reason=release_reason,
@@ -438,6 +450,17 @@ class _Run:
             target=self.target,
             job=attempt.job,
         )
+        identity = pages_identity(attempt.pages)
+        extra, checked = install_pins(
+            self.lines.runner, attempt.job, result.base_pins(), closure, identity
+        )
+        result.install_extra, result.install_checked = extra, checked
+        if not checked:
+            notes.append(
+                "uv resolves the printed lines to other versions than the plan's even with "
+                "every package pinned: install the lock --export writes"
+            )
+        return result
 
 
 def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:

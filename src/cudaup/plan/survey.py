@@ -95,6 +95,8 @@ def check_requested(
     pages: Sequence[Page],
     python: tuple[int, int],
     platform: Platform,
+    *,
+    pre: bool = False,
 ) -> None:
     """Raise :class:`PackageNotFoundError` when no consulted index has the project, no
     version matches the specifier, or no matching version has a wheel for the target."""
@@ -107,7 +109,7 @@ def check_requested(
     every = [f for p in present for f in p.files or () if f.version is not None]
     # PEP 592: a yanked file is chosen only by an exact pin (uv and pip take it then).
     files = [f for f in every if not f.yanked or pins_exactly(requirement, f)]
-    prereleases = bool(requirement.specifier.prereleases)
+    prereleases = pre or bool(requirement.specifier.prereleases)
     matching = [
         f
         for f in files
@@ -117,7 +119,12 @@ def check_requested(
     if not matching:
         versions = sorted({f.version for f in files if f.version is not None and not f.yanked})
         newest = f" (newest: {versions[-1]})" if versions else ""
-        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}")
+        hint = ""
+        if not prereleases and any(
+            requirement.specifier.contains(v, prereleases=True) for v in versions
+        ):
+            hint = "; pre-releases match it: --pre takes them"
+        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}{hint}")
     fitting = [
         f
         for f in matching

@@ -170,6 +170,8 @@ class CompileJob:
     #: Versions uv keeps where the resolution allows (``numpy==2.2.6``): what an
     #: environment has installed stays unless something requires otherwise.
     preferences: tuple[str, ...] = ()
+    #: ``--pre``: pre-releases may be taken (uv's ``--prerelease allow``).
+    prerelease: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +224,8 @@ class UvRunner:
         ]  # fmt: skip
         for index in job.indexes:
             argv += ["--index", index]
+        if job.prerelease:
+            argv += ["--prerelease", "allow"]
         if job.offline:
             argv.append("--offline")
         if job.refresh:
@@ -338,6 +342,7 @@ def _job_key(job: CompileJob, identity: str) -> str:
         "offline": job.offline,
         "interpreter": job.interpreter,
         "preferences": list(job.preferences),
+        "prerelease": job.prerelease,
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
