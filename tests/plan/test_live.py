@@ -246,3 +246,16 @@ def test_an_extra_the_version_lacks_is_no_match(capsys: pytest.CaptureFixture[st
     extra = [e for e in error["details"]["excluded"] if e["kind"] == "extra"]
     assert extra and extra[0]["message"].startswith("jax 0.6.2, ")
     assert "have no extra cuda13" in extra[0]["message"]
+
+
+def test_the_printed_line_installs_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    """``uv pip install vllm==0.20.0`` alone resolves nvidia-cutlass-dsl 4.8.1 (with
+    ``nvidia-cutlass-dsl-libs-cu12``), quack-kernels 0.6.5 and cuda-bindings 13.5.0, where
+    the plan, held to its line, has older ones: the printed line pins what would differ,
+    and uv's resolution of it, as printed, is the plan's closure (checked in ``_plan``)."""
+    result = _plan(capsys, "vllm==0.20.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["install_checked"] and document["uv"].startswith("uv pip install vllm==0.20.0 ")
+    closure = {p["name"]: p["version"] for p in document["closure"]}
+    assert f"nvidia-cutlass-dsl=={closure['nvidia-cutlass-dsl']}" in document["uv"]

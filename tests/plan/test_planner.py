@@ -315,10 +315,11 @@ def test_a_nightly_for_a_line_no_release_targets(world: IndexServer, tmp_path: P
     (torch,) = nightly.packages
     assert torch.version == "2.13.0.dev20261130+cu130" and torch.index == "pytorch-nightly"
     assert any(
-        n.startswith("needs pre-releases (--pre): ") and "torch 2.13.0.dev20261130+cu130" in n
+        n.startswith("takes pre-releases (--pre): ") and "torch 2.13.0.dev20261130+cu130" in n
         for n in nightly.notes
     )
     assert "pytorch-triton==3.6.0+git5a3c9f1" in nightly.pins()
     assert "--prerelease allow" in nightly.uv_command() and "--pre" in nightly.pip_command()
     # A stable request with --pre still plans on every line the table has.
-    assert plan(world, tmp_path, ["torch==2.11.0"], only=("pypi",), pre=True).line == (13, 0)
+    stable = plan(world, tmp_path, ["torch==2.11.0"], only=("pypi",), pre=True)
+    assert stable.line == (13, 0) and not any("pre-releases" in n for n in stable.notes)

@@ -424,9 +424,11 @@ class _Run:
                 "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
                 "or linked runtime): the newest line the driver and GPUs accept"
             )
+        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
+        # every pre-release in the closure is named.
         pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
-        if pre:
-            notes.append(f"needs pre-releases (--pre): {', '.join(pre)}")
+        if pre and attempt.job.prerelease:
+            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
         notes += [f"release list: {n}" for n in live.notes]
         result = PlanResult(
             line=line,
