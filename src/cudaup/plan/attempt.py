@@ -138,6 +138,18 @@ class LineResolver:
         tag = line_tag(line)
         return next((i for i in self.tagged if i.serves(project) and tag in i.urls), None)
 
+    def _with_companions(self, routed: set[str], line: Line) -> set[str]:
+        """``routed`` and what the indexes they come from alone publish: a dependency on
+        it (nightly torch on pytorch-triton) resolves from nowhere else."""
+        used = {id(index) for p in routed if (index := self._route(p, line)) is not None}
+        return routed | {
+            canonicalize_name(project)
+            for index in self.tagged
+            if id(index) in used
+            for project in index.only
+            if self._route(project, line) is index
+        }
+
     def _line_pages(self, line: Line, projects: set[str]) -> dict[str, Page]:
         tag = line_tag(line)
         wanted = []
@@ -173,15 +185,7 @@ class LineResolver:
         routed: set[str] = {
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
-        # What an index alone publishes is only there: a dependency on it (nightly torch
-        # on pytorch-triton) resolves from nowhere else.
-        routed |= {
-            canonicalize_name(project)
-            for index in self.tagged
-            if line_tag(line) in index.urls
-            for project in index.only
-            if self._route(project, line) is index
-        }
+        routed = self._with_companions(routed, line)
         learnt: list[Evidence] = []
         lacking: list[Lacking] = []
         attempt = Attempt(line)
@@ -243,7 +247,7 @@ class LineResolver:
                 p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
             }
             if newly:
-                routed |= newly
+                routed = self._with_companions(routed | newly, line)
                 continue
             missing = self._lacking_extras(requirements, attempt)
             if missing:
