@@ -8,6 +8,7 @@ every case says ``--index pypi``.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import tomllib
 from pathlib import Path
@@ -259,3 +260,17 @@ def test_the_printed_line_installs_the_plan(capsys: pytest.CaptureFixture[str]) 
     assert document["install_checked"] and document["uv"].startswith("uv pip install vllm==0.20.0 ")
     closure = {p["name"]: p["version"] for p in document["closure"]}
     assert f"nvidia-cutlass-dsl=={closure['nvidia-cutlass-dsl']}" in document["uv"]
+
+
+def test_a_warm_plan_sends_no_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """NVIDIA's host cannot be reached from the test machines: the first plan's listing
+    fails (a note), the second reuses that answer and asks nothing at all (``-v``)."""
+    argv = ("-v", "plan", "sgl-kernel==0.3.21", "--driver", "590.48.01", *X86)
+    first = run_cli(capsys, *argv)
+    assert first.code == 0, first.err
+    assert "GET https://developer.download.nvidia.com/compute/cuda/redist/" in first.err
+    second = run_cli(capsys, *argv)
+    assert second.code == 0, second.err
+    assert "cache: the release list of" in second.err
+    asked = [line for line in second.err.splitlines() if re.match(r"cudaup: (GET|HEAD) ", line)]
+    assert asked == [] and second.out == first.out
