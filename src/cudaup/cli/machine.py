@@ -82,6 +82,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(
             f"toolkit   {toolkit.path}: CUDA {toolkit.identity.describe()}{owner} · found via {', '.join(toolkit.found_via)}"
         )
+        if toolkit.libraries:
+            libraries = ", ".join(f"{name} {v}" for name, v in toolkit.libraries.items())
+            print(f"          libraries: {libraries}")
     print(f"nvcc      {report.nvcc or 'not on PATH'}")
     if report.python:
         torch = report.torch
