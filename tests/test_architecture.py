@@ -30,13 +30,14 @@ ALLOWED: dict[str, set[str]] = {
     "net": {"errors", "config", "util"},
     "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
     "download": {"errors", "config", "core", "net", "util"},
-    "machine": {"errors", "config", "core", "net", "resolve", "util"},
+    "binaries": {"errors", "config", "core", "net", "resolve", "util"},
+    "machine": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "install": {"errors", "config", "core", "net", "resolve", "download", "machine", "util"},
     "switch": {"errors", "config", "core", "install", "machine", "util"},
-    "plan": {"errors", "config", "core", "net", "resolve", "util"},
+    "plan": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "fleet": {"errors", "config", "core", "net", "resolve", "download", "install", "plan", "util"},
     "upgrade": {"errors", "config", "core", "net", "resolve", "download", "machine", "install"}
-    | {"plan", "util"},
+    | {"plan", "util", "binaries"},
     "cli": set(),  # anything: nothing imports it
 }
 #: The pure packages import none of these (the network, processes, threads, the disk).
@@ -136,6 +137,8 @@ INTERNAL_SIGNALS = {
     "cudaup.download.remote.NoRangesError": "ranges refused: one stream from byte 0",
     "cudaup.download.remote.RetryableError": "the transfer loop retries it",
     "cudaup.download.remote.BusyError": "503/429: fewer connections, then retried",
+    "cudaup.net.deadline.HeadersTooSlowError": "raised inside urllib3's read; the client "
+    "turns it into a NetworkError naming the URL",
 }
 
 

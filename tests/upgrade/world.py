@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,15 @@ def wheel(
     version: str,
     requires: tuple[str, ...] = (),
     *,
-    files: dict[str, str] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
     scripts: dict[str, str] | None = None,
 ) -> tuple[str, bytes]:
     """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes."""
     stem = re.sub(r"[-.]+", "_", name)
     info = f"{stem}-{version}.dist-info"
-    members = dict(files if files is not None else {f"{stem}/__init__.py": ""})
+    members: dict[str, str | bytes] = dict(
+        files if files is not None else {f"{stem}/__init__.py": ""}
+    )
     members[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
         + "".join(f"Requires-Dist: {r}\n" for r in requires)
@@ -62,8 +65,9 @@ def wheel(
         )
     record = []
     for path, text in members.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+        data = text if isinstance(text, bytes) else text.encode()  # binaries: kernels
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(data)}")
     record.append(f"{info}/RECORD,,")
     members[f"{info}/RECORD"] = "\n".join(record) + "\n"
     buffer = io.BytesIO()

@@ -9,17 +9,21 @@ answer, not an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cudaup.binaries.coverage import Gpu, GpuCoverage, check_coverage, environment_packages
 from cudaup.core.compat import Compatibility, CompatTable
-from cudaup.core.driver import CudaVersion, DriverInfo
+from cudaup.core.driver import CudaVersion, DriverInfo, GpuInfo
+from cudaup.core.gpus import parse_gpu
 from cudaup.core.libraries import LIBRARIES, LIBRARY_SONAMES
+from cudaup.errors import UsageError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import (
@@ -71,6 +75,8 @@ class Report:
     path_libraries: list[tuple[str, str, str]] = field(default_factory=list)
     #: why the cudaup shim that is ``nvcc`` on PATH runs no toolkit here, when it runs none
     shim_problem: str | None = None
+    #: per GPU, which of the Python's CUDA packages carry kernels for it
+    kernels: list[GpuCoverage] = field(default_factory=list)
 
     def in_use(self) -> list[Toolkit]:
         return [t for t in self.toolkits if any(v in IN_USE for v in t.found_via)]
@@ -90,6 +96,7 @@ class Report:
                 name: {"project": project, "version": version, "lib": lib}
                 for name, (project, version, lib) in sorted(self.python_libraries.items())
             },
+            "kernels": [k.to_json() for k in self.kernels],
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -165,6 +172,10 @@ def examine(
     report.shim_problem = shim_problem
     report.python_libraries = read_python_libraries(sites)
     report.path_libraries = read_path_libraries(_entries(env.get("LD_LIBRARY_PATH")))
+    gpus = gpus_of(driver.gpus)
+    if gpus:  # reading every CUDA package's binaries is worth it only with a GPU to judge
+        cuda = (driver_cuda.major, driver_cuda.minor) if driver_cuda else None
+        report.kernels = check_coverage(environment_packages(sites), gpus, cuda)
     report.problems = diagnose(report, compat)
     return report
 
@@ -212,6 +223,15 @@ def read_path_libraries(entries: list[str]) -> list[tuple[str, str, str]]:
             if match is not None:
                 found.append((entry, library, match))
     return found
+
+
+def gpus_of(found: Iterable[GpuInfo]) -> list[Gpu]:
+    """The GPUs whose compute capability the driver reported, as coverage checks them."""
+    gpus = []
+    for gpu in found:
+        with contextlib.suppress(UsageError):  # a capability no SM number spells: not judged
+            gpus.append(Gpu(f"GPU {gpu.index} {gpu.name}", parse_gpu(gpu.compute_capability or "")))
+    return gpus
 
 
 # -- diagnosis (pure) ----------------------------------------------------------------
@@ -301,6 +321,31 @@ def _arch_problems(report: Report, compat: CompatTable) -> list[Problem]:
                         else f"use CUDA ≥ {arch.first_release} for this GPU",
                     )
                 )
+    return problems
+
+
+def _kernel_problems(report: Report) -> list[Problem]:
+    problems: list[Problem] = []
+    for result in report.kernels:
+        sm = "sm_{}{}".format(*result.gpu.capability)
+        for package, reason in result.missing:
+            problems.append(
+                Problem(
+                    "error",
+                    f"{package} in {report.python} carries no kernels for {result.gpu.label} "
+                    f"({sm}): {reason}",
+                    f"install a build of {package} that targets {sm} (`cudaup plan {package} "
+                    f"--gpu {sm}`; CUDA 13 builds dropped sm_70 and older)",
+                )
+            )
+        for package, reason in result.unknown:
+            problems.append(
+                Problem(
+                    "info",
+                    f"whether {package} runs on {result.gpu.label} is not known: {reason}",
+                    "pass --driver VERSION so the driver's CUDA version is known",
+                )
+            )
     return problems
 
 
@@ -457,6 +502,7 @@ def diagnose(report: Report, compat: CompatTable) -> list[Problem]:
         + _torch_problems(report, compat)
         + _library_problems(report)
         + _arch_problems(report, compat)
+        + _kernel_problems(report)
     )
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(problems, key=lambda p: order[p.severity])

@@ -201,12 +201,14 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
     return files
 
 
-class _HttpRangeFile(io.RawIOBase):
-    """A seekable read-only view of a remote file, fetched in ranges (for zipfile)."""
+class HttpRangeFile(io.RawIOBase):
+    """A seekable read-only view of a remote file, fetched in ranges (for zipfile);
+    :attr:`fetched` counts the bytes it received."""
 
     def __init__(self, http: HttpClient, url: str, size: int) -> None:
         self._http, self._url, self._size, self._pos = http, url, size, 0
         self._blocks: dict[int, bytes] = {}
+        self.fetched = 0
 
     def seekable(self) -> bool:
         return True
@@ -246,6 +248,7 @@ class _HttpRangeFile(io.RawIOBase):
             data = raw.read()
         finally:
             raw.release_conn()
+        self.fetched += len(data)
         self._blocks[key] = data
         return data[: end - start]
 
@@ -294,7 +297,7 @@ class PackageIndex:
 
     def _metadata_by_range(self, file: DistFile, size: int) -> Metadata:
         return _metadata_from_wheel(
-            lambda: io.BufferedReader(_HttpRangeFile(self.http, file.url, size), buffer_size=65536),
+            lambda: io.BufferedReader(HttpRangeFile(self.http, file.url, size), buffer_size=65536),
             file.url,
         )
 

@@ -164,7 +164,7 @@ class Upgrader:
                 environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
             self.echo("verifying the upgraded environment in its own interpreter")
-            verifier = self.verifier or Verifier(plan.driver)
+            verifier = self.verifier or Verifier(plan.driver, gpus=request.gpus)
             checks = verifier.verify(
                 work / environment.interpreter.relative_to(environment.root),
                 plan.line,

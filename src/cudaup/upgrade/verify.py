@@ -5,7 +5,9 @@ package): ``versions`` (what uv left is what the plan named, and nothing renamed
 removed remains), ``check`` (``uv pip check``: no broken requirement the environment
 did not already have), ``import`` (every changed distribution's top-level modules
 import), ``line`` (the frameworks report the new line without a GPU: torch's
-``torch/version.py``, CuPy's CUDA runtime version), and ``gpu`` (with a driver found
+``torch/version.py``, CuPy's CUDA runtime version), ``kernels`` (the changed CUDA
+packages carry kernels for every GPU present or named by ``--gpu``: exit 20 when one
+is left without; :mod:`cudaup.upgrade.coverage`), and ``gpu`` (with a driver found
 on this machine, a tiny kernel runs through torch or CuPy; a test supplies its own
 script through the same step).
 """
@@ -27,6 +29,7 @@ from cudaup.machine.doctor import read_torch
 from cudaup.plan.lines import Line, line_text
 from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change
+from cudaup.upgrade.coverage import check_kernels
 from cudaup.upgrade.environment import Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
 
@@ -100,9 +103,15 @@ def problems(interpreter: Path) -> dict[str, str]:
 
 class Verifier:
     def __init__(
-        self, driver: DriverInfo, *, gpu_script: str | None = None, timeout: float = STEP_TIMEOUT
+        self,
+        driver: DriverInfo,
+        *,
+        gpu_script: str | None = None,
+        timeout: float = STEP_TIMEOUT,
+        gpus: Sequence[str] = (),
     ) -> None:
         self.driver, self.gpu_script, self.timeout = driver, gpu_script, timeout
+        self.gpus = gpus  # --gpu: the targets the kernels step checks where no GPU is present
 
     def verify(
         self,
@@ -119,6 +128,9 @@ class Verifier:
         checks = [self._versions(after, changes, pins), self._check(work_python, before)]
         imported, facts = self._imports(work_python, after, changes)
         checks += [imported, *self._line(after, line, changes, families, facts)]
+        # kernels (upgrade/coverage.py): every GPU keeps kernels in the changed packages
+        status, detail = check_kernels(after, [c.name for c in changes], self.driver, self.gpus)
+        checks.append(Check("kernels", status, detail))
         return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------
