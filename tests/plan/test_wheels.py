@@ -225,3 +225,20 @@ def test_every_signal_a_wheel_carries(index_server: IndexServer, tmp_path: Path)
     # Nothing at all: no evidence (the planner decides what a silent wheel is).
     name, body = wheel("quiet", "1.0", shared={"quiet/_q.so": plain})
     assert facts.libraries(_file(index_server, name, body)).evidence("quiet", "1.0") is None
+
+
+def test_a_member_that_inflates_past_its_size_is_refused(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """The directory says how big a member is; inflating more than that is a lie, refused
+    (and inflation goes in bounded chunks, so a thousandfold member stays small)."""
+    library = shared_object(
+        ["libcudart.so.12"], "libops.so", code=1024, symbols=PREFIX_LIMIT + 4096, old_layout=True
+    )
+    name, body = wheel("liar", "1.0", tag=ABI3, shared={"liar/libops.so": library})
+    directory = body.rfind(b"PK\x01\x02", 0, body.rfind(b"liar/libops.so"))
+    assert directory > 0
+    # The central directory entry's uncompressed size (offset 24) claims 1 MiB.
+    lying = body[: directory + 24] + (1024 * 1024).to_bytes(4, "little") + body[directory + 28 :]
+    with pytest.raises(SourceFormatError, match="inflates past the 1048576 bytes"):
+        _facts(tmp_path).libraries(_file(index_server, name, lying))

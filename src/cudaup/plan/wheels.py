@@ -60,8 +60,10 @@ CHUNK = 256 * 1024
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
 MEMBERS = 4
 PREFIX_LIMIT = 16 * 1024 * 1024
-#: Past the prefix, a member is read on to its ``.dynamic`` in ranges up to this size.
+#: Past the prefix, a member is read on to its ``.dynamic`` in ranges up to this size,
+#: and inflated at most this much at a time.
 STREAM_CHUNK = 8 * 1024 * 1024
+INFLATE_CHUNK = 16 * 1024 * 1024
 #: Objects this small are read whole for the CUDA libraries they load by name.
 LOADED_MEMBER_LIMIT = 1024 * 1024
 LOADED_MEMBERS = 32
@@ -311,14 +313,31 @@ class _LibraryReader:
         compressed = head[30 + name_length + extra_length : stop - member.offset]
         position = start + len(compressed)
         inflater = zlib.decompressobj(-15) if member.method == 8 else None
-        step = CHUNK
+        produced, step = 0, CHUNK
         while True:
-            try:
-                yield inflater.decompress(compressed) if inflater else compressed
-            except zlib.error as exc:
-                raise SourceFormatError(
-                    f"{self.url}: {member.name} does not inflate ({exc})"
-                ) from None
+            pending = compressed
+            while pending:
+                if inflater is None:
+                    piece, pending = pending, b""
+                else:
+                    try:
+                        # Bounded: a member that inflates a thousandfold stays in chunks.
+                        piece = inflater.decompress(pending, INFLATE_CHUNK)
+                    except zlib.error as exc:
+                        raise SourceFormatError(
+                            f"{self.url}: {member.name} does not inflate ({exc})"
+                        ) from None
+                    pending = inflater.unconsumed_tail
+                produced += len(piece)
+                if produced > member.size:
+                    raise SourceFormatError(
+                        f"{self.url}: {member.name} inflates past the {member.size} bytes "
+                        "its directory entry gives"
+                    )
+                if piece:
+                    yield piece
+                if inflater is not None and inflater.eof:
+                    return
             if position >= stop:
                 return
             step = min(step * 2, STREAM_CHUNK)
