@@ -35,7 +35,7 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index",
         action="append",
-        help="pypi, pytorch, flashinfer, sglang, vllm or a URL (repeatable; default: all)",
+        help="pypi, pytorch, pytorch-nightly, flashinfer, sglang, vllm or a URL (repeatable; default: all; the nightly ones only with --pre)",
     )
     parser.add_argument(
         "--pre",
