@@ -242,3 +242,21 @@ def test_a_member_that_inflates_past_its_size_is_refused(
     lying = body[: directory + 24] + (1024 * 1024).to_bytes(4, "little") + body[directory + 28 :]
     with pytest.raises(SourceFormatError, match="inflates past the 1048576 bytes"):
         _facts(tmp_path).libraries(_file(index_server, name, lying))
+
+
+def test_a_read_budget_bounds_what_one_wheel_costs(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the budget the streamed object's answer is what was read, said incomplete."""
+    from cudaup.plan import wheels
+
+    library = shared_object(
+        ["libcudart.so.12"], "libops.so", code=1024, symbols=PREFIX_LIMIT + 4096, old_layout=True
+    )
+    name, body = wheel("costly", "1.0", tag=ABI3, shared={"costly/libops.so": library})
+    monkeypatch.setattr(wheels, "READ_BUDGET", 2 * 1024 * 1024)
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body))
+    assert not linked.complete and "libcudart.so.12" not in linked.libraries
+    assert "not all of them to the end of their string tables" in linked.describe()
+    served = sum(_length(r.range) for r in index_server.requests(f"/pypi/files/{name}"))
+    assert served < 2 * 1024 * 1024 + wheels.STREAM_CHUNK + wheels.CHUNK

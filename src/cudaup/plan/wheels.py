@@ -64,6 +64,9 @@ PREFIX_LIMIT = 16 * 1024 * 1024
 #: and inflated at most this much at a time.
 STREAM_CHUNK = 8 * 1024 * 1024
 INFLATE_CHUNK = 16 * 1024 * 1024
+#: Bytes one wheel's reads may fetch: past it, an object's answer is what was read, said
+#: to be incomplete (libmxnet.so's .dynamic lies behind 489 MB of compressed code).
+READ_BUDGET = 1024 * 1024 * 1024
 #: Objects this small are read whole for the CUDA libraries they load by name.
 LOADED_MEMBER_LIMIT = 1024 * 1024
 LOADED_MEMBERS = 32
@@ -240,6 +243,8 @@ class _LibraryReader:
     def __init__(self, http: HttpClient, file: DistFile) -> None:
         self.http, self.file, self.url = http, file, file.url
         self.size = 0
+        #: Bytes this wheel's reads have fetched (bounded by :data:`READ_BUDGET`).
+        self.fetched = 0
 
     def _range(self, start: int | None, end: int | None) -> bytes:
         """Bytes ``start..end`` (inclusive), or the last ``end`` bytes when ``start`` is None."""
@@ -253,6 +258,7 @@ class _LibraryReader:
                     raise SourceFormatError(f"{self.url} does not honour Range requests")
                 body = raw.read()  # a file smaller than one range: the server sent it all
                 self.size, done = len(body), True
+                self.fetched += len(body)
                 return body if start is None else body[start : (end or 0) + 1]
             if raw.status != 206:
                 raise SourceFormatError(f"{self.url} answered HTTP {raw.status} to a range request")
@@ -269,6 +275,7 @@ class _LibraryReader:
                     f"{self.url} sent {len(body)} bytes for a range of {last - first + 1}"
                 )
             self.size, done = total, True
+            self.fetched += len(body)
             return body
         finally:
             if not done:
@@ -381,7 +388,7 @@ class _LibraryReader:
         stream.feed(data)
         names = stream.names()
         for chunk in chunks:
-            if names is not None:
+            if names is not None or self.fetched > READ_BUDGET:
                 break
             stream.feed(chunk)
             names = stream.names()
