@@ -42,19 +42,32 @@ def wheel(
 
 
 def shared_object(
-    needed: list[str], soname: str, *, code: int = 256 * 1024, seed: int = 1
+    needed: list[str],
+    soname: str,
+    *,
+    code: int = 256 * 1024,
+    seed: int = 1,
+    symbols: int = 0,
+    old_layout: bool = False,
 ) -> bytes:
     """A 64-bit little-endian ELF shared object laid out as linkers do: headers and the
     dynamic string table in a first read-only segment, then ``code`` bytes of code that
-    do not compress, then ``.dynamic`` in a writable segment at the end."""
+    do not compress, then ``.dynamic`` in a writable segment at the end.
+
+    ``symbols``: bytes of symbol table (that do not compress) before the string table;
+    ``old_layout``: the first segment also holds the code (``-z noseparate-code``), so
+    only ``.dynamic`` tells which of its strings are needed names."""
     strings = b"\0"
     offsets = {}
-    for name in [soname, *needed, "cuda_kernel_entry"]:
+    # The old layout's first segment is code too: a soname-like string that is no needed
+    # name (a decoy) must not be taken for one.
+    decoy = ["libdecoy.so.9"] if old_layout else []
+    for name in ["cuda_kernel_entry", *decoy, soname, *needed]:
         offsets[name] = len(strings)
         strings += name.encode() + b"\0"
-    phnum, strtab = 3, 0x200
-    first_size = strtab + len(strings)
-    code_at = 0x1000
+    phnum, strtab = 3, 0x200 + symbols
+    code_at = (strtab + len(strings) + 0xFFF) & ~0xFFF
+    first_size = code_at + code if old_layout else strtab + len(strings)
     dynamic_at = code_at + code
     entries = [(14, offsets[soname])]  # DT_SONAME
     entries += [(1, offsets[n]) for n in needed]  # DT_NEEDED
@@ -62,7 +75,8 @@ def shared_object(
     dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
     header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
     header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, phnum, 64, 0, 0)
-    programs = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, first_size, first_size, 0x1000)
+    first_flags = 5 if old_layout else 4
+    programs = struct.pack("<IIQQQQQQ", 1, first_flags, 0, 0, 0, first_size, first_size, 0x1000)
     programs += struct.pack(
         "<IIQQQQQQ", 1, 6, dynamic_at, dynamic_at, dynamic_at, len(dynamic), len(dynamic), 0x1000
     )
@@ -72,6 +86,7 @@ def shared_object(
     image = bytearray(dynamic_at + len(dynamic))
     image[: len(header)] = header
     image[64 : 64 + len(programs)] = programs
+    image[0x200:strtab] = random.Random(seed + 1).randbytes(symbols)
     image[strtab : strtab + len(strings)] = strings
     image[code_at:dynamic_at] = random.Random(seed).randbytes(code)
     image[dynamic_at:] = dynamic

@@ -85,7 +85,7 @@ class IndexServer:
         body: bytes,
         *,
         pep658: bool = True,
-        yanked: bool = False,
+        yanked: bool | str = False,
         requires_python: str | None = None,
         hashed: bool = True,
     ) -> str:
@@ -183,8 +183,10 @@ def _page(entries: list[dict[str, Any]], as_json: bool, project: str) -> bytes:
         attributes = [f'href="{html.escape(href)}"']
         if entry["requires-python"]:
             attributes.append(f'data-requires-python="{html.escape(entry["requires-python"])}"')
-        if entry["yanked"]:
+        if entry["yanked"] is True:
             attributes.append("data-yanked")
+        elif entry["yanked"]:
+            attributes.append(f'data-yanked="{html.escape(entry["yanked"])}"')
         if entry["core-metadata"]:
             attributes.append('data-core-metadata="true"')
         links.append(f"<a {' '.join(attributes)}>{html.escape(entry['filename'])}</a><br>")

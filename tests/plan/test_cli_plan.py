@@ -121,3 +121,41 @@ def test_pypi_unreachable_is_exit_5(
     result = run_cli(capsys, "plan", "torch==2.11.0", "--index", "pypi", *TARGET, "--json")
     assert result.code == 5 and result.json()["error"]["kind"] == "network"
     assert "could not reach pypi" in result.err
+
+
+def test_pre_and_the_nightly_index(
+    world: IndexServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A nightly index (``pre = true``) is consulted with --pre, or when --index names it."""
+    table = tmp_path / "home" / "indexes.toml"
+    table.write_text(
+        table.read_text()
+        + '[indexes.pytorch-nightly]\npre = true\nprojects = ["torch", "pytorch-triton"]\n'
+        + 'only = ["pytorch-triton"]\n[indexes.pytorch-nightly.urls]\n'
+        + f'cu130 = "{world.url("torch-nightly-cu130")}"\n'
+    )
+    indexes = ("--index", "pypi", "--index", "pytorch")
+    stable = run_cli(capsys, "plan", "torch>2.12", *indexes, *TARGET)
+    assert stable.code == EXIT_CODES["package-not-found"]
+    assert "torch-nightly" not in stable.err  # left out without --pre
+    named = run_cli(capsys, "plan", "torch>2.12", *indexes, "--index", "pytorch-nightly", *TARGET)
+    assert named.code == EXIT_CODES["package-not-found"] and "--pre takes them" in named.err
+    nightly = run_cli(
+        capsys, "plan", "torch>2.12", *indexes, "--index", "pytorch-nightly", "--pre", *TARGET
+    )
+    assert nightly.code == 0, nightly.err
+    assert "torch 2.13.0.dev20261130+cu130  from " in nightly.out
+    assert "note: takes pre-releases (--pre): " in nightly.out
+    assert "--prerelease allow" in nightly.out and "pip install --pre " in nightly.out
+    table.write_text(table.read_text().replace("pre = true", 'pre = "yes"'))
+    bad = run_cli(capsys, "plan", "torch", *indexes, "--pre", *TARGET)
+    assert bad.code == EXIT_CODES["usage"] and "pre must be true or false" in bad.err
+
+
+def test_a_yanked_pin_on_the_command_line(
+    world: IndexServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli(capsys, "plan", "kernlib==2.0", "--index", "pypi", *TARGET)
+    assert result.code == 0, result.err
+    assert "[yanked: broken ABI, use 2.0.1]" in result.out
+    assert "note: kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)" in result.out

@@ -60,6 +60,8 @@ def test_toolkit_releases_from_versions() -> None:
         ("nvidia-cudnn-cu13", "9.24.0.43", None, "CUDA 13.x", "the name nvidia-cudnn-cu13"),
         ("cupy-cuda12x", "14.0.0", None, "CUDA 12.x", "the name cupy-cuda12x"),
         ("jax-cuda13-plugin", "0.12.0.1", None, "CUDA 13.x", "the name jax-cuda13-plugin"),
+        ("mxnet-cu112", "1.9.1", None, "CUDA 11.2", "the name mxnet-cu112"),
+        ("cupy-cuda112", "10.6.0", None, "CUDA 11.2", "the name cupy-cuda112"),
     ],
 )
 def test_evidence_of_resolved_packages(

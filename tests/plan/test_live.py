@@ -8,20 +8,37 @@ every case says ``--index pypi``.
 
 from __future__ import annotations
 
+import re
+import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cudaup.errors import EXIT_CODES
 from tests.helpers import CliResult, run_cli
+from tests.plan.installcheck import printed_resolution
 
 pytestmark = pytest.mark.pypi
 X86 = ("--python", "3.12", "--platform", "linux-x86_64", "--index", "pypi")
 
 
 def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
-    return run_cli(capsys, "plan", *argv, "--json")
+    result = run_cli(capsys, "plan", *argv, "--json")
+    if result.code == 0:
+        _installs_the_plan(result.json(), argv)
+    return result
+
+
+def _installs_the_plan(document: dict[str, Any], argv: tuple[str, ...]) -> None:
+    """uv's resolution of the printed ``uv pip install`` line, as printed, is the closure."""
+    python = argv[argv.index("--python") + 1]
+    platform = argv[argv.index("--platform") + 1]
+    with tempfile.TemporaryDirectory(prefix="cudaup-printed-") as cache:
+        printed = printed_resolution(document["uv"], python, platform, Path(cache))
+    assert printed == {p["name"]: p["version"] for p in document["closure"]}, document["uv"]
+    assert document["install_checked"]
 
 
 def test_vllm_takes_its_line_from_torch(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,3 +126,151 @@ def test_what_pypi_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
         version.code == EXIT_CODES["package-not-found"]
         and "matches no version" in version.json()["error"]["message"]
     )
+
+
+def test_triton_is_a_gpu_build_that_sets_no_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """triton-3.3.0-cp312-…x86_64.whl requires no CUDA package and links no libcudart, but
+    ships ``triton/backends/nvidia/bin/ptxas``, ``cuobjdump``, ``nvdisasm`` and
+    ``include/cuda.h``; torch 2.7.0 and xformers 0.0.30 require
+    ``nvidia-cuda-nvrtc-cu12==12.6.77``: 12.6, whose newest release is 12.6.3, which
+    driver 550.54.15 runs under minor-version compatibility."""
+    result = _plan(
+        capsys, "torch==2.7.0", "xformers==0.0.30", "triton==3.3.0", "--driver", "550.54.15", *X86
+    )
+    assert result.code == 0, result.err
+    document = result.json()
+    assert (document["cuda_line"], document["release"]) == ("12.6", "12.6.3")
+    triton = next(p for p in document["packages"] if p["name"] == "triton")
+    assert triton["cuda"] == "any CUDA line" and "bin/ptxas" in triton["evidence"]
+
+
+def test_paddle_declares_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """paddlepaddle_gpu-2.6.2-cp312-…whl names no CUDA package; its
+    ``paddle/version/__init__.py`` says ``cuda_version = '11.8'`` (``cudnn_version =
+    '8.6.0'``)."""
+    result = _plan(capsys, "paddlepaddle-gpu==2.6.2", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"] == "11.8"
+    (paddle,) = document["packages"]
+    assert paddle["evidence"].startswith("paddle/version/__init__.py says cuda_version")
+
+
+def test_mxnet_is_named_for_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """mxnet_cu112-1.9.1-py3-none-manylinux2014_x86_64.whl: the name says cu112, and
+    ``libmxnet.so`` (891 MB) needs ``libcudart.so.11.0``.  The release lists these
+    machines read (PyPI's ``cuda-toolkit`` versions) hold no 11.2 release, so no line
+    fits, and the error says why."""
+    result = _plan(capsys, "mxnet-cu112==1.9.1", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    assert "CUDA 11.2 (the name mxnet-cu112)" in result.json()["error"]["message"]
+
+
+def test_cuda_python_is_a_12_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """cuda_python-12.8.0-py3-none-any.whl is a meta-package requiring
+    ``cuda-bindings~=12.8.0``; cuda-bindings 12.8.0 links no CUDA runtime but its
+    ``cuda/bindings/_bindings/cynvrtc…so`` names ``libnvrtc.so.12`` (and
+    ``_lib/cyruntime/cyruntime…so`` ``libcudart.so.12``), which it dlopens: a 12.x line."""
+    result = _plan(capsys, "cuda-python==12.8.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"].startswith("12.")
+    (package,) = document["packages"]
+    assert package["chain"] == ["cuda-python 12.8.0", "cuda-bindings 12.8.0"]
+    assert package["evidence"] == "loads libnvrtc.so.12 by name"
+
+
+def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixture[str]) -> None:
+    """bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl ships
+    ``libbitsandbytes_cuda117.so`` … ``_cuda126.so`` and ``_cuda128.so`` (linking
+    ``libcudart.so.11.0`` and ``libcudart.so.12``); torch 2.10.0 requires
+    ``nvidia-cuda-runtime-cu12==12.8.90``: 12.8, which bitsandbytes supports."""
+    result = _plan(capsys, "bitsandbytes==0.45.5", "torch==2.10.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    assert result.json()["cuda_line"] == "12.8"
+    # Alone, its ``torch`` requirement floats: 13.x torch builds resolve, but bitsandbytes
+    # ships no CUDA 13 library, so those lines are excluded and 12.8 (torch 2.10.0) is it.
+    alone = _plan(capsys, "bitsandbytes==0.45.5", "--driver", "590.48.01", *X86).json()
+    assert alone["cuda_line"] == "12.8"
+    inconsistent = [e for e in alone["excluded"] if e["kind"] == "inconsistent"]
+    assert inconsistent and all("one object per CUDA runtime" in e["message"] for e in inconsistent)
+
+
+def test_yanked_exact_pins_are_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    """PEP 592: nvidia_cudnn_cu13-9.25.0.15-…whl and cuda_python-12.6.1-cp312-…whl are
+    yanked (cuda-python's reason: https://github.com/NVIDIA/cuda-python/issues/215), and an
+    exact pin selects them (uv resolves both)."""
+    cudnn = _plan(capsys, "nvidia-cudnn-cu13==9.25.0.15", "--driver", "590.48.01", *X86)
+    assert cudnn.code == 0, cudnn.err
+    document = cudnn.json()
+    assert document["cuda_line"].startswith("13.")
+    assert document["packages"][0]["yanked"] == "no reason given"
+    python = _plan(capsys, "cuda-python==12.6.1", "--driver", "590.48.01", *X86)
+    assert python.code == 0, python.err
+    (package,) = python.json()["packages"]
+    assert package["yanked"] == "https://github.com/NVIDIA/cuda-python/issues/215"
+    assert any("cuda-python 12.6.1 is yanked on pypi" in n for n in python.json()["notes"])
+
+
+def test_a_yanked_pin_that_cannot_resolve_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """torchvision 0.15.0 is yanked on PyPI, and its METADATA says ``Requires-Dist: torch
+    (==2.0.0+cu117)``, a build PyPI does not have: it exists, so not exit 18; the error
+    names the missing torch."""
+    result = _plan(
+        capsys, "torchvision==0.15.0", "--driver", "590.48.01", "--python", "3.11",
+        "--platform", "linux-x86_64", "--index", "pypi",
+    )  # fmt: skip
+    assert result.code == 13
+    assert "no version of torch==2.0.0+cu117" in result.json()["error"]["message"]
+
+
+def test_the_reason_shown_is_the_true_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """xformers 0.0.33 requires ``torch==2.9.0``, whose PyPI wheel requires
+    ``nvidia-cuda-runtime-cu12==12.8.90`` (12.8); xformers' own ``_C.so`` links
+    ``libcudart.so.13``: the line says so, not the 13.x lines' resolver failure."""
+    result = _plan(capsys, "xformers==0.0.33", "torch==2.9.0", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    message = result.json()["error"]["message"]
+    assert "xformers==0.0.33 resolves on no CUDA line (12.8: builds of another line" in message
+    assert "libcudart.so.13" in message and "torch==2.9.0 resolves on 12.8 only" in message
+
+
+def test_an_extra_the_version_lacks_is_no_match(capsys: pytest.CaptureFixture[str]) -> None:
+    """jax's ``cuda13`` extra first appears in jax 0.7.0 (jax 0.6.2's METADATA has
+    ``Provides-Extra: cuda12`` … but no ``cuda13``); every jax with it pulls
+    ``jax-cuda13-plugin``, a CUDA 13 build, while torch 2.9.1 is 12.8: no line fits, and
+    jax 0.6.2 (CPU-only here) is not offered as a match."""
+    result = _plan(capsys, "torch==2.9.1", "jax[cuda13]", "--driver", "590.48.01", *X86)
+    assert result.code == 13
+    error = result.json()["error"]
+    assert "torch==2.9.1 resolves on 12.8 only; jax[cuda13] resolves on 13." in error["message"]
+    extra = [e for e in error["details"]["excluded"] if e["kind"] == "extra"]
+    assert extra and extra[0]["message"].startswith("jax 0.6.2, ")
+    assert "have no extra cuda13" in extra[0]["message"]
+
+
+def test_the_printed_line_installs_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    """``uv pip install vllm==0.20.0`` alone resolves nvidia-cutlass-dsl 4.8.1 (with
+    ``nvidia-cutlass-dsl-libs-cu12``), quack-kernels 0.6.5 and cuda-bindings 13.5.0, where
+    the plan, held to its line, has older ones: the printed line pins what would differ,
+    and uv's resolution of it, as printed, is the plan's closure (checked in ``_plan``)."""
+    result = _plan(capsys, "vllm==0.20.0", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["install_checked"] and document["uv"].startswith("uv pip install vllm==0.20.0 ")
+    closure = {p["name"]: p["version"] for p in document["closure"]}
+    assert f"nvidia-cutlass-dsl=={closure['nvidia-cutlass-dsl']}" in document["uv"]
+
+
+def test_a_warm_plan_sends_no_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """NVIDIA's host cannot be reached from the test machines: the first plan's listing
+    fails (a note), the second reuses that answer and asks nothing at all (``-v``)."""
+    argv = ("-v", "plan", "sgl-kernel==0.3.21", "--driver", "590.48.01", *X86)
+    first = run_cli(capsys, *argv)
+    assert first.code == 0, first.err
+    assert "GET https://developer.download.nvidia.com/compute/cuda/redist/" in first.err
+    second = run_cli(capsys, *argv)
+    assert second.code == 0, second.err
+    assert "cache: the release list of" in second.err
+    asked = [line for line in second.err.splitlines() if re.match(r"cudaup: (GET|HEAD) ", line)]
+    assert asked == [] and second.out == first.out

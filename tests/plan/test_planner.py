@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     UsageError,
 )
+from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build, plan
 
@@ -155,12 +157,18 @@ def test_the_driver_and_the_gpus(world: IndexServer, tmp_path: Path) -> None:
         plan(world, tmp_path, ["torch"], line=(13, 1))
 
 
-def test_a_warm_plan_asks_nothing(world: IndexServer, tmp_path: Path) -> None:
+def test_a_warm_plan_asks_nothing(
+    world: IndexServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not even NVIDIA's release listing, whose failure (HTTP 503) is remembered."""
     first = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
+    assert world.requests("/nvidia/compute/cuda/redist") and first.releases.source == "pypi"
     asked = len(world.requests())
-    again = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
+    with caplog.at_level(logging.INFO, logger="cudaup.http"):
+        again = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
     assert len(world.requests()) == asked
     assert again.to_json() == first.to_json()
+    assert "the release list of" in caplog.text and "HTTP 503" in caplog.text
     fresh = plan(
         world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"), refresh=True
     )
@@ -196,3 +204,122 @@ def test_bad_requests(world: IndexServer, tmp_path: Path, monkeypatch: pytest.Mo
             plan(world, tmp_path, ["torch"], only=("pypi",))
     finally:
         uv._located.cache_clear()
+
+
+def test_every_signal_of_a_silent_gpu_build(world: IndexServer, tmp_path: Path) -> None:
+    """triton ships its own ptxas (any line, not CPU-only); bitsandbytes one object per
+    runtime (exactly those lines); paddle declares its line; mxnet-cu112 names it."""
+    triton = plan(world, tmp_path, ["triton==3.3.0"], only=("pypi",))
+    assert triton.line == (13, 2) and triton.packages[0].cuda == "any CUDA line"
+    assert any("nothing in the resolution names a CUDA line" in n for n in triton.notes)
+    both = plan(world, tmp_path, ["torch==2.9.1", "triton==3.3.0"], only=("pypi",))
+    assert both.line == (12, 8)
+    bnb = plan(world, tmp_path, ["bitsandbytes==0.45.5"], only=("pypi",))
+    assert bnb.line == (12, 8) and bnb.packages[0].cuda == "CUDA 11.7-11.8, 12.6 and 12.8"
+    with pytest.raises(NoCommonLineError, match="their CUDA lines do not meet"):
+        plan(world, tmp_path, ["torch==2.11.0", "bitsandbytes==0.45.5"], only=("pypi",))
+    with pytest.raises(NoCommonLineError, match=r"CUDA 11\.8 \(paddle/version/__init__\.py says"):
+        plan(world, tmp_path, ["paddlepaddle-gpu==2.6.2"], only=("pypi",))
+    with pytest.raises(NoCommonLineError, match=r"CUDA 11\.2 \(the name mxnet-cu112\)"):
+        plan(world, tmp_path, ["mxnet-cu112==1.9.1"], only=("pypi",))
+    # A pure meta-package: what it pulls in is read (cuda-bindings loads libnvrtc.so.12).
+    meta = plan(world, tmp_path, ["cuda-python==12.8.0"], only=("pypi",))
+    assert meta.line == (12, 9) and meta.packages[0].chain == (
+        "cuda-python 12.8.0",
+        "cuda-bindings 12.8.0",
+    )
+    assert meta.packages[0].evidence == "loads libnvrtc.so.12 by name"
+
+
+def test_a_yanked_version_is_taken_by_an_exact_pin_only(world: IndexServer, tmp_path: Path) -> None:
+    """PEP 592: kernlib 2.0 is yanked; ``==2.0`` takes it (uv resolves it) and says so, a
+    range never does."""
+    pinned = plan(world, tmp_path, ["kernlib==2.0"], only=("pypi",))
+    (pick,) = pinned.packages
+    assert pick.version == "2.0" and pick.yanked == "broken ABI, use 2.0.1"
+    assert any("kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)" in n for n in pinned.notes)
+    assert pick.cuda == "CUDA 12.x" and pinned.to_json()["packages"][0]["yanked"] == pick.yanked
+    assert plan(world, tmp_path, ["kernlib"], only=("pypi",)).packages[0].version == "1.0"
+    with pytest.raises(
+        PackageNotFoundError, match=r"kernlib>=2.0 matches no version .*newest: 1.0"
+    ):
+        plan(world, tmp_path, ["kernlib>=2.0"], only=("pypi",))
+
+
+def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Path) -> None:
+    """xfish requires torch==2.9.1 (12.8) but links libcudart.so.13: on 13.x uv finds no
+    resolution (torch's cu12 runtime is forbidden there); the reason shown is the 12.8
+    one, where torch resolves and xfish is read as a CUDA 13 build."""
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["xfish==1.0", "torch==2.9.1"], only=("pypi",))
+    message = str(failed.value)
+    assert (
+        "xfish==1.0 resolves on no CUDA line (12.8: builds of another line: xfish 1.0: " in message
+    )
+    assert "CUDA 13.x (its shared objects link libcudart.so.13)" in message
+    packages = failed.value.details["packages"]
+    assert isinstance(packages, list)
+    reason = packages[0]["reason"]
+    assert reason["line"] == "12.8" and reason["kind"] == "inconsistent"
+
+
+def test_a_requested_extra_the_version_lacks_is_no_match(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """jaxish 0.4 and 0.5 have no ``cuda13`` extra: on 12.8 (torch 2.9.1's line) uv would
+    take one of them and only warn; the plan excludes them and says why there is no line."""
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["torch==2.9.1", "jaxish[cuda13]"], only=("pypi",))
+    assert str(failed.value).endswith(
+        "their CUDA lines do not meet; torch==2.9.1 resolves on 12.8 only; "
+        "jaxish[cuda13] resolves on 13.0-13.2"
+    )
+    excluded = failed.value.details["excluded"]
+    assert isinstance(excluded, list)
+    assert {"line": "12.8", "kind": "extra", "packages": ["jaxish"]}.items() <= excluded[-1].items()
+    assert excluded[-1]["message"].startswith("jaxish 0.5, 0.4 have no extra cuda13")
+    alone = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
+    assert alone.line == (13, 2) and alone.pins() == ["jaxish[cuda13]==1.0"]
+    assert plan(world, tmp_path, ["jaxish<1"], only=("pypi",)).packages[0].version == "0.5"
+
+
+def test_the_printed_lines_install_the_plan(world: IndexServer, tmp_path: Path) -> None:
+    """On 12.8 (torch 2.9.1) the plan excludes opsdep 2.0 (a CUDA 13 build); the printed
+    line pins opsdep 1.0, and uv resolving the line as printed gives the plan's closure."""
+    result = plan(world, tmp_path, ["torch==2.9.1", "opswrap==1.0"], only=("pypi",))
+    assert result.line == (12, 8) and result.closure.get("opsdep") is not None
+    assert "opsdep==1.0" in result.pins() and result.install_checked
+    assert "opsdep==1.0" in result.uv_command() and "opsdep==1.0" in result.pip_command()
+    wanted = {p.name: str(p.version) for p in result.closure}
+    printed = printed_resolution(result.uv_command(), "3.12", "linux-x86_64", tmp_path / "uv")
+    assert printed == wanted
+    # Without the pin, uv would have taken the CUDA 13 build.
+    bare = result.uv_command().replace(" opsdep==1.0", "")
+    assert printed_resolution(bare, "3.12", "linux-x86_64", tmp_path / "uv")["opsdep"] == "2.0"
+    # A plan whose bare line already resolves to its closure pins nothing more.
+    simple = plan(world, tmp_path, ["sgl-kernel"], only=("pypi",))
+    assert simple.pins() == ["sgl-kernel==0.3.21"] and simple.install_checked
+
+
+def test_a_nightly_for_a_line_no_release_targets(world: IndexServer, tmp_path: Path) -> None:
+    """No released torch is newer than 2.12; the cu130 nightly 2.13 is.  Without --pre the request matches
+    nothing (and says --pre would); with it the plan takes the nightly and says so."""
+    named = ("pypi", "pytorch", "pytorch-nightly")
+    with pytest.raises(PackageNotFoundError, match="pre-releases match it: --pre takes them"):
+        plan(world, tmp_path, ["torch>2.12"], only=named)  # named, so consulted
+    with pytest.raises(PackageNotFoundError, match=r"torch>2.12 matches no version") as left:
+        plan(world, tmp_path, ["torch>2.12"])  # the nightly index is left out without --pre
+    assert "torch-nightly" not in str(left.value)
+    nightly = plan(world, tmp_path, ["torch>2.12"], pre=True)
+    assert nightly.line == (13, 0)
+    (torch,) = nightly.packages
+    assert torch.version == "2.13.0.dev20261130+cu130" and torch.index == "pytorch-nightly"
+    assert any(
+        n.startswith("takes pre-releases (--pre): ") and "torch 2.13.0.dev20261130+cu130" in n
+        for n in nightly.notes
+    )
+    assert "pytorch-triton==3.6.0+git5a3c9f1" in nightly.pins()
+    assert "--prerelease allow" in nightly.uv_command() and "--pre" in nightly.pip_command()
+    # A stable request with --pre still plans on every line the table has.
+    stable = plan(world, tmp_path, ["torch==2.11.0"], only=("pypi",), pre=True)
+    assert stable.line == (13, 0) and not any("pre-releases" in n for n in stable.notes)

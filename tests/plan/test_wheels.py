@@ -12,7 +12,7 @@ import pytest
 from cudaup.config import Settings
 from cudaup.errors import NetworkError, SourceFormatError
 from cudaup.net.http import HttpClient
-from cudaup.plan.wheels import WheelFacts
+from cudaup.plan.wheels import PREFIX_LIMIT, WheelFacts
 from cudaup.resolve.pypi import DistFile
 from tests.plan.builders import ABI3, shared_object, wheel
 from tests.plan.pyindex import IndexServer
@@ -144,3 +144,119 @@ def test_zip_members_that_are_not_elf(index_server: IndexServer, tmp_path: Path)
     )
     linked = _facts(tmp_path).libraries(_file(index_server, name, body))
     assert linked.libraries == () and linked.members_read == ("odd/_x.so",)
+
+
+@pytest.mark.parametrize("compress", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_a_dynamic_section_deep_in_a_huge_object(
+    index_server: IndexServer, tmp_path: Path, compress: int
+) -> None:
+    """libmxnet.so: code in the first segment, strings past any prefix, .dynamic at the end."""
+    needed = ["libcudart.so.11.0", "libnvrtc.so.11.2", "libcudnn.so.8"]
+    library = shared_object(
+        needed, "libmxnet.so", code=2 * 1024 * 1024, symbols=PREFIX_LIMIT + 4096, old_layout=True
+    )
+    name, body = wheel(
+        "mxnet-cu112", "1.9.1", tag=ABI3, shared={"mxnet/libmxnet.so": library}, compress=compress
+    )
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body))
+    assert set(needed) <= set(linked.libraries) and "libdecoy.so.9" not in linked.libraries
+    assert linked.complete and linked.members_read == ("mxnet/libmxnet.so",)
+    evidence = linked.evidence("mxnet-cu112", "1.9.1")
+    assert evidence is not None and evidence.cuda() == "CUDA 11.x"
+    served = index_server.requests(f"/pypi/files/{name}")
+    assert all(r.range for r in served) and len(served) < 20  # ranges grow, never the whole file
+    if compress == zipfile.ZIP_STORED:  # read exactly: the headers, .dynamic, the names
+        assert sum(_length(r.range) for r in served) < 1024 * 1024 < len(body)
+
+
+def _length(spec: str | None) -> int:
+    assert spec is not None
+    first, last = spec.removeprefix("bytes=").split("-")
+    return int(last) + 1 if not first else int(last) - int(first) + 1
+
+
+def test_every_signal_a_wheel_carries(index_server: IndexServer, tmp_path: Path) -> None:
+    facts = _facts(tmp_path)
+    plain = shared_object(["libc.so.6"], "libtriton.so", code=8192)
+    # triton: a bundled toolchain, no line of its own.
+    name, body = wheel(
+        "triton",
+        "3.3.0",
+        shared={
+            "triton/_C/libtriton.so": plain,
+            "triton/backends/nvidia/bin/ptxas": b"\x7fELF" + bytes(100),
+            "triton/backends/nvidia/include/cuda.h": b"#define CUDA_VERSION 12080\n",
+        },
+    )
+    found = facts.libraries(_file(index_server, name, body)).evidence("triton", "3.3.0")
+    assert found is not None and found.kind == "any" and found.fits((12, 6)) and found.fits((13, 0))
+    assert "triton/backends/nvidia/bin/ptxas" in found.how
+    # paddle: its version module says the line (the big object is not read).
+    big = shared_object(["libc.so.6"], "libpaddle.so", code=BIG)
+    version_py = "full_version     = '2.6.2'\ncuda_version     = '11.8'\ncudnn_version = '8.6.0'\n"
+    name, body = wheel(
+        "paddlepaddle-gpu",
+        "2.6.2",
+        shared={"paddle/base/libpaddle.so": big, "paddle/version/__init__.py": version_py.encode()},
+    )
+    linked = facts.libraries(_file(index_server, name, body))
+    found = linked.evidence("paddlepaddle-gpu", "2.6.2")
+    assert found is not None and found.line == (11, 8) and linked.members_read == ()
+    assert found.how == "paddle/version/__init__.py says cuda_version     = '11.8'"
+    # bitsandbytes: one object per runtime; the set of runtimes is the set of lines.
+    objects = {
+        f"bitsandbytes/libbitsandbytes_cuda{tag}.so": shared_object(
+            [f"libcudart.so.{'11.0' if tag < 120 else '12'}"], f"b{tag}.so", code=1024
+        )
+        for tag in (117, 118, 120, 121, 126, 128)
+    }
+    objects["bitsandbytes/libbitsandbytes_cpu.so"] = plain
+    name, body = wheel("bitsandbytes", "0.45.5", shared=objects)
+    found = facts.libraries(_file(index_server, name, body)).evidence("bitsandbytes", "0.45.5")
+    assert found is not None and found.cuda() == "CUDA 11.7-11.8, 12.0-12.1, 12.6 and 12.8"
+    assert found.fits((12, 8)) and found.fits((11, 7)) and not found.fits((12, 9))
+    # cuda-bindings: links no runtime, dlopens libnvrtc.so.12 (a string in the binary).
+    loader = shared_object(["libc.so.6"], "cynvrtc.so", code=4096) + b"\x00libnvrtc.so.12\x00"
+    name, body = wheel("cuda-bindings", "12.8.0", shared={"cuda/bindings/cynvrtc.so": loader})
+    linked = facts.libraries(_file(index_server, name, body))
+    found = linked.evidence("cuda-bindings", "12.8.0")
+    assert found is not None and found.cuda() == "CUDA 12.x"
+    assert found.how == "loads libnvrtc.so.12 by name" and linked.loaded == ("libnvrtc.so.12",)
+    # Nothing at all: no evidence (the planner decides what a silent wheel is).
+    name, body = wheel("quiet", "1.0", shared={"quiet/_q.so": plain})
+    assert facts.libraries(_file(index_server, name, body)).evidence("quiet", "1.0") is None
+
+
+def test_a_member_that_inflates_past_its_size_is_refused(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """The directory says how big a member is; inflating more than that is a lie, refused
+    (and inflation goes in bounded chunks, so a thousandfold member stays small)."""
+    library = shared_object(
+        ["libcudart.so.12"], "libops.so", code=1024, symbols=PREFIX_LIMIT + 4096, old_layout=True
+    )
+    name, body = wheel("liar", "1.0", tag=ABI3, shared={"liar/libops.so": library})
+    directory = body.rfind(b"PK\x01\x02", 0, body.rfind(b"liar/libops.so"))
+    assert directory > 0
+    # The central directory entry's uncompressed size (offset 24) claims 1 MiB.
+    lying = body[: directory + 24] + (1024 * 1024).to_bytes(4, "little") + body[directory + 28 :]
+    with pytest.raises(SourceFormatError, match="inflates past the 1048576 bytes"):
+        _facts(tmp_path).libraries(_file(index_server, name, lying))
+
+
+def test_a_read_budget_bounds_what_one_wheel_costs(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the budget the streamed object's answer is what was read, said incomplete."""
+    from cudaup.plan import wheels
+
+    library = shared_object(
+        ["libcudart.so.12"], "libops.so", code=1024, symbols=PREFIX_LIMIT + 4096, old_layout=True
+    )
+    name, body = wheel("costly", "1.0", tag=ABI3, shared={"costly/libops.so": library})
+    monkeypatch.setattr(wheels, "READ_BUDGET", 2 * 1024 * 1024)
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body))
+    assert not linked.complete and "libcudart.so.12" not in linked.libraries
+    assert "not all of them to the end of their string tables" in linked.describe()
+    served = sum(_length(r.range) for r in index_server.requests(f"/pypi/files/{name}"))
+    assert served < 2 * 1024 * 1024 + wheels.STREAM_CHUNK + wheels.CHUNK

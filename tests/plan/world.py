@@ -8,12 +8,20 @@ Flat index ``pypi`` (PEP 691 and 503):
   torch 2.11.0  cuda-toolkit==13.0.2
   servellm 1.0  torch==2.11.0 (pure Python: its line comes through torch)
   sgl-kernel 0.3.21, 0.3.20: no dependencies, shared objects linking libcudart.so.12
-  cupy-cuda12x 14.0.0; jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
+  xfish 1.0: torch==2.9.1 (12.8), but links libcudart.so.13 (xformers 0.0.33 and torch 2.9.0)
+  opswrap 1.0 (pure): opsdep (unpinned); opsdep 1.0 links libcudart.so.12, 2.0 .so.13
+  kernlib 1.0, 2.0 (yanked: "broken ABI, use 2.0.1"): like sgl-kernel
+  cupy-cuda12x 14.0.0; jaxish 0.4, 0.5 (no extras); jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
   nvidia-cuda-runtime[-cu12]>=NN); onnxish-gpu 1.0 ([cuda]: nvidia-cuda-runtime~=13.0)
 Per-line indexes (PEP 503 HTML only):
   torch-cu128 torch 2.11.0+cu128 · torch-cu130 torch 2.11.0+cu130 · torch-cu132 torch 2.12.0+cu132
   fi-cu128, fi-cu130 flashinfer-jit-cache 0.6.4+cuXYZ (no cu132 index, as FlashInfer lacked it)
   sgl-cu130 sgl-kernel 0.3.21+cu130 (links libcudart.so.13)
+  torch-nightly-cu130 (``pre``): torch 2.13.0.dev20261130+cu130 (cuda-toolkit==13.0.2 and
+  pytorch-triton==3.6.0+git5a3c9f1, which only it publishes)
+Silent GPU builds on ``pypi``: triton 3.3.0 (ships ptxas), bitsandbytes 0.45.5 (one object
+per runtime, 11.7-12.8), paddlepaddle-gpu 2.6.2 (declares CUDA 11.8), mxnet-cu112 1.9.1,
+cuda-python 12.8.0 (pure, requires cuda-bindings 12.8.0, which dlopens libnvrtc.so.12).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from cudaup.config import Settings
 from cudaup.core.driver import DriverVersion, GpuInfo
 from cudaup.core.platforms import Platform
 from cudaup.plan import Planner, PlanResult, Target, parse_requirements
-from cudaup.plan.indexes import Index
+from cudaup.plan.indexes import Index, arrange
 from cudaup.plan.lines import Line
 from tests.plan.builders import ABI3, ARM, PURE, shared_object, wheel
 from tests.plan.pyindex import IndexServer
@@ -62,6 +70,14 @@ def build(server: IndexServer) -> IndexServer:
     server.add(pypi, *wheel("servellm", "1.0", ["torch==2.11.0"], tag=PURE))
     for version in ("0.3.20", "0.3.21"):
         server.add(pypi, *_kernel("sgl-kernel", version, 12))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    xfish = wheel("xfish", "1.0", ["torch==2.9.1"], tag=ABI3, shared={"xfish/_C.so": ops})
+    server.add(pypi, *xfish)
+    server.add(pypi, *_kernel("opsdep", "1.0", 12))
+    server.add(pypi, *_kernel("opsdep", "2.0", 13))
+    server.add(pypi, *wheel("opswrap", "1.0", ["opsdep"], tag=PURE))
+    server.add(pypi, *_kernel("kernlib", "1.0", 12))
+    server.add(pypi, *_kernel("kernlib", "2.0", 12), yanked="broken ABI, use 2.0.1")
     server.add(pypi, *wheel("cupy-cuda12x", "14.0.0"))
     server.add(
         pypi,
@@ -76,6 +92,8 @@ def build(server: IndexServer) -> IndexServer:
             extras=("cuda12", "cuda13"),
         ),
     )
+    for version in ("0.4", "0.5"):  # before the CUDA extras
+        server.add(pypi, *wheel("jaxish", version, tag=PURE), pep658=version == "0.5")
     server.add(pypi, *wheel("jaxish-cuda12-plugin", "1.0", ["nvidia-cuda-runtime-cu12>=12"]))
     server.add(pypi, *wheel("jaxish-cuda13-plugin", "1.0", ["nvidia-cuda-runtime>=13"]))
     server.add(
@@ -96,7 +114,42 @@ def build(server: IndexServer) -> IndexServer:
         server.add(f"fi-{tag}", *wheel("flashinfer-jit-cache", f"0.6.4+{tag}", tag=PURE))
     server.root("sgl-cu130", html_only=True)
     server.add("sgl-cu130", *_kernel("sgl-kernel", "0.3.21+cu130", 13))
+    nightly = "torch-nightly-cu130"
+    server.root(nightly, html_only=True)
+    triton = "pytorch-triton==3.6.0+git5a3c9f1"
+    server.add(
+        nightly, *wheel("torch", "2.13.0.dev20261130+cu130", ["cuda-toolkit==13.0.2", triton])
+    )
+    server.add(nightly, *wheel("pytorch-triton", "3.6.0+git5a3c9f1"))
+    _silent_gpu_builds(server)
     return server
+
+
+def _silent_gpu_builds(server: IndexServer) -> None:
+    """GPU packages that declare no CUDA dependency, each with the signal its real wheel
+    carries (the facts are in tests/plan/test_live.py beside the live cases)."""
+    plain = shared_object(["libc.so.6"], "plain.so", code=8192)
+    tools = {
+        "triton/_C/libtriton.so": plain,
+        "triton/backends/nvidia/bin/ptxas": b"\x7fELF" + bytes(64),
+        "triton/backends/nvidia/include/cuda.h": b"#define CUDA_VERSION 12080\n",
+    }
+    server.add("pypi", *wheel("triton", "3.3.0", shared=tools))
+    objects = {
+        f"bitsandbytes/libbitsandbytes_cuda{tag}.so": shared_object(
+            [f"libcudart.so.{'11.0' if tag < 120 else '12'}"], f"b{tag}.so", code=1024
+        )
+        for tag in (117, 118, 126, 128)
+    }
+    server.add("pypi", *wheel("bitsandbytes", "0.45.5", shared=objects))
+    version_py = b"full_version = '2.6.2'\ncuda_version = '11.8'\n"
+    paddle = {"paddle/base/libpaddle.so": plain, "paddle/version/__init__.py": version_py}
+    server.add("pypi", *wheel("paddlepaddle-gpu", "2.6.2", shared=paddle))
+    server.add("pypi", *wheel("mxnet-cu112", "1.9.1", shared={"mxnet/libmxnet.so": plain}))
+    server.add("pypi", *wheel("cuda-python", "12.8.0", ["cuda-bindings~=12.8.0"], tag=PURE))
+    loader = shared_object(["libc.so.6"], "cynvrtc.so", code=4096) + b"\0libnvrtc.so.12\0"
+    bindings = {"cuda/bindings/_bindings/cynvrtc.so": loader}
+    server.add("pypi", *wheel("cuda-bindings", "12.8.0", shared=bindings))
 
 
 def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
@@ -114,6 +167,13 @@ def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
             ("flashinfer-jit-cache",),
         ),
         "sglang": Index("sglang", {"cu130": server.url("sgl-cu130")}, ("sgl-kernel",)),
+        "pytorch-nightly": Index(
+            "pytorch-nightly",
+            {"cu130": server.url("torch-nightly-cu130")},
+            ("torch", "pytorch-triton"),
+            ("pytorch-triton",),
+            pre=True,
+        ),
     }
     return {name: table[name] for name in names or table}
 
@@ -121,8 +181,14 @@ def indexes(server: IndexServer, *names: str) -> dict[str, Index]:
 def settings(
     server: IndexServer, tmp_path: Path, *, refresh: bool = False, offline: bool = False
 ) -> Settings:
+    # NVIDIA's host is down (503): the release list comes from PyPI's cuda-toolkit.
+    server.root("nvidia").down = True
     return Settings.from_env(
-        pypi_url=server.url("pypi"), cache_dir=tmp_path / "cache", refresh=refresh, offline=offline
+        pypi_url=server.url("pypi"),
+        download_url=server.url("nvidia"),
+        cache_dir=tmp_path / "cache",
+        refresh=refresh,
+        offline=offline,
     )
 
 
@@ -139,9 +205,11 @@ def plan(
     line: Line | None = None,
     refresh: bool = False,
     offline: bool = False,
+    pre: bool = False,
 ) -> PlanResult:
     target = Target(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
     planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))
-    return planner.plan(parse_requirements(packages), indexes(server, *only), target, line=line)
+    table = arrange(indexes(server, *only), only, pre=pre)
+    return planner.plan(parse_requirements(packages), table, target, line=line, pre=pre)

@@ -60,6 +60,7 @@ def test_parse_pep691_json() -> None:
     assert (
         str(files[0].version) == "13.0.3.0" and files[0].size == 2706 and not files[0].core_metadata
     )
+    assert files[0].yank_reason is None and files[1].yank_reason == "broken"
     assert (
         files[1].yanked
         and files[1].core_metadata
@@ -89,6 +90,7 @@ def test_parse_pep503_html_with_cross_host_links() -> None:
         and files[0].core_metadata
     )
     assert files[1].yanked and str(files[1].version) == "0.3.21+cu130"
+    assert files[1].yank_reason is None  # data-yanked="": yanked, no reason given
 
 
 @pytest.mark.parametrize("how", ["pep658", "whole-wheel", "range-read"])

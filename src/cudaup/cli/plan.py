@@ -35,7 +35,12 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index",
         action="append",
-        help="pypi, pytorch, flashinfer, sglang, vllm or a URL (repeatable; default: all)",
+        help="pypi, pytorch, pytorch-nightly, flashinfer, sglang, vllm or a URL (repeatable; default: all; the nightly ones only with --pre)",
+    )
+    parser.add_argument(
+        "--pre",
+        action="store_true",
+        help="let the resolver take pre-releases, from the nightly indexes too",
     )
     parser.add_argument(
         "--export", metavar="FILE", help="write the plan as a PEP 751 pylock.toml (by uv)"
@@ -51,7 +56,7 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     requirements = parse_requirements(args.packages)
-    indexes = indexes_for(settings.pypi_url, args.index or [], settings.user_indexes)
+    indexes = indexes_for(settings.pypi_url, args.index or [], settings.user_indexes, pre=args.pre)
     line = parse_line(args.cuda) if args.cuda else None
     python = python_version(args.python)
     if args.driver:
@@ -60,7 +65,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     try:
-        result = Planner(settings).plan(requirements, indexes, target, line=line)
+        result = Planner(settings).plan(requirements, indexes, target, line=line, pre=args.pre)
     except NoCommonLineError as exc:
         if not args.json:
             raise
@@ -97,10 +102,12 @@ def _print(result: PlanResult) -> None:
     for pick in result.packages:
         if pick.version is None or not pick.constrains:
             version = f" {pick.version}" if pick.version else ""
-            print(f"  {pick.name}{version}: {pick.note}")
+            yanked = f" [yanked: {pick.yanked}]" if pick.yanked else ""
+            print(f"  {pick.name}{version}: {pick.note}{yanked}")
             continue
         how = " → ".join(pick.chain) if len(pick.chain) > 1 else pick.evidence
-        print(f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how})")
+        yanked = f"  [yanked: {pick.yanked}]" if pick.yanked else ""
+        print(f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how}){yanked}")
     print(f"releases: {result.releases.described}")
     for exclusion in result.excluded:
         print(f"excluded {exclusion.summary()}")

@@ -29,12 +29,18 @@ from cudaup.plan.lines import (
     Line,
     contradictions,
     evidence_of,
-    library_evidence,
     line_constraints,
     line_tag,
 )
 from cudaup.plan.result import Exclusion, Origin, Target
-from cudaup.plan.survey import Page, best_wheel, fetch_pages, is_pure, unreachable_error
+from cudaup.plan.survey import (
+    Page,
+    best_wheel,
+    fetch_pages,
+    is_pure,
+    pins_exactly,
+    unreachable_error,
+)
 from cudaup.plan.uv import (
     CompileAnswer,
     CompileJob,
@@ -42,7 +48,7 @@ from cudaup.plan.uv import (
     pages_identity,
     write_local_index,
 )
-from cudaup.resolve.pypi import DistFile
+from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.util.parallel import map_concurrently
 
 if TYPE_CHECKING:
@@ -50,6 +56,10 @@ if TYPE_CHECKING:
 
 #: Versions of one project excluded for contradicting a line before the line is given up.
 CONTRADICTION_ROUNDS = 3
+#: Resolutions that may each exclude versions lacking a requested extra, and how many
+#: versions are read at once per round.
+EXTRA_ROUNDS = 4
+EXTRA_BATCH = 16
 
 
 def uv_platform(platform: str) -> str:
@@ -109,6 +119,8 @@ class LineResolver:
         self.held: tuple[str, ...] = ()
         #: Installed versions kept where the resolution allows (``upgrade``).
         self.preferences: tuple[str, ...] = ()
+        #: ``--pre``: the resolver may take pre-releases.
+        self.pre = False
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
@@ -125,6 +137,18 @@ class LineResolver:
         """The per-line index a project is taken from on ``line`` (table order), if any."""
         tag = line_tag(line)
         return next((i for i in self.tagged if i.serves(project) and tag in i.urls), None)
+
+    def _with_companions(self, routed: set[str], line: Line) -> set[str]:
+        """``routed`` and what the indexes they come from alone publish: a dependency on
+        it (nightly torch on pytorch-triton) resolves from nowhere else."""
+        used = {id(index) for p in routed if (index := self._route(p, line)) is not None}
+        return routed | {
+            canonicalize_name(project)
+            for index in self.tagged
+            if id(index) in used
+            for project in index.only
+            if self._route(project, line) is index
+        }
 
     def _line_pages(self, line: Line, projects: set[str]) -> dict[str, Page]:
         tag = line_tag(line)
@@ -161,11 +185,15 @@ class LineResolver:
         routed: set[str] = {
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
+        routed = self._with_companions(routed, line)
         learnt: list[Evidence] = []
+        lacking: list[Lacking] = []
         attempt = Attempt(line)
-        # Each round either takes a newly met project from its per-line index or excludes
-        # what contradicts the line; a project is tried in a few versions at most.
-        for _round in range(len(self.tagged) * 8 + CONTRADICTION_ROUNDS + 1):
+        # Each round either takes a newly met project from its per-line index, excludes
+        # versions that lack a requested extra, or excludes what contradicts the line; a
+        # project is tried in a few versions at most.
+        rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 1
+        for _round in range(rounds):
             if self.cancel.is_set():
                 raise CudaupError("the search for a line was cancelled")
             pages = self._line_pages(line, routed)
@@ -177,7 +205,11 @@ class LineResolver:
                     self._serial += 1
                     folder = self.work / f"{line_tag(line)}-{self._serial}"
                 local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
-            exclusions = [*self._forbidden(line, pages), *(e.exclusion() for e in learnt)]
+            exclusions = [
+                *self._forbidden(line, pages),
+                *(e.exclusion() for e in learnt),
+                *(f"{x.project}!={x.version}" for x in lacking),
+            ]
             job = CompileJob(
                 tuple(str(r) for r in requirements),
                 tuple(line_constraints(line, self.majors, exclusions, self.held)),
@@ -188,6 +220,7 @@ class LineResolver:
                 refresh=self.settings.refresh,
                 interpreter=self.target.interpreter,
                 preferences=self.preferences,
+                prerelease=self.pre,
             )
             answer = self._compile(job, offline_first, pages_identity(present))
             attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
@@ -199,6 +232,13 @@ class LineResolver:
                         f"{_learnt(learnt)}; without them there is no resolution",
                         tuple(sorted({e.project for e in learnt})),
                     )
+                elif lacking:
+                    attempt.failure = Exclusion(
+                        line,
+                        "extra",
+                        f"{_lacking(lacking)}; without them there is no resolution",
+                        tuple(sorted({x.project for x in lacking})),
+                    )
                 else:
                     reason = answer.reason or "uv found no resolution"
                     attempt.failure = Exclusion(line, "resolution", reason)
@@ -207,7 +247,19 @@ class LineResolver:
                 p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
             }
             if newly:
-                routed |= newly
+                routed = self._with_companions(routed | newly, line)
+                continue
+            missing = self._lacking_extras(requirements, attempt)
+            if missing:
+                if sum(1 for x in lacking if x.first) >= EXTRA_ROUNDS:
+                    attempt.failure = Exclusion(
+                        line,
+                        "extra",
+                        f"{_lacking([*lacking, *missing])}; older versions not read",
+                        tuple(sorted({x.project for x in missing})),
+                    )
+                    return attempt
+                lacking += missing
                 continue
             found = self._read_back(attempt, requirements, local)
             if not found:
@@ -221,6 +273,50 @@ class LineResolver:
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def _lacking_extras(
+        self, requirements: tuple[Requirement, ...], attempt: Attempt
+    ) -> list[Lacking]:
+        """Requested projects resolved in a version without an extra they were asked with
+        (uv only warns: ``jax[cuda13]`` took jax 0.6.2, which has no ``cuda13``), and the
+        next older versions the specifier allows that lack it too, read at once."""
+        closure = attempt.closure
+        assert closure is not None
+        found: list[Lacking] = []
+        for requirement in requirements:
+            asked = closure.get(requirement.name) if requirement.extras else None
+            if asked is None:
+                continue
+            files = self.files_of(asked, attempt)
+            versions = sorted(
+                {
+                    f.version
+                    for f in files
+                    if f.version is not None
+                    and f.version <= asked.version
+                    and requirement.specifier.contains(f.version, prereleases=True)
+                    and (not f.yanked or pins_exactly(requirement, f))
+                },
+                reverse=True,
+            )[:EXTRA_BATCH]
+            wheels = []
+            for version in versions:
+                wheel = best_wheel(files, version, self.target.python, self.target.platform)
+                if wheel is None:
+                    break  # no wheel to read: what it provides is not known, so it stays
+                wheels.append(wheel)
+            index = PackageIndex(self.http, asked.index_url or "")
+            metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
+            wanted = sorted({canonicalize_name(e) for e in requirement.extras})
+            for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
+                provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
+                absent = [e for e in wanted if e not in provided]
+                if not absent:
+                    break  # the resolver may take this one
+                found.append(
+                    Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
+                )
+        return found
 
     def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
         if offline_first:
@@ -251,6 +347,7 @@ class LineResolver:
             if found is not None:
                 attempt.evidence[package.name] = found
         older: list[Evidence] = []
+        asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
             asked = closure.get(requirement.name)
             if asked is None or asked.name in attempt.evidence:
@@ -262,17 +359,25 @@ class LineResolver:
                 attempt.evidence[asked.name] = deeper
                 if not deeper.fits(line):
                     older += self._older_builds(requirement, asked, attempt)
+                continue
+            # A pure meta-package (cuda-python requires cuda-bindings~=12.8.0): what it
+            # pulls in carries the signal.
+            for child in closure.children(asked.name):
+                if child.name not in attempt.evidence and child.name not in asked_names:
+                    found = self._read_deeper(child, attempt)
+                    if found is not None and found.kind != "cpu-only":
+                        attempt.evidence[child.name] = found
         return contradictions(attempt.evidence.values(), line) + older
 
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
-        """A silent requested wheel: the CUDA runtime its shared objects link, or, for a
-        project a CUDA index publishes, the finding that it is a CPU-only build."""
-        files = self._files_of(package, attempt)
+        """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
+        a CUDA index publishes, the finding that it is a CPU-only build."""
+        files = self.files_of(package, attempt)
         wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
         if wheel is None or is_pure(wheel):
             return None
         linked = self.facts.libraries(wheel)
-        found = library_evidence(package.name, str(package.version), linked.libraries)
+        found = linked.evidence(package.name, str(package.version))
         if found is not None:
             return found
         signals = set(attempt.evidence)
@@ -281,8 +386,8 @@ class LineResolver:
             return Evidence.cpu_only(
                 package.name,
                 str(package.version),
-                f"a CPU-only build: {wheel.filename} names no CUDA dependency and links no CUDA "
-                f"runtime ({linked.describe()})",
+                f"a CPU-only build: {wheel.filename} names no CUDA dependency, links or loads "
+                f"no CUDA runtime and ships no CUDA tools ({linked.describe()})",
             )
         return None
 
@@ -291,7 +396,7 @@ class LineResolver:
     ) -> list[Evidence]:
         """The next older versions of a silent package that contradicts the line, read at
         once (a few at most), so that the next resolution skips them all."""
-        files = self._files_of(package, attempt)
+        files = self.files_of(package, attempt)
         versions = sorted(
             {
                 f.version
@@ -312,20 +417,55 @@ class LineResolver:
         found = []
         for wheel, libraries in zip(wheels, linked, strict=True):
             version = str(wheel.version)
-            evidence = library_evidence(package.name, version, libraries.libraries)
+            evidence = libraries.evidence(package.name, version)
             if evidence is None or evidence.fits(attempt.line):
                 break  # the resolver may take this one: stop excluding here
             found.append(evidence)
         return found
 
-    def _files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
+    def files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
+        """The files of ``package``'s project on the index it was resolved from."""
         if package.name in attempt.pages:
             return attempt.pages[package.name]
         url = (package.index_url or "").rstrip("/")
         for (_index, tag, project), page in self.pages.items():
             if project == package.name and tag == "" and page.url.rstrip("/") == url:
                 return page.files or ()
-        return ()
+        if not url.startswith(("https://", "http://")):
+            return ()
+        # A package nobody asked for (what a meta-package pulls in): its page, once.
+        index = Index(url, {"": url}, ("*",))
+        fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
+        self.keep(fetched)
+        if error := unreachable_error(fetched):
+            raise error
+        return fetched[0].files or ()
+
+
+@dataclass(frozen=True, slots=True)
+class Lacking:
+    """A version of a requested project without an extra it was asked with."""
+
+    project: str
+    version: str
+    extras: tuple[str, ...]
+    #: The version the resolver chose (the others were read ahead of it).
+    first: bool = False
+
+
+def _lacking(found: Sequence[Lacking]) -> str:
+    """``jax 0.6.2, 0.6.1 have no extra cuda13``, grouped by project."""
+    by_project: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for item in found:
+        by_project.setdefault((item.project, item.extras), []).append(item.version)
+    parts = []
+    for (project, extras), versions in by_project.items():
+        shown = ", ".join(versions[:4]) + (
+            f" and {len(versions) - 4} older" if len(versions) > 4 else ""
+        )
+        verb = "has" if len(versions) == 1 else "have"
+        parts.append(f"{project} {shown} {verb} no extra {', '.join(extras)}")
+    return "; ".join(parts)
 
 
 def _learnt(found: Sequence[Evidence]) -> str:

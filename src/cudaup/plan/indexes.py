@@ -30,6 +30,8 @@ class Index:
     projects: tuple[str, ...]
     #: Projects this index alone publishes: never looked up on another index.
     only: tuple[str, ...] = ()
+    #: A nightly index (pre-releases only): consulted with ``--pre``, before the others.
+    pre: bool = False
 
     def serves(self, project: str) -> bool:
         return "*" in self.projects or canonicalize_name(project) in {
@@ -63,17 +65,31 @@ def load_indexes(extra: Path | None = None) -> dict[str, Index]:
                     raise UsageError(f"index {name}: {url!r} is not an HTTP(S) URL")
             projects = tuple(str(p) for p in entry.get("projects", ["*"]))
             only = tuple(str(p) for p in entry.get("only", []))
-            indexes[name] = Index(name, urls, projects, only)
+            pre = entry.get("pre", False)
+            if not isinstance(pre, bool):
+                raise UsageError(f"index {name}: pre must be true or false")
+            indexes[name] = Index(name, urls, projects, only, pre)
     return indexes
 
 
-def indexes_for(pypi_url: str, chosen: Sequence[str], extra: Path | None) -> dict[str, Index]:
+def indexes_for(
+    pypi_url: str, chosen: Sequence[str], extra: Path | None, *, pre: bool = False
+) -> dict[str, Index]:
     """The index table for a run: shipped + the user's file, PyPI moved to the configured
-    index (``--pypi-url``/``--mirror``), restricted by ``--index``."""
+    index (``--pypi-url``/``--mirror``), restricted by ``--index``; the nightly indexes
+    only with ``--pre`` (or when ``--index`` names one), and then ahead of the others."""
     known = load_indexes(extra)
     if "pypi" in known:
         known["pypi"].urls[""] = pypi_url
-    return select_indexes(known, chosen)
+    return arrange(select_indexes(known, chosen), chosen, pre=pre)
+
+
+def arrange(indexes: Mapping[str, Index], chosen: Sequence[str], *, pre: bool) -> dict[str, Index]:
+    """Without ``--pre``, the nightly indexes ``--index`` does not name are left out; with
+    it, they come first (a project is taken from the first per-line index serving it)."""
+    if not pre:
+        return {n: i for n, i in indexes.items() if not i.pre or n in chosen}
+    return dict(sorted(indexes.items(), key=lambda item: not item[1].pre))
 
 
 def select_indexes(indexes: Mapping[str, Index], chosen: Sequence[str]) -> dict[str, Index]:

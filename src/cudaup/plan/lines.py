@@ -7,8 +7,11 @@ forbidden.  What it then resolves is read back
 (:func:`evidence_of`): a package's line comes from the per-line index it was
 taken from (``/whl/cu130``), its local version (``+cu130``), its version when
 it is ``cuda-toolkit`` or the CUDA runtime/NVRTC, and only its major from
-names (``nvidia-cudnn-cu13``, ``cupy-cuda13x``, ``jax-cuda13-plugin``) or from
-the CUDA runtime libraries its shared objects link (``libcudart.so.12``).
+names (``nvidia-cudnn-cu13``, ``cupy-cuda13x``, ``jax-cuda13-plugin``; the whole
+line from ``mxnet-cu112``), or from what its wheel carries (:mod:`cudaup.plan.wheels`):
+the line its version module declares, one object per runtime (the set of lines it
+supports), the CUDA runtime its objects link or load by name (only the major), or a
+bundled toolchain (a GPU build that fits any line).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ _LOCAL_CU = re.compile(r"(?:^|\.)cu(\d{2,3})(?:$|\.)")
 _RUNTIME = re.compile(r"^nvidia-cuda-(?:runtime|nvrtc)(?:-cu(\d{2}))?$")
 #: Names that carry a major: nvidia-cudnn-cu13, cuequivariance-ops-torch-cu12.
 _SUFFIX_MAJOR = re.compile(r"-cu(\d{2})$")
+#: Names that carry a whole line: mxnet-cu112, cupy-cuda112 (CUDA 11.2).
+_NAME_LINE = re.compile(r"-cu(?:da)?(\d{3})$")
 #: Families with the major in the name: cupy-cuda13x, jax-cuda13-plugin, jax-cuda12-pjrt.
 _FAMILY_MAJOR = re.compile(r"(?:^|-)cuda(\d{2})(?:x$|-|$)")
 #: Shared libraries whose soname major is the CUDA major (cuFFT, cuSPARSE, cuRAND keep
@@ -108,25 +113,45 @@ class Evidence:
     #: The toolkit release this package is (``cuda-toolkit`` itself) or None.
     release: str | None = None
     #: ``name`` evidence is answered by forbidding the name; any other by its version.
+    #: ``any``: a GPU build that sets no line; ``lines``: exactly the lines in ``lines``.
     kind: str = "version"
+    lines: tuple[Line, ...] = ()
 
     @classmethod
     def cpu_only(cls, project: str, version: str, how: str) -> Evidence:
         """A build of a CUDA project that carries no CUDA at all: it fits no line."""
         return cls(project, version, 0, None, how, kind="cpu-only")
 
+    @classmethod
+    def any_line(cls, project: str, version: str, how: str) -> Evidence:
+        """A GPU build that brings its own CUDA toolchain and sets no line: it fits every one."""
+        return cls(project, version, 0, None, how, kind="any")
+
     @property
     def line(self) -> Line | None:
         return None if self.minor is None else (self.major, self.minor)
 
+    @property
+    def names_a_line(self) -> bool:
+        """Whether this says anything about which line (a CPU-only build does too)."""
+        return self.kind != "any"
+
     def fits(self, line: Line) -> bool:
         if self.kind == "cpu-only":
             return False
+        if self.kind == "any":
+            return True
+        if self.kind == "lines":
+            return line in self.lines
         return self.major == line[0] and (self.minor is None or self.minor == line[1])
 
     def cuda(self) -> str:
         if self.kind == "cpu-only":
             return "no CUDA"
+        if self.kind == "any":
+            return "any CUDA line"
+        if self.kind == "lines":
+            return f"CUDA {_runs(self.lines)}"
         return f"CUDA {self.major}.x" if self.minor is None else f"CUDA {self.major}.{self.minor}"
 
     def describe(self) -> str:
@@ -168,6 +193,8 @@ def evidence_of(
         local = tag_line("cu" + match.group(1))
         if local is not None:
             return Evidence(name, text, local[0], local[1], f"local version +{version.local}")
+    if (match := _NAME_LINE.search(name)) and (named := tag_line("cu" + match.group(1))):
+        return Evidence(name, text, named[0], named[1], f"the name {name}", kind="name")
     if match := (_SUFFIX_MAJOR.search(name) or _FAMILY_MAJOR.search(name)):
         return Evidence(name, text, int(match.group(1)), None, f"the name {name}", kind="name")
     return None
@@ -199,7 +226,9 @@ def contradictions(evidence: Iterable[Evidence], line: Line) -> list[Evidence]:
     ]
 
 
-def library_evidence(project: str, version: str, libraries: Iterable[str]) -> Evidence | None:
+def library_evidence(
+    project: str, version: str, libraries: Iterable[str], *, how: str = "its shared objects link {}"
+) -> Evidence | None:
     """``libcudart.so.12`` among a wheel's linked libraries → CUDA 12.x."""
     found = sorted({(int(m.group(2)), lib) for lib in libraries if (m := _CUDA_LIBRARY.match(lib))})
     if not found:
@@ -209,7 +238,61 @@ def library_evidence(project: str, version: str, libraries: Iterable[str]) -> Ev
     if len(majors) > 1:  # links two majors' runtimes: evidence for neither, said so
         names = ", ".join(lib for _, lib in found)
         return Evidence(project, version, major, None, f"links {names}: mixed majors")
-    return Evidence(project, version, major, None, f"its shared objects link {library}")
+    return Evidence(project, version, major, None, how.format(library))
+
+
+_DECLARED = re.compile(r"['\"](\d+)\.(\d+)")
+_PER_RUNTIME_TAG = re.compile(r"[_-]cuda(\d{3})(?:_[a-z]+)?\.so$")
+
+
+def declared_evidence(project: str, version: str, declared: str) -> Evidence | None:
+    """``paddle/version/__init__.py says cuda_version = '11.8'`` → CUDA 11.8."""
+    match = _DECLARED.search(declared)
+    if not match:
+        return None
+    return Evidence(project, version, int(match.group(1)), int(match.group(2)), declared)
+
+
+def per_runtime_line(name: str) -> Line | None:
+    """``libbitsandbytes_cuda128.so`` → (12, 8): an object built for one CUDA runtime."""
+    match = _PER_RUNTIME_TAG.search(name)
+    return tag_line("cu" + match.group(1)) if match else None
+
+
+def runtimes_evidence(project: str, version: str, objects: Iterable[str]) -> Evidence | None:
+    """One object per CUDA runtime (``libbitsandbytes_cuda117.so`` … ``_cuda128.so``): the
+    package loads the one of the runtime beside it, so it supports exactly those lines."""
+    lines = sorted({line for name in objects if (line := per_runtime_line(name))})
+    if not lines:
+        return None
+    major = lines[-1][0]
+    shown = ", ".join(name.rsplit("/", 1)[-1] for name in sorted(objects)[:2])
+    how = f"one object per CUDA runtime ({shown}, …: {len(lines)} lines)"
+    return Evidence(project, version, major, None, how, kind="lines", lines=tuple(lines))
+
+
+def toolchain_evidence(project: str, version: str, tools: Sequence[str]) -> Evidence | None:
+    """A bundled CUDA toolchain (triton's ``backends/nvidia/bin/ptxas``): a GPU build, any line."""
+    if not tools:
+        return None
+    shown = ", ".join(tools[:3]) + (", …" if len(tools) > 3 else "")
+    how = f"a GPU build that sets no line: it ships its own CUDA tools ({shown})"
+    return Evidence.any_line(project, version, how)
+
+
+def _runs(lines: Sequence[Line]) -> str:
+    """``11.7-11.8, 12.0-12.6 and 12.8``: runs of consecutive minors."""
+    runs: list[list[Line]] = []
+    for line in sorted(lines):
+        if runs and runs[-1][-1] == (line[0], line[1] - 1):
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    words = [
+        line_text(run[0]) if len(run) == 1 else f"{line_text(run[0])}-{line_text(run[-1])}"
+        for run in runs
+    ]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def is_cuda_library(name: str) -> bool:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -37,6 +38,7 @@ from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver
 from cudaup.plan.closure import Resolved
 from cudaup.plan.indexes import Index
+from cudaup.plan.install import install_pins
 from cudaup.plan.lines import (
     TOOLKIT,
     Line,
@@ -44,6 +46,7 @@ from cudaup.plan.lines import (
     line_text,
     release_line,
 )
+from cudaup.plan.listing import plan_releases
 from cudaup.plan.result import (
     Alone,
     Exclusion,
@@ -56,12 +59,11 @@ from cudaup.plan.survey import (
     check_requested,
     fetch_pages,
     unreachable_error,
+    yank_of,
 )
-from cudaup.plan.uv import (
-    find_uv,
-)
+from cudaup.plan.uv import find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
-from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.parallel import map_concurrently
 
@@ -109,16 +111,20 @@ class Planner:
         lines: Collection[Line] | None = None,
         held: Sequence[str] = (),
         preferences: Sequence[str] = (),
+        pre: bool = False,
     ) -> PlanResult:
         """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on.
 
         ``held``: projects whose version is their CUDA release, held to each line like
-        the runtime; ``preferences``: versions kept where the resolution allows."""
+        the runtime; ``preferences``: versions kept where the resolution allows; ``pre``:
+        pre-releases may be taken (``--pre``; pass ``indexes_for(…, pre=True)`` for the
+        nightly indexes)."""
         if self.settings.offline:
             raise OfflineError("plan reads the package indexes live; --offline cannot answer it")
         with tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work:
             run = _Run(self, tuple(requirements), indexes, target, Path(work))
             run.lines.held, run.lines.preferences = tuple(held), tuple(preferences)
+            run.lines.pre = pre
             return run.plan(line, compat, lines)
 
 
@@ -168,8 +174,7 @@ class _Run:
                 )
         find_uv()
         self._survey()
-        # No retries for the release list: an unreachable NVIDIA host is a note, answered at once.
-        live = live_releases(self.settings, HttpClient(self.settings, retries=0))
+        live = plan_releases(self.settings, self.planner.cache.plan)
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
         self.lines.majors = {line[0] for line in lines}
@@ -217,7 +222,13 @@ class _Run:
         environment = marker_environment(self.target.platform, self.target.python)
         for requirement in self.requirements:
             if requirement.marker is None or requirement.marker.evaluate(environment):
-                check_requested(requirement, pages, self.target.python, self.target.platform)
+                check_requested(
+                    requirement,
+                    pages,
+                    self.target.python,
+                    self.target.platform,
+                    pre=self.lines.pre,
+                )
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
         """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
@@ -333,16 +344,17 @@ class _Run:
         }
         if len(self.requirements) == 1:
             outcome.update({(str(self.requirements[0]), ln): a for ln, a in attempts.items()})
+        resolves = {
+            str(r): {ln for ln in lines if outcome[(str(r), ln)].ok} for r in self.requirements
+        }
         alone = []
         for requirement in self.requirements:
             mine = [(ln, outcome[(str(requirement), ln)]) for ln in lines]
             failures = [a.failure for _, a in mine if a.failure is not None]
+            others = [v for k, v in resolves.items() if k != str(requirement)]
+            theirs = set.intersection(*others) if others else set()
             alone.append(
-                Alone(
-                    str(requirement),
-                    [ln for ln, a in mine if a.ok],
-                    failures[0] if failures else None,
-                )
+                Alone(str(requirement), [ln for ln, a in mine if a.ok], telling(failures, theirs))
             )
         return alone
 
@@ -385,9 +397,14 @@ class _Run:
                     package.index_url or "",
                 )
             )
-            picks.append(
-                PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
-            )
+            pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
+            if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
+                pick = replace(pick, yanked=yanked)
+                notes.append(
+                    f"{package.name} {package.version} is yanked on {index} ({yanked}); "
+                    "the exact pin takes it, as PEP 592 allows"
+                )
+            picks.append(pick)
         if toolkit is not None:
             path = " → ".join(str(p) for p in release_chain) if release_chain else str(toolkit)
             release_reason = f"{path} pins it"
@@ -402,13 +419,18 @@ class _Run:
                 notes.append(
                     f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}"
                 )
-        if not attempt.evidence:
+        if not any(e.names_a_line for e in attempt.evidence.values()):
             notes.append(
                 "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
                 "or linked runtime): the newest line the driver and GPUs accept"
             )
+        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
+        # every pre-release in the closure is named.
+        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
+        if pre and attempt.job.prerelease:
+            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
         notes += [f"release list: {n}" for n in live.notes]
-        return PlanResult(
+        result = PlanResult(
             line=line,
             release=release,
             release_reason=release_reason,
@@ -430,6 +452,29 @@ class _Run:
             target=self.target,
             job=attempt.job,
         )
+        identity = pages_identity(attempt.pages)
+        extra, checked = install_pins(
+            self.lines.runner, attempt.job, result.base_pins(), closure, identity
+        )
+        result.install_extra, result.install_checked = extra, checked
+        if not checked:
+            notes.append(
+                "uv resolves the printed lines to other versions than the plan's even with "
+                "every package pinned: install the lock --export writes"
+            )
+        return result
+
+
+def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
+    """The failure that tells why a package does not fit (``failures`` newest line first):
+    on a line the other packages resolve on, a build read as another line's (xformers
+    0.0.33 links libcudart.so.13 where torch 2.9.0 is 12.8) before uv's own complaint."""
+    if not failures:
+        return None
+    return max(
+        failures,
+        key=lambda f: (f.line in theirs, f.kind in {"inconsistent", "extra"}, -failures.index(f)),
+    )
 
 
 def named_release(attempt: Attempt, live: LiveReleases) -> str:

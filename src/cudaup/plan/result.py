@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.requirements import Requirement
@@ -49,7 +49,7 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Exclusion:
     """A line the plan did not choose, and why (``kind``: driver, gpu, index, resolution,
-    inconsistent)."""
+    inconsistent, extra)."""
 
     line: Line
     kind: str
@@ -94,6 +94,8 @@ class PackagePick:
     #: What the end of the chain shows: "cuda-toolkit 13.0.3", "from https://…/cu130".
     evidence: str | None
     note: str | None
+    #: Why the chosen version was yanked (PEP 592), when it was: an exact pin took it.
+    yanked: str | None = None
 
     @classmethod
     def absent(cls, requirement: Requirement) -> PackagePick:
@@ -159,6 +161,7 @@ class PackagePick:
             "evidence": self.evidence,
             "constrains": self.constrains,
             "note": self.note,
+            "yanked": self.yanked,
         }
 
 
@@ -179,10 +182,19 @@ class PlanResult:
     consulted: list[Page]
     target: Target
     job: CompileJob
+    #: Closure packages pinned in the install lines so that they resolve to the closure
+    #: without the plan's constraints (:mod:`cudaup.plan.install`).
+    install_extra: list[str] = field(default_factory=list)
+    #: Whether resolving the printed requirements, as printed, gave the closure.
+    install_checked: bool = False
 
     def pins(self) -> list[str]:
-        """What to install: each request pinned as asked, and every package taken from a
-        per-line index pinned to that build (``torch==2.14.0+cu130``)."""
+        """What to install: each request pinned as asked, every package taken from a
+        per-line index pinned to that build (``torch==2.14.0+cu130``), and the packages
+        the line must pin to resolve to the plan's closure."""
+        return [*self.base_pins(), *self.install_extra]
+
+    def base_pins(self) -> list[str]:
         pins = [pick.pinned() for pick in self.packages]
         asked = {pick.name for pick in self.packages}
         for package in self.closure:
@@ -198,7 +210,7 @@ class PlanResult:
         return self.job.default_index
 
     def pip_command(self) -> str:
-        words = ["pip", "install", *self.pins()]
+        words = ["pip", "install", *(["--pre"] if self.job.prerelease else []), *self.pins()]
         if self.default_index().rstrip("/") != PYPI:
             words += ["--index-url", self.default_index()]
         for url in self.extra_index_urls():
@@ -207,6 +219,8 @@ class PlanResult:
 
     def uv_command(self) -> str:
         words = ["uv", "pip", "install", *self.pins()]
+        if self.job.prerelease:
+            words += ["--prerelease", "allow"]
         for url in self.extra_index_urls():
             words += ["--index", url]
         if self.default_index().rstrip("/") != PYPI:
@@ -239,6 +253,7 @@ class PlanResult:
             "indexes": [page.to_json() for page in self.consulted],
             "pip": self.pip_command(),
             "uv": self.uv_command(),
+            "install_checked": self.install_checked,
         }
 
 

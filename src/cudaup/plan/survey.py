@@ -95,6 +95,8 @@ def check_requested(
     pages: Sequence[Page],
     python: tuple[int, int],
     platform: Platform,
+    *,
+    pre: bool = False,
 ) -> None:
     """Raise :class:`PackageNotFoundError` when no consulted index has the project, no
     version matches the specifier, or no matching version has a wheel for the target."""
@@ -104,8 +106,10 @@ def check_requested(
     present = [p for p in mine if p.files is not None]
     if not present:
         raise PackageNotFoundError(f"no index consulted has a project named {name!r}: {consulted}")
-    files = [f for p in present for f in p.files or () if not f.yanked and f.version is not None]
-    prereleases = bool(requirement.specifier.prereleases)
+    every = [f for p in present for f in p.files or () if f.version is not None]
+    # PEP 592: a yanked file is chosen only by an exact pin (uv and pip take it then).
+    files = [f for f in every if not f.yanked or pins_exactly(requirement, f)]
+    prereleases = pre or bool(requirement.specifier.prereleases)
     matching = [
         f
         for f in files
@@ -113,9 +117,14 @@ def check_requested(
         and requirement.specifier.contains(f.version, prereleases=prereleases)
     ]
     if not matching:
-        versions = sorted({f.version for f in files if f.version is not None})
+        versions = sorted({f.version for f in files if f.version is not None and not f.yanked})
         newest = f" (newest: {versions[-1]})" if versions else ""
-        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}")
+        hint = ""
+        if not prereleases and any(
+            requirement.specifier.contains(v, prereleases=True) for v in versions
+        ):
+            hint = "; pre-releases match it: --pre takes them"
+        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}{hint}")
     fitting = [
         f
         for f in matching
@@ -130,16 +139,44 @@ def check_requested(
         )
 
 
+def pins_exactly(requirement: Requirement, file: DistFile) -> bool:
+    """Whether ``requirement`` is an exact pin (``==1.0``, ``===1.0``) that ``file`` matches:
+    the one way PEP 592 lets a yanked file be chosen."""
+    specifiers = list(requirement.specifier)
+    if len(specifiers) != 1 or file.version is None:
+        return False
+    (only,) = specifiers
+    if only.operator == "===":
+        return only.version == str(file.version)
+    return (
+        only.operator == "=="
+        and not only.version.endswith(".*")
+        and only.contains(file.version, prereleases=True)
+    )
+
+
+def yank_of(files: Sequence[DistFile], version: Version) -> str | None:
+    """Why ``version`` was yanked (``"no reason given"`` when none is); None when a file of
+    it is not yanked, or there is none."""
+    mine = [f for f in files if f.version == version]
+    if not mine or not all(f.yanked for f in mine):
+        return None
+    return next((f.yank_reason for f in mine if f.yank_reason), None) or "no reason given"
+
+
 def best_wheel(
     files: Sequence[DistFile], version: Version, python: tuple[int, int], platform: Platform
 ) -> DistFile | None:
-    """The wheel of ``version`` an installer would pick for the target: the most specific tag."""
+    """The wheel of ``version`` an installer would pick for the target: the most specific
+    tag, a yanked one only when every file of the version is (an exact pin took it)."""
+    if yank_of(files, version) is None:
+        files = [f for f in files if not f.yanked]
     order = list(cpython_tags(python, platforms=platform_tags(platform)))
     order += list(compatible_tags(python, f"cp{python[0]}{python[1]}", platform_tags(platform)))
     rank = {tag: position for position, tag in enumerate(order)}
     best: tuple[int, DistFile] | None = None
     for file in files:
-        if not file.is_wheel or file.yanked or file.version != version:
+        if not file.is_wheel or file.version != version:
             continue
         try:
             tags = parse_wheel_filename(file.filename)[3]

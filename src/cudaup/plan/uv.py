@@ -127,7 +127,8 @@ def write_local_index(root: Path, pages: Mapping[str, Sequence[DistFile]], where
             if file.requires_python:
                 attributes.append(f'data-requires-python="{html.escape(file.requires_python)}"')
             if file.yanked:
-                attributes.append("data-yanked")
+                reason = html.escape(file.yank_reason or "")
+                attributes.append(f'data-yanked="{reason}"' if reason else "data-yanked")
             if file.core_metadata:
                 attributes.append('data-core-metadata="true"')
             links.append(f"<a {' '.join(attributes)}>{html.escape(file.filename)}</a><br>")
@@ -169,6 +170,8 @@ class CompileJob:
     #: Versions uv keeps where the resolution allows (``numpy==2.2.6``): what an
     #: environment has installed stays unless something requires otherwise.
     preferences: tuple[str, ...] = ()
+    #: ``--pre``: pre-releases may be taken (uv's ``--prerelease allow``).
+    prerelease: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,8 @@ class UvRunner:
         ]  # fmt: skip
         for index in job.indexes:
             argv += ["--index", index]
+        if job.prerelease:
+            argv += ["--prerelease", "allow"]
         if job.offline:
             argv.append("--offline")
         if job.refresh:
@@ -337,6 +342,7 @@ def _job_key(job: CompileJob, identity: str) -> str:
         "offline": job.offline,
         "interpreter": job.interpreter,
         "preferences": list(job.preferences),
+        "prerelease": job.prerelease,
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 

@@ -1,8 +1,11 @@
 """What ``plan`` reads from wheels themselves, cached by (URL, sha256).
 
-The fact: the shared libraries a wheel's extension modules link, read with HTTP
-range requests (the zip's tail for the central directory, then only the start
-of a few compressed members, up to the ELF dynamic string table).  Range reads cannot be checked against the file's hash
+The fact: every CUDA signal a wheel carries, read with HTTP range requests (the
+zip's tail for the central directory, then only what each signal needs): the
+shared libraries its extension modules link (the start of a few members, up to
+the ELF dynamic string table; or on to ``.dynamic`` wherever it lies), the CUDA
+libraries its small objects load by name, a bundled CUDA toolchain, one object
+per CUDA runtime, and the CUDA its version module declares.  Range reads cannot be checked against the file's hash
 (that needs every byte); they are evidence for a plan, never bytes installed.
 
 A fact is stored under ``<cache>/plan/wheels/`` keyed by the file's URL and the
@@ -20,18 +23,36 @@ import re
 import struct
 import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cudaup.errors import SourceFormatError
 from cudaup.net.http import HttpClient
-from cudaup.plan.elf import NotElfError, scan
-from cudaup.plan.lines import is_cuda_library
+from cudaup.plan.elf import (
+    Layout,
+    NeededStream,
+    NotElfError,
+    dynamic_table,
+    layout,
+    loaded_by_name,
+    names_at,
+    scan,
+)
+from cudaup.plan.lines import (
+    Evidence,
+    declared_evidence,
+    is_cuda_library,
+    library_evidence,
+    per_runtime_line,
+    runtimes_evidence,
+    toolchain_evidence,
+)
 from cudaup.resolve.pypi import DistFile
 from cudaup.util.atomic import atomic_write
 
-SCHEMA = 1
+SCHEMA = 2
 #: A meta-package is a few KB; anything bigger is refused rather than downloaded.
 SMALL_WHEEL_LIMIT = 1024 * 1024
 #: Bytes asked for at a time; the tail read usually holds the whole central directory.
@@ -39,8 +60,27 @@ CHUNK = 256 * 1024
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
 MEMBERS = 4
 PREFIX_LIMIT = 16 * 1024 * 1024
+#: Past the prefix, a member is read on to its ``.dynamic`` in ranges up to this size,
+#: and inflated at most this much at a time.
+STREAM_CHUNK = 8 * 1024 * 1024
+INFLATE_CHUNK = 16 * 1024 * 1024
+#: Bytes one wheel's reads may fetch: past it, an object's answer is what was read, said
+#: to be incomplete (libmxnet.so's .dynamic lies behind 489 MB of compressed code).
+READ_BUDGET = 1024 * 1024 * 1024
+#: Objects this small are read whole for the CUDA libraries they load by name.
+LOADED_MEMBER_LIMIT = 1024 * 1024
+LOADED_MEMBERS = 32
+#: The longest needed name read past the last needed offset.
+NAME_LIMIT = 256
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 _BUNDLED_DIR = re.compile(r"(?:^|/)[^/]+\.libs/")
+#: A bundled CUDA toolchain (triton's backends/nvidia/bin/ptxas, include/cuda.h).
+_CUDA_TOOL = re.compile(r"(?:^|/)(?:bin/(?:ptxas|cuobjdump|nvdisasm|nvcc)|include/cuda\.h)$")
+#: A package's own version module (paddle/version/__init__.py).
+_VERSION_FILE = re.compile(r"^[A-Za-z0-9_]+/(?:version/__init__|version|cuda_version)\.py$")
+_DECLARED_CUDA = re.compile(
+    r"^[ \t]*cuda(?:_version)?[ \t]*(?::[^=\n]*)?=[ \t]*['\"]\d+\.\d+(?:\.\d+)?['\"]", re.M
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +91,25 @@ class LinkedLibraries:
     members_read: tuple[str, ...]
     members_total: int
     complete: bool
+    #: CUDA libraries its small objects load by name (``dlopen("libnvrtc.so.12")``).
+    loaded: tuple[str, ...] = ()
+    #: Bundled CUDA tools (``triton/backends/nvidia/bin/ptxas``, ``…/include/cuda.h``).
+    tools: tuple[str, ...] = ()
+    #: Objects built one per CUDA runtime (``libbitsandbytes_cuda128.so``).
+    runtimes: tuple[str, ...] = ()
+    #: What its version module says (``paddle/version/__init__.py says cuda_version = '11.8'``).
+    declared: str = ""
+
+    def evidence(self, project: str, version: str) -> Evidence | None:
+        """The strongest CUDA signal read: what the package declares, one object per
+        runtime, a linked runtime, a bundled toolchain (any line), a runtime loaded by name."""
+        return (
+            declared_evidence(project, version, self.declared)
+            or runtimes_evidence(project, version, self.runtimes)
+            or library_evidence(project, version, self.libraries)
+            or toolchain_evidence(project, version, self.tools)
+            or library_evidence(project, version, self.loaded, how="loads {} by name")
+        )
 
     def describe(self) -> str:
         if not self.members_total:
@@ -130,6 +189,10 @@ class WheelFacts:
                     "members_read": list(linked.members_read),
                     "members_total": linked.members_total,
                     "complete": linked.complete,
+                    "loaded": list(linked.loaded),
+                    "tools": list(linked.tools),
+                    "runtimes": list(linked.runtimes),
+                    "declared": linked.declared,
                 },
             )
             return linked
@@ -146,9 +209,22 @@ def _linked(fact: dict[str, Any]) -> LinkedLibraries | None:
     total, complete = fact.get("members_total"), fact.get("complete")
     if libraries is None or members is None or not isinstance(total, int):
         return None
-    if not isinstance(complete, bool):
+    loaded, tools, runtimes = (_strings(fact.get(k)) for k in ("loaded", "tools", "runtimes"))
+    declared = fact.get("declared")
+    if not isinstance(complete, bool) or loaded is None or tools is None or runtimes is None:
         return None
-    return LinkedLibraries(tuple(libraries), tuple(members), total, complete)
+    if not isinstance(declared, str):
+        return None
+    return LinkedLibraries(
+        tuple(libraries),
+        tuple(members),
+        total,
+        complete,
+        tuple(loaded),
+        tuple(tools),
+        tuple(runtimes),
+        declared,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -167,6 +243,8 @@ class _LibraryReader:
     def __init__(self, http: HttpClient, file: DistFile) -> None:
         self.http, self.file, self.url = http, file, file.url
         self.size = 0
+        #: Bytes this wheel's reads have fetched (bounded by :data:`READ_BUDGET`).
+        self.fetched = 0
 
     def _range(self, start: int | None, end: int | None) -> bytes:
         """Bytes ``start..end`` (inclusive), or the last ``end`` bytes when ``start`` is None."""
@@ -180,6 +258,7 @@ class _LibraryReader:
                     raise SourceFormatError(f"{self.url} does not honour Range requests")
                 body = raw.read()  # a file smaller than one range: the server sent it all
                 self.size, done = len(body), True
+                self.fetched += len(body)
                 return body if start is None else body[start : (end or 0) + 1]
             if raw.status != 206:
                 raise SourceFormatError(f"{self.url} answered HTTP {raw.status} to a range request")
@@ -196,6 +275,7 @@ class _LibraryReader:
                     f"{self.url} sent {len(body)} bytes for a range of {last - first + 1}"
                 )
             self.size, done = total, True
+            self.fetched += len(body)
             return body
         finally:
             if not done:
@@ -226,69 +306,176 @@ class _LibraryReader:
             return tail[offset - tail_start : offset - tail_start + length]
         return self._range(offset, offset + length - 1)
 
-    def _prefix(self, member: _Member) -> tuple[bytes, bool]:
-        """The start of ``member``, inflated as far as its string table needs."""
-        head = self._range(member.offset, member.offset + CHUNK - 1)
+    def _inflated(self, member: _Member, first: int = CHUNK) -> Iterator[bytes]:
+        """``member``'s bytes from its start, inflated, in order (the ranges asked for grow
+        from ``first`` to :data:`STREAM_CHUNK`)."""
+        head = self._range(member.offset, member.offset + max(first, 4096) - 1)
         if head[:4] != b"PK\x03\x04":
             raise SourceFormatError(f"{self.url}: no local header where {member.name} should start")
-        name_length, extra_length = struct.unpack_from("<HH", head, 26)
-        start = member.offset + 30 + name_length + extra_length
-        compressed = head[30 + name_length + extra_length :]
-        position = start + len(compressed)
-        inflater = zlib.decompressobj(-15) if member.method == 8 else None
         if member.method not in {0, 8}:
             raise SourceFormatError(f"{self.url}: {member.name} uses zip method {member.method}")
+        name_length, extra_length = struct.unpack_from("<HH", head, 26)
+        start = member.offset + 30 + name_length + extra_length
+        stop = start + member.compressed
+        compressed = head[30 + name_length + extra_length : stop - member.offset]
+        position = start + len(compressed)
+        inflater = zlib.decompressobj(-15) if member.method == 8 else None
+        produced, step = 0, CHUNK
+        while True:
+            pending = compressed
+            while pending:
+                if inflater is None:
+                    piece, pending = pending, b""
+                else:
+                    try:
+                        # Bounded: a member that inflates a thousandfold stays in chunks.
+                        piece = inflater.decompress(pending, INFLATE_CHUNK)
+                    except zlib.error as exc:
+                        raise SourceFormatError(
+                            f"{self.url}: {member.name} does not inflate ({exc})"
+                        ) from None
+                    pending = inflater.unconsumed_tail
+                produced += len(piece)
+                if produced > member.size:
+                    raise SourceFormatError(
+                        f"{self.url}: {member.name} inflates past the {member.size} bytes "
+                        "its directory entry gives"
+                    )
+                if piece:
+                    yield piece
+                if inflater is not None and inflater.eof:
+                    return
+            if position >= stop:
+                return
+            step = min(step * 2, STREAM_CHUNK)
+            compressed = self._range(position, min(stop, position + step) - 1)
+            position += len(compressed)
+
+    def _needed(self, member: _Member) -> tuple[tuple[str, ...], bool, bytes]:
+        """The libraries ``member`` links, whether that is all of them, and the bytes read
+        (the start: the dynamic string table in the first segment when it is there alone;
+        else the whole ``.dynamic`` section and the names it points at, wherever they lie)."""
+        chunks = self._inflated(member)
         data = b""
         want = 4096
-        stop = start + member.compressed
-        while True:
-            piece = compressed[: max(0, stop - (position - len(compressed)))]
+        result = None
+        for chunk in chunks:
+            data += chunk
+            if len(data) < want:
+                continue
             try:
-                data += inflater.decompress(piece, PREFIX_LIMIT - len(data)) if inflater else piece
-            except zlib.error as exc:
-                raise SourceFormatError(
-                    f"{self.url}: {member.name} does not inflate ({exc})"
-                ) from None
-            if len(data) >= want:
-                try:
-                    result = scan(data)
-                except NotElfError:
-                    return b"", True
-                if result.complete or len(data) >= result.needed:
-                    return data, True
-                want = result.needed
-            if position >= stop or len(data) >= PREFIX_LIMIT or want > PREFIX_LIMIT:
-                return data, False
-            compressed = self._range(position, min(stop, position + CHUNK) - 1)
-            position += len(compressed)
+                result = scan(data)
+            except NotElfError:
+                return (), True, b""
+            if result.complete:
+                return result.libraries, True, data
+            if len(data) >= result.needed or max(len(data), result.needed) > PREFIX_LIMIT:
+                break  # .dynamic lies behind the code: find it from the headers, read on
+            want = result.needed
+        else:
+            try:
+                result = scan(data)
+            except NotElfError:
+                return (), True, b""
+            return result.libraries, result.complete, data
+        shape = layout(data)
+        if shape.dynamic is None:
+            return result.libraries, False, data
+        if member.method == 0:
+            names = self._stored_needed(member, shape)
+            return (names, True, data) if names is not None else (result.libraries, False, data)
+        stream = NeededStream(shape)
+        stream.feed(data)
+        names = stream.names()
+        for chunk in chunks:
+            if names is not None or self.fetched > READ_BUDGET:
+                break
+            stream.feed(chunk)
+            names = stream.names()
+        if names is None:
+            return result.libraries, False, data
+        return names, True, data
+
+    def _stored_needed(self, member: _Member, shape: Layout) -> tuple[str, ...] | None:
+        """A stored member's needed names, read exactly: ``.dynamic``, then the strings."""
+        assert shape.dynamic is not None
+        head = self._range(member.offset, member.offset + 29)
+        name_length, extra_length = struct.unpack_from("<HH", head, 26)
+        start = member.offset + 30 + name_length + extra_length
+        offset, size = shape.dynamic
+        if size == 0 or offset + size > member.size:
+            return None
+        table = dynamic_table(shape, self._range(start + offset, start + offset + size - 1))
+        if table.strtab is None:
+            return None
+        if not table.needed:
+            return ()
+        low = table.strtab + min(table.needed)
+        high = min(member.size, table.strtab + max(table.needed) + NAME_LIMIT)
+        if not low < high:
+            return None
+        return names_at(self._range(start + low, start + high - 1), low, table)
+
+    def _whole(self, member: _Member) -> bytes:
+        return b"".join(self._inflated(member, member.compressed + 30 + 1024))
 
     def read(self) -> LinkedLibraries:
         members = self._directory()
         shared = [m for m in members if _SHARED_OBJECT.search(m.name) and m.size > 0]
         bundled = [m for m in shared if _BUNDLED_DIR.search(m.name)]
+        own = sorted((m for m in shared if m not in bundled), key=lambda m: m.size)
+        tools = tuple(m.name for m in members if _CUDA_TOOL.search(m.name))
+        runtimes = tuple(m.name for m in own if per_runtime_line(m.name))
+        declared = ""
+        versions = [m for m in members if _VERSION_FILE.match(m.name) and m.size <= 64 * 1024]
+        for member in versions[:2]:
+            text = self._whole(member).decode("utf-8", "replace")
+            if match := _DECLARED_CUDA.search(text):
+                declared = f"{member.name} says {match.group(0).strip()}"
+                break
         # A bundled CUDA runtime (auditwheel's sgl_kernel.libs/libcudart-….so.12) names itself.
         found = {
             m.name.rsplit("/", 1)[-1] for m in bundled if is_cuda_library(m.name.rsplit("/", 1)[-1])
         }
-        own = sorted((m for m in shared if m not in bundled), key=lambda m: m.size)
+        if declared or runtimes:
+            # The package says its line itself (or one object per line): the objects need
+            # not be read (paddle's libpaddle.so is 466 MB).
+            return LinkedLibraries(
+                tuple(sorted(found)), (), len(own), False, (), tools, runtimes, declared
+            )
         read: list[str] = []
         complete = True
+        starts: dict[str, bytes] = {}
         for member in own[:MEMBERS]:
-            data, whole = self._prefix(member)
+            libraries, whole, start = self._needed(member)
             read.append(member.name)
-            if data:
-                try:
-                    result = scan(data)
-                except NotElfError:
-                    continue
-                found.update(result.libraries)
-                whole = whole and result.complete
+            starts[member.name] = start
+            found.update(libraries)
             complete = complete and whole
             if any(is_cuda_library(name) for name in found):
                 break
         else:
             complete = complete and len(own) <= MEMBERS
-        return LinkedLibraries(tuple(sorted(found)), tuple(read), len(own), complete)
+        loaded: set[str] = set()
+        if not tools and not any(is_cuda_library(name) for name in found):
+            # No CUDA runtime linked and no toolchain of its own: the ones it loads by name (cuda-bindings dlopens
+            # libnvrtc.so.12), read from the small objects whole.
+            small = [m for m in own if m.size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
+            for member in small:
+                data = starts.get(member.name, b"")
+                if len(data) < member.size:
+                    data = self._whole(member)
+                loaded.update(loaded_by_name(data))
+        return LinkedLibraries(
+            tuple(sorted(found)),
+            tuple(read),
+            len(own),
+            complete,
+            tuple(sorted(loaded)),
+            tools,
+            runtimes,
+            declared,
+        )
 
 
 def _parse_directory(data: bytes, count: int, url: str) -> list[_Member]:

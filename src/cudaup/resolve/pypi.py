@@ -61,6 +61,8 @@ class DistFile:
     requires_python: str | None
     yanked: bool
     core_metadata: bool
+    #: Why it was yanked (PEP 592), when the index says.
+    yank_reason: str | None = None
 
     @property
     def is_wheel(self) -> bool:
@@ -74,6 +76,14 @@ class DistFile:
             return parse_sdist_filename(self.filename)[1]
         except (InvalidWheelFilename, InvalidSdistFilename):
             return None
+
+
+def _yank_reason(value: Any) -> str | None:
+    """PEP 592's reason (a string), one line and bounded; None when none is given."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = " ".join(value.split())
+    return text if len(text) <= 300 else text[:297] + "…"
 
 
 def _truthy_metadata(value: Any) -> bool:
@@ -127,6 +137,7 @@ def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
                 core_metadata=_truthy_metadata(
                     entry.get("core-metadata", entry.get("dist-info-metadata"))
                 ),
+                yank_reason=_yank_reason(entry.get("yanked")),
             )
         )
     return files
@@ -184,6 +195,7 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
                 requires_python=html.unescape(requires) if requires else None,
                 yanked="data-yanked" in attrs,
                 core_metadata=metadata is not None and metadata != "false",
+                yank_reason=_yank_reason(attrs.get("data-yanked")),
             )
         )
     return files
