@@ -139,9 +139,16 @@ def plan(
     line: Line | None = None,
     refresh: bool = False,
     offline: bool = False,
+    allow_minor_compat: bool = False,
 ) -> PlanResult:
     target = Target(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
     planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))
-    return planner.plan(parse_requirements(packages), indexes(server, *only), target, line=line)
+    return planner.plan(
+        parse_requirements(packages),
+        indexes(server, *only),
+        target,
+        line=line,
+        allow_minor_compat=allow_minor_compat,
+    )

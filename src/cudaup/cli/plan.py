@@ -7,7 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from cudaup.cli.common import add_platform, emit_json, platform_of, settings_of
+from cudaup.cli.common import (
+    add_allow_minor_compat,
+    add_platform,
+    emit_json,
+    platform_of,
+    settings_of,
+)
 from cudaup.core.driver import DriverVersion
 from cudaup.errors import NoCommonLineError
 from cudaup.machine.driver_probe import detect_driver
@@ -27,6 +33,7 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--driver", help="plan for this driver (default: this machine's)")
     parser.add_argument("--python", help="X.Y or an interpreter path (default: python3 on PATH)")
     parser.add_argument("--cuda", metavar="LINE", help="plan for this CUDA line only (13.0, cu130)")
+    add_allow_minor_compat(parser)
     add_platform(parser)
     parser.add_argument(
         "--index",
@@ -51,7 +58,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     try:
-        result = Planner(settings).plan(requirements, indexes, target, line=line)
+        result = Planner(settings).plan(
+            requirements, indexes, target, line=line, allow_minor_compat=args.allow_minor_compat
+        )
     except NoCommonLineError as exc:
         if not args.json:
             raise

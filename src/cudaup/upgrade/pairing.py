@@ -1,0 +1,217 @@
+"""What is built together stays together: the checks a resolved move must pass before it
+is a plan, and the pins that make it pass.
+
+* A *companion* (``flashinfer-cubin``, ``flashinfer-jit-cache``) has its package's version
+  (``flashinfer-python``): when the resolution gave them different versions, both are
+  pinned to the older of the two (the newer one's release has no counterpart there) and
+  the move is resolved again.
+* A package whose extension modules link libtorch (:attr:`Census.torch_linked`) needs a
+  build made for the torch chosen.  Its resolved version is proven by its metadata (a
+  ``torch==T`` pin: sglang-kernel 0.4.10 pins torch==2.14.1); else another version that
+  pins ``T`` is asked for (newest first); else, with none, the pairing is refused with the
+  reason: the resolver's choice of an unpinned build is never taken on trust.
+
+The rules are pure: the metadata and the versions an index publishes come through
+:class:`Catalog`, which the caller backs with the package index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaup.core.wheels import wheel_fits
+from cudaup.errors import NoCommonLineError
+from cudaup.net.http import HttpClient
+from cudaup.plan import PlanResult, Target
+from cudaup.plan.closure import Closure
+from cudaup.plan.lines import Line, line_text
+from cudaup.resolve.pypi import DistFile, PackageIndex
+from cudaup.upgrade.census import TORCH, Request
+
+#: Versions of one libtorch-linked project whose metadata is read in search of a pin.
+PIN_SEARCH = 8
+#: Resolutions after the first before the pins must have settled (each round can only
+#: pin, and a pinned project is not pinned again).
+ROUNDS = 3
+
+
+class Catalog(Protocol):
+    """What an index says about a project (the I/O edge)."""
+
+    def versions(self, project: str) -> Sequence[Version]:
+        """The versions with a wheel for the target, newest first."""
+        ...
+
+    def requires(self, project: str, version: Version) -> Sequence[Requirement]:
+        """The Requires-Dist of that version's wheel for the target."""
+        ...
+
+
+@dataclass
+class Pairing:
+    """The outcome of one round: pins to resolve again with, and what was proven."""
+
+    pins: dict[str, Version] = field(default_factory=dict)
+    proven: list[str] = field(default_factory=list)
+
+    @property
+    def settled(self) -> bool:
+        return not self.pins
+
+
+def companion_pins(closure: Closure, companions: Mapping[str, str]) -> dict[str, Version]:
+    """Companion and package → the one version both must have, where they differ."""
+    pins: dict[str, Version] = {}
+    for companion, package in sorted(companions.items()):
+        mine, theirs = closure.get(companion), closure.get(package)
+        if mine is None or theirs is None or mine.version == theirs.version:
+            continue
+        common = min(mine.version, theirs.version)
+        pins[companion] = pins[package] = common
+    return pins
+
+
+def pins_torch(requires: Sequence[Requirement], torch: Version) -> bool:
+    """Whether the requirements pin exactly ``torch`` (``torch==2.14.1``), markers aside."""
+    for requirement in requires:
+        if canonicalize_name(requirement.name) != TORCH:
+            continue
+        if requirement.marker is not None and "extra" in str(requirement.marker):
+            continue  # an optional extra's pin says nothing about the build
+        exact = [
+            s for s in requirement.specifier if s.operator in {"==", "==="} and "*" not in s.version
+        ]
+        if exact and requirement.specifier.contains(torch, prereleases=True):
+            return True
+    return False
+
+
+def torch_pairing(
+    closure: Closure, linked: Mapping[str, tuple[str, ...]], catalog: Catalog
+) -> Pairing:
+    """Each libtorch-linked package of the closure proven to pair with its torch, or the
+    version to pin that does; :class:`NoCommonLineError` when no version can be proven."""
+    pairing = Pairing()
+    torch = closure.get(TORCH)
+    if torch is None:
+        return pairing
+    for name in sorted(linked):
+        package = closure.get(name)
+        if package is None:
+            continue
+        libraries = ", ".join(linked[name])
+        if pins_torch(catalog.requires(name, package.version), torch.version):
+            pairing.proven.append(f"{package} pins torch=={torch.version} (it links {libraries})")
+            continue
+        candidates = [v for v in catalog.versions(name) if v != package.version][:PIN_SEARCH]
+        pinned = next(
+            (v for v in candidates if pins_torch(catalog.requires(name, v), torch.version)), None
+        )
+        if pinned is not None:
+            pairing.pins[name] = pinned
+            continue
+        raise NoCommonLineError(
+            f"{package} links {libraries}, and nothing proves it was built for torch "
+            f"{torch.version}: its metadata pins no torch, and neither does any of the "
+            f"{len(candidates)} other versions read; an extension built against another "
+            "torch fails to load (undefined symbols), so cudaup does not pair them. Ask for "
+            f"a {name} version made for torch {torch.version}, or name a line "
+            "(cudaup upgrade X.Y) whose torch it has a build for"
+        )
+    return pairing
+
+
+def pinned(requirement: Requirement, version: Version) -> Requirement:
+    """``flashinfer-python[cu13]`` pinned to ``==0.6.8.post1``, extras and marker kept."""
+    copy = Requirement(str(requirement))
+    copy.specifier = SpecifierSet(f"=={version}")
+    return copy
+
+
+Replan = Callable[[list[Request], Line], PlanResult]
+
+
+def settle(
+    requests: list[Request],
+    result: PlanResult,
+    companions: Mapping[str, str],
+    linked: Mapping[str, tuple[str, ...]],
+    catalog: Catalog,
+    replan: Replan,
+) -> tuple[list[Request], PlanResult, list[str]]:
+    """Resolve again on the chosen line, pinned, until companions and libtorch-linked
+    packages pair (see the module docstring); the requests, the result and what proves
+    each pairing."""
+    for _ in range(ROUNDS + 1):
+        pins = companion_pins(result.closure, companions)
+        pairing = torch_pairing(result.closure, linked, catalog)
+        pins.update(pairing.pins)
+        if not pins:
+            kept = [
+                f"{result.closure.get(c)} has {package}'s version (its companion)"
+                for c, package in sorted(companions.items())
+                if result.closure.get(c) is not None and result.closure.get(package) is not None
+            ]
+            return requests, result, [*pairing.proven, *kept]
+        requests = with_pins(requests, pins)
+        result = replan(requests, result.line)
+    raise NoCommonLineError(
+        f"the pins that keep companions and libtorch builds together did not settle on CUDA "
+        f"{line_text(result.line)} after {ROUNDS} resolutions"
+    )
+
+
+def with_pins(requests: Sequence[Request], pins: Mapping[str, Version]) -> list[Request]:
+    """The requests with ``pins`` applied; a pinned project nothing asked for is added."""
+    out: list[Request] = []
+    for r in requests:
+        name = canonicalize_name(r.requirement.name)
+        out.append(replace(r, requirement=pinned(r.requirement, pins[name])) if name in pins else r)
+    asked = {canonicalize_name(r.requirement.name) for r in requests}
+    out += [
+        Request(Requirement(f"{n}=={v}"), None) for n, v in sorted(pins.items()) if n not in asked
+    ]
+    return out
+
+
+class IndexCatalog:
+    """:class:`Catalog` from the indexes a plan used: each project's page on the index it
+    came from (its per-line index, else the plan's default index), wheels for the target."""
+
+    def __init__(self, http: HttpClient, result: PlanResult, target: Target) -> None:
+        self.http, self.result, self.target = http, result, target
+        self._files: dict[str, dict[Version, DistFile]] = {}
+
+    def _wheels(self, project: str) -> dict[Version, DistFile]:
+        if project not in self._files:
+            origin = self.result.origins.get(project)
+            url = origin.url if origin is not None else self.result.default_index()
+            found: dict[Version, DistFile] = {}
+            for file in PackageIndex(self.http, url).files(project):
+                version = file.version
+                if (
+                    version is not None
+                    and file.is_wheel
+                    and not file.yanked
+                    and wheel_fits(file.filename, self.target.platform, self.target.python)
+                ):
+                    found.setdefault(version, file)
+            self._files[project] = found
+        return self._files[project]
+
+    def versions(self, project: str) -> Sequence[Version]:
+        return sorted((v for v in self._wheels(project) if not v.is_prerelease), reverse=True)
+
+    def requires(self, project: str, version: Version) -> Sequence[Requirement]:
+        file = self._wheels(project).get(version)
+        if file is None:
+            return ()
+        metadata = PackageIndex(self.http, file.url).metadata(file)
+        return list(metadata.requires_dist or ())
