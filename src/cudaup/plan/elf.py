@@ -12,12 +12,17 @@ and the object's own soname; nothing else there looks like a soname, versioned o
 
 :func:`scan` says how many bytes from the start it needs for a complete answer,
 so a reader fetches only that much.
+
+:func:`dynamic_symbols` reads an object's dynamic symbol table (what it defines, what it
+needs from the libraries it links) through its section headers, reading only those parts:
+the proof that an extension built against torch finds every symbol it needs in a torch.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PT_LOAD, PT_DYNAMIC = 1, 2
@@ -148,3 +153,88 @@ def scan(data: bytes) -> ElfScan:
     need = min(need_candidates) if need_candidates else first.filesz
     complete = whole is not None and len(data) >= whole
     return ElfScan(found, complete, need)
+
+
+# ----------------------------------------------------------------------------
+# Dynamic symbols: what an object needs and what it exports
+# ----------------------------------------------------------------------------
+SHT_DYNSYM = 11
+SHN_UNDEF = 0
+STB_WEAK = 2
+#: A symbol table of more than this many bytes is not read (libtorch_cpu's is ~10 MB).
+MAX_SYMBOL_BYTES = 256 << 20
+
+#: Reads ``size`` bytes at ``offset`` of one object (``os.pread`` on a file, by the caller).
+Reader = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicSymbols:
+    """An object's dynamic symbol table: the names it defines, and those it needs from
+    the libraries it links (weak references, which may stay unresolved, left out)."""
+
+    defined: frozenset[str]
+    undefined: frozenset[str]
+
+
+def dynamic_symbols(read: Reader) -> DynamicSymbols:
+    """The dynamic symbols of one ELF object, found through its section headers (the
+    ``.dynsym`` section and the string table it links); only those parts are read."""
+    head = read(0, 64)
+    word, _phoff, _size, _count = _header(head)
+    endian, wide = word[0], word.endswith("Q")
+    if wide:
+        (shoff,) = struct.unpack_from(endian + "Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from(endian + "HH", head, 0x3A)
+    else:
+        (shoff,) = struct.unpack_from(endian + "I", head, 0x20)
+        shentsize, shnum = struct.unpack_from(endian + "HH", head, 0x2E)
+    if shoff == 0 or shnum == 0 or shentsize < (64 if wide else 40):
+        raise NotElfError("no section headers")
+    table = read(shoff, shentsize * shnum)
+    if len(table) < shentsize * shnum:
+        raise NotElfError("section headers past the end of the file")
+    sections = [_section(table, index * shentsize, endian, wide) for index in range(shnum)]
+    dynsym = next((s for s in sections if s[0] == SHT_DYNSYM), None)
+    if dynsym is None:
+        return DynamicSymbols(frozenset(), frozenset())
+    _kind, offset, size, link, entsize = dynsym
+    if link >= len(sections) or not entsize or size > MAX_SYMBOL_BYTES:
+        raise NotElfError("a dynamic symbol table cudaup cannot read")
+    _k, str_offset, str_size, _l, _e = sections[link]
+    if str_size > MAX_SYMBOL_BYTES:
+        raise NotElfError("a dynamic string table larger than cudaup reads")
+    symbols, strings = read(offset, size), read(str_offset, str_size)
+    if len(symbols) < size or len(strings) < str_size:
+        raise NotElfError("the dynamic symbol table runs past the end of the file")
+    defined: set[str] = set()
+    undefined: set[str] = set()
+    for at in range(entsize, size - entsize + 1, entsize):  # entry 0 is the null symbol
+        if wide:
+            name, info, _other, shndx = struct.unpack_from(endian + "IBBH", symbols, at)
+        else:
+            name, _value, _sz, info, _other, shndx = struct.unpack_from(
+                endian + "IIIBBH", symbols, at
+            )
+        if not name or name >= str_size:
+            continue
+        stop = strings.find(b"\0", name)
+        text = strings[name : stop if stop >= 0 else str_size].decode("ascii", "replace")
+        if shndx != SHN_UNDEF:
+            defined.add(text)
+        elif info >> 4 != STB_WEAK:
+            undefined.add(text)
+    return DynamicSymbols(frozenset(defined), frozenset(undefined))
+
+
+def _section(table: bytes, at: int, endian: str, wide: bool) -> tuple[int, int, int, int, int]:
+    """(type, offset, size, link, entry size) of one section header."""
+    if wide:
+        _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
+            endian + "IIQQQQIIQQ", table, at
+        )
+    else:
+        _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
+            endian + "IIIIIIIIII", table, at
+        )
+    return kind, offset, size, link, entsize

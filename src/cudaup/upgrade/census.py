@@ -163,6 +163,30 @@ class Census:
             requests.append(Request(Requirement(text), dist, held))
         return requests
 
+    def moved_extras(self, major: int, table: FamilyTable) -> dict[str, str]:
+        """What only an extra that names another major required → why it may go
+        (``flashinfer-python[cu12]`` becomes ``[cu13]``: what its ``cu12`` alone needed)."""
+        found: dict[str, str] = {}
+        for name in sorted(self.moving):
+            dist = self.environment.distributions[name]
+            for extra in self.extras.get(name, ()):
+                renamed = table.rename_extra(name, extra, major)
+                if renamed == extra:
+                    continue
+                for requirement in dist.requires:
+                    needed = canonicalize_name(requirement.name)
+                    markers = self.environment.markers
+                    if (
+                        requirement.marker is not None
+                        and _applies(requirement, markers, (extra,))
+                        and not _applies(requirement, markers, ())
+                        and needed in self.environment.distributions
+                    ):
+                        found.setdefault(
+                            needed, f"required by {dist.name}[{extra}], which becomes [{renamed}]"
+                        )
+        return found
+
     def preferences(self, per_line: Callable[[str], bool] = lambda _: False) -> list[str]:
         """``name==version`` of what carries no line: it stays unless the resolution must
         move it.  What a per-line index publishes is a CUDA build whatever its version

@@ -3,13 +3,17 @@ is a plan, and the pins that make it pass.
 
 * A *companion* (``flashinfer-cubin``, ``flashinfer-jit-cache``) has its package's version
   (``flashinfer-python``): when the resolution gave them different versions, both are
-  pinned to the older of the two (the newer one's release has no counterpart there) and
-  the move is resolved again.
+  pinned to the newest version both publish, not newer than the package's, and the move
+  is resolved again.
 * A package whose extension modules link libtorch (:attr:`Census.torch_linked`) needs a
   build made for the torch chosen.  Its resolved version is proven by its metadata (a
   ``torch==T`` pin: sglang-kernel 0.4.10 pins torch==2.14.1); else another version that
   pins ``T`` is asked for (newest first); else, with none, the pairing is refused with the
-  reason: the resolver's choice of an unpinned build is never taken on trust.
+  reason: the resolver's choice of an unpinned build is never taken on trust.  Else its
+  wheel and the new torch's are unpacked (by uv, through the cache the upgrade installs
+  from) and every torch symbol its libtorch-linked objects need (mangled names in c10::,
+  at::, torch::, caffe2::) must be exported by torch's libraries; one missing, or no
+  object to check, and the pairing is refused with the symbols named.
 
 The rules are pure: the metadata and the versions an index publishes come through
 :class:`Catalog`, which the caller backs with the package index.
@@ -17,8 +21,12 @@ The rules are pure: the metadata and the versions an index publishes come throug
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Protocol
 
 from packaging.requirements import Requirement
@@ -31,12 +39,16 @@ from cudaup.errors import NoCommonLineError
 from cudaup.net.http import HttpClient
 from cudaup.plan import PlanResult, Target
 from cudaup.plan.closure import Closure
+from cudaup.plan.elf import DynamicSymbols, NotElfError, dynamic_symbols, scan
 from cudaup.plan.lines import Line, line_text
 from cudaup.resolve.pypi import DistFile, PackageIndex
-from cudaup.upgrade.census import TORCH, Request
+from cudaup.upgrade.apply import run_uv
+from cudaup.upgrade.census import TORCH, Request, is_torch_library
 
-#: Versions of one libtorch-linked project whose metadata is read in search of a pin.
+#: Versions of one libtorch-linked project whose metadata is read in search of a pin,
+#: and (each an unpacked wheel) whose symbols are checked when none pins.
 PIN_SEARCH = 8
+SYMBOL_SEARCH = 2
 #: Resolutions after the first before the pins must have settled (each round can only
 #: pin, and a pinned project is not pinned again).
 ROUNDS = 3
@@ -53,6 +65,25 @@ class Catalog(Protocol):
         """The Requires-Dist of that version's wheel for the target."""
         ...
 
+    def symbols(self, project: str, version: Version, torch: Version) -> SymbolCheck:
+        """The torch symbols that version's libtorch-linked objects need, checked against
+        what ``torch``'s libraries export."""
+        ...
+
+
+@dataclass(frozen=True)
+class SymbolCheck:
+    #: The objects that link libtorch (relative paths in the wheel).
+    objects: tuple[str, ...]
+    #: How many torch symbols they need in all.
+    needed: int
+    #: Those no library of the torch exports.
+    missing: tuple[str, ...]
+
+    @property
+    def proven(self) -> bool:
+        return bool(self.objects) and not self.missing
+
 
 @dataclass
 class Pairing:
@@ -66,14 +97,25 @@ class Pairing:
         return not self.pins
 
 
-def companion_pins(closure: Closure, companions: Mapping[str, str]) -> dict[str, Version]:
-    """Companion and package → the one version both must have, where they differ."""
+def companion_pins(
+    closure: Closure, companions: Mapping[str, str], catalog: Catalog
+) -> dict[str, Version]:
+    """Companion and package → the one version both must have, where they differ: the
+    newest version both publish that is not newer than the package's resolved one (else
+    the oldest both publish above it)."""
     pins: dict[str, Version] = {}
     for companion, package in sorted(companions.items()):
         mine, theirs = closure.get(companion), closure.get(package)
         if mine is None or theirs is None or mine.version == theirs.version:
             continue
-        common = min(mine.version, theirs.version)
+        both = set(catalog.versions(companion)) & set(catalog.versions(package))
+        if not both:
+            raise NoCommonLineError(
+                f"{companion} must have {package}'s version, and the indexes publish no "
+                f"version of both (resolved: {mine}, {theirs})"
+            )
+        below = [v for v in both if v <= theirs.version]
+        common = max(below) if below else min(both)
         pins[companion] = pins[package] = common
     return pins
 
@@ -94,10 +136,14 @@ def pins_torch(requires: Sequence[Requirement], torch: Version) -> bool:
 
 
 def torch_pairing(
-    closure: Closure, linked: Mapping[str, tuple[str, ...]], catalog: Catalog
+    closure: Closure,
+    linked: Mapping[str, tuple[str, ...]],
+    catalog: Catalog,
+    installed: Mapping[str, Version | None],
 ) -> Pairing:
     """Each libtorch-linked package of the closure proven to pair with its torch, or the
-    version to pin that does; :class:`NoCommonLineError` when no version can be proven."""
+    version to pin that does; :class:`NoCommonLineError` when no version can be proven.
+    A package and a torch both as ``installed`` are the environment's own pairing."""
     pairing = Pairing()
     torch = closure.get(TORCH)
     if torch is None:
@@ -105,6 +151,8 @@ def torch_pairing(
     for name in sorted(linked):
         package = closure.get(name)
         if package is None:
+            continue
+        if installed.get(TORCH) == torch.version and installed.get(name) == package.version:
             continue
         libraries = ", ".join(linked[name])
         if pins_torch(catalog.requires(name, package.version), torch.version):
@@ -117,13 +165,34 @@ def torch_pairing(
         if pinned is not None:
             pairing.pins[name] = pinned
             continue
+        check = catalog.symbols(name, package.version, torch.version)
+        if check.proven:
+            pairing.proven.append(
+                f"{package} pins no torch, but torch {torch.version}'s libraries export all "
+                f"{check.needed} torch symbols its {', '.join(check.objects)} need"
+            )
+            continue
+        # The resolved build fails the proof: another (the newest first) may pass it.
+        tried = candidates[:SYMBOL_SEARCH]
+        proven = next((v for v in tried if catalog.symbols(name, v, torch.version).proven), None)
+        if proven is not None:
+            pairing.pins[name] = proven
+            continue
+        if check.objects:
+            shown = ", ".join(check.missing[:3]) + (", …" if len(check.missing) > 3 else "")
+            why = (
+                f"torch {torch.version}'s libraries lack {len(check.missing)} of the "
+                f"{check.needed} torch symbols its {', '.join(check.objects)} need ({shown})"
+            )
+        else:
+            why = f"no object of its wheel links libtorch to check against torch {torch.version}"
+        others = f" (nor those of {', '.join(map(str, tried))})" if tried else ""
         raise NoCommonLineError(
             f"{package} links {libraries}, and nothing proves it was built for torch "
-            f"{torch.version}: its metadata pins no torch, and neither does any of the "
-            f"{len(candidates)} other versions read; an extension built against another "
-            "torch fails to load (undefined symbols), so cudaup does not pair them. Ask for "
-            f"a {name} version made for torch {torch.version}, or name a line "
-            "(cudaup upgrade X.Y) whose torch it has a build for"
+            f"{torch.version}: none of the {len(candidates) + 1} versions read pins that "
+            f"torch, and {why}{others}; an extension built against another torch fails to "
+            f"load, so cudaup does not pair them. Ask for a {name} version made for torch "
+            f"{torch.version}, or name a line (cudaup upgrade X.Y) it has a build for"
         )
     return pairing
 
@@ -145,13 +214,14 @@ def settle(
     linked: Mapping[str, tuple[str, ...]],
     catalog: Catalog,
     replan: Replan,
+    installed: Mapping[str, Version | None],
 ) -> tuple[list[Request], PlanResult, list[str]]:
     """Resolve again on the chosen line, pinned, until companions and libtorch-linked
     packages pair (see the module docstring); the requests, the result and what proves
     each pairing."""
     for _ in range(ROUNDS + 1):
-        pins = companion_pins(result.closure, companions)
-        pairing = torch_pairing(result.closure, linked, catalog)
+        pins = companion_pins(result.closure, companions, catalog)
+        pairing = torch_pairing(result.closure, linked, catalog, installed)
         pins.update(pairing.pins)
         if not pins:
             kept = [
@@ -185,8 +255,18 @@ class IndexCatalog:
     """:class:`Catalog` from the indexes a plan used: each project's page on the index it
     came from (its per-line index, else the plan's default index), wheels for the target."""
 
-    def __init__(self, http: HttpClient, result: PlanResult, target: Target) -> None:
+    def __init__(
+        self,
+        http: HttpClient,
+        result: PlanResult,
+        target: Target,
+        cache: Path,
+        scratch: Path,
+        timeout: float,
+    ) -> None:
         self.http, self.result, self.target = http, result, target
+        #: uv's cache (the one the upgrade installs from) and where wheels are unpacked.
+        self.cache, self.scratch, self.timeout = cache, scratch, timeout
         self._files: dict[str, dict[Version, DistFile]] = {}
 
     def _wheels(self, project: str) -> dict[Version, DistFile]:
@@ -215,3 +295,63 @@ class IndexCatalog:
             return ()
         metadata = PackageIndex(self.http, file.url).metadata(file)
         return list(metadata.requires_dist or ())
+
+    def symbols(self, project: str, version: Version, torch: Version) -> SymbolCheck:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="cudaup-pairing-", dir=self.scratch) as work:
+            extension, library = Path(work) / "extension", Path(work) / "torch"
+            self._fetch(f"{project}=={version}", extension)
+            self._fetch(f"{TORCH}=={torch}", library)
+            exported: set[str] = set()
+            for path in sorted((library / TORCH / "lib").glob("lib*.so*")):
+                if is_torch_library(path.name):
+                    exported |= read_symbols(path).defined
+            objects: list[str] = []
+            needed: set[str] = set()
+            for path in sorted(extension.rglob("*.so*")):
+                if path.is_symlink() or not path.is_file() or not _links_torch(path):
+                    continue
+                objects.append(str(path.relative_to(extension)))
+                needed |= {s for s in read_symbols(path).undefined if _TORCH_SYMBOL.match(s)}
+            return SymbolCheck(tuple(objects), len(needed), tuple(sorted(needed - exported)))
+
+    def _fetch(self, requirement: str, target: Path) -> None:
+        """One wheel unpacked into ``target`` by uv (no dependencies, no build code), through
+        the cache the upgrade installs from: what is read here is not downloaded again."""
+        arguments = [
+            "pip", "install", requirement, "--no-deps", "--target", str(target),
+            "--python", self.target.interpreter or "python3", "--no-config", "--native-tls",
+            "--no-build", "--link-mode", "hardlink", "--cache-dir", str(self.cache),
+            "--default-index", self.result.default_index(),
+        ]  # fmt: skip
+        for url in self.result.extra_index_urls():
+            arguments += ["--index", url]
+        run_uv(arguments, f"fetch {requirement} to read its symbols", target, self.timeout)
+
+
+#: Mangled names in torch's namespaces (c10::, at::, torch::, caffe2::), their type
+#: information and vtables: what an extension built against torch needs from it.
+_TORCH_SYMBOL = re.compile(r"^_Z(?:T[IVS])?N?K?(?:3c10|2at|5torch|6caffe2)")
+
+
+def read_symbols(path: Path) -> DynamicSymbols:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return dynamic_symbols(lambda offset, size: os.pread(fd, size, offset))
+    except NotElfError:
+        return DynamicSymbols(frozenset(), frozenset())
+    finally:
+        os.close(fd)
+
+
+def _links_torch(path: Path) -> bool:
+    with path.open("rb") as handle:
+        data = handle.read(64 << 10)
+        try:
+            found = scan(data)
+            if not found.complete and len(data) < found.needed:
+                data += handle.read(found.needed - len(data))
+                found = scan(data)
+        except NotElfError:
+            return False
+    return any(is_torch_library(name) for name in found.libraries)

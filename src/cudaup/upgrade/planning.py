@@ -45,6 +45,7 @@ from cudaup.upgrade.changes import Change, change_set, removals
 from cudaup.upgrade.environment import Environment, read_environment, read_linked
 from cudaup.upgrade.families import load_families
 from cudaup.upgrade.pairing import IndexCatalog, settle
+from cudaup.util.cachedir import CacheLayout
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def plan_upgrade(
         support = line_support(_runnable(live, compat, target), live, compat, target)
         passes = line_tiers(live.lines(), support, request.allow_minor_compat)
     planner = planner or Planner(settings)
+    cache = CacheLayout(settings.cache_root).plan
     tagged = [i for i in request.indexes.values() if not i.flat]
 
     def per_line(project: str) -> bool:
@@ -173,10 +175,13 @@ def plan_upgrade(
                 for name, libs in census.torch_linked.items()
                 if (renamed := families.rename(name, major)) is not None
             }
-            catalog = IndexCatalog(planner.http, result, target)
+            catalog = IndexCatalog(
+                planner.http, result, target, cache / "uv", cache, settings.timeout
+            )
             requests, result, proven = settle(
                 requests, result, families.companions, linked, catalog,
                 lambda asked, line: resolve(asked, line, [line]),
+                {n: d.version for n, d in environment.distributions.items()},
             )  # fmt: skip
         except (NoCommonLineError, PackageNotFoundError, ReleaseNotFoundError) as exc:
             if request.line is not None:
@@ -187,6 +192,7 @@ def plan_upgrade(
             census, result.line, requests, result.closure, result.evidence, result.origins,
             {i.urls[""]: i.name for i in request.indexes.values() if i.flat},
             functools.partial(families.rename, major=result.line[0]),
+            census.moved_extras(result.line[0], families),
         )  # fmt: skip
         if failures:
             notes.append(f"newer majors did not fit: {'; '.join(map(str, failures))}")
