@@ -271,3 +271,17 @@ def test_the_family_table_renames_and_companions(tmp_path: Path) -> None:
         user.write_text(text)
         with pytest.raises(UsageError, match=message):
             load_families(user)
+
+
+def test_exit_13_names_the_package_that_keeps_the_line(
+    stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """13.2 has a runtime, bindings and cupy, but no torch: torch is the blocker, not
+    servellm (the request that fails because it requires torch)."""
+    python = stack(["torch==2.9.1", "servellm==1.0", "cupy-cuda12x==13.4.1"])
+    result = upgrade(capsys, python, "13.2", "--dry-run", "--json", *TARGET)
+    assert result.code == EXIT_CODES["no-common-line"], result.err
+    error = result.json()["error"]
+    assert error["message"].startswith("torch has no build that resolves on CUDA 13.2 (")
+    assert "), and servellm requires it: no CUDA line fits every package" in error["message"]
+    assert error["kind"] == "no-common-line" and error["exit_code"] == 13

@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packaging.requirements import Requirement
+
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
 from cudaup.core.driver import DriverInfo
@@ -40,11 +42,13 @@ from cudaup.plan.indexes import Index
 from cudaup.plan.lines import TOOLKIT, Line, line_text, line_tiers, release_line
 from cudaup.plan.planner import line_support, passed_over
 from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.upgrade.blame import name_blocker
 from cudaup.upgrade.census import Census, Request, take_census
 from cudaup.upgrade.changes import Change, change_set, removals
 from cudaup.upgrade.environment import Environment, read_environment, read_linked
 from cudaup.upgrade.families import load_families
 from cudaup.upgrade.pairing import IndexCatalog, settle
+from cudaup.upgrade.toolkit import check_toolkit
 from cudaup.util.cachedir import CacheLayout
 
 
@@ -184,10 +188,22 @@ def plan_upgrade(
                 {n: d.version for n, d in environment.distributions.items()},
             )  # fmt: skip
         except (NoCommonLineError, PackageNotFoundError, ReleaseNotFoundError) as exc:
-            if request.line is not None:
+            if request.line is None:
+                failures.append(exc)
+                continue
+            if not isinstance(exc, NoCommonLineError):
                 raise
-            failures.append(exc)
-            continue
+            wanted = request.line
+
+            def alone(requirement: Requirement) -> CudaupError | None:
+                try:
+                    resolve([Request(requirement, None)], wanted, [wanted])  # noqa: B023
+                except (NoCommonLineError, PackageNotFoundError) as failed:
+                    return failed
+                return None
+
+            rename = functools.partial(families.rename, major=major)
+            raise name_blocker(exc, census, requests, wanted, rename, alone) from None
         changes = change_set(
             census, result.line, requests, result.closure, result.evidence, result.origins,
             {i.urls[""]: i.name for i in request.indexes.values() if i.flat},
@@ -204,6 +220,11 @@ def plan_upgrade(
             key=lambda e: e.line,
             reverse=True,
         )
+        installed = Store.from_env().get(result.release) is not None
+        if request.components is not None and not installed:
+            notes += check_toolkit(
+                settings, result.release, request.components, request.platform, request.channel
+            )
         return UpgradePlan(
             environment=environment,
             census=census,
@@ -213,7 +234,7 @@ def plan_upgrade(
             requests=requests,
             changes=changes,
             driver=info,
-            toolkit_installed=Store.from_env().get(result.release) is not None,
+            toolkit_installed=installed,
             notes=[*notes, *census.notes, *result.notes, *proven],
         )
     raise failures[0] if failures else ReleaseNotFoundError("no CUDA release is known")
