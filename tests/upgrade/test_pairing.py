@@ -6,8 +6,6 @@ loopback world with real ELF objects (tests/upgrade/stackworld.py), uv resolving
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,15 @@ from packaging.version import Version
 
 from cudaup.errors import EXIT_CODES, UsageError
 from cudaup.plan.closure import Closure, Resolved
-from cudaup.plan.elf import dynamic_symbols
 from cudaup.upgrade.census import Request
 from cudaup.upgrade.families import load_families
-from cudaup.upgrade.pairing import SymbolCheck, companion_pins, pins_torch, with_pins
+from cudaup.upgrade.pairing import (
+    SymbolCheck,
+    companion_pins,
+    pins_torch,
+    read_symbols,
+    with_pins,
+)
 from tests.plan.pyindex import IndexServer
 from tests.upgrade.stackworld import COMMON, NEW, OLD, _objects, add_stack
 from tests.upgrade.world import freeze, make_environment, tree_state, upgrade
@@ -229,23 +232,23 @@ def test_pins_keep_extras_and_add_what_was_not_asked() -> None:
     ]  # fmt: skip
 
 
-def test_dynamic_symbols_as_nm_reads_them(tmp_path: Path) -> None:
+def test_the_symbols_an_extension_needs_from_torch(tmp_path: Path) -> None:
+    """What the proof reads: the mangled c10::/at:: names an extension leaves undefined,
+    against what a libtorch defines (read as ld.so binds them)."""
     objects = _objects()
-    for name in ("libtorch-new.so", "ext-old.so"):
-        path = tmp_path / name
-        path.write_bytes(objects[name])
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            symbols = dynamic_symbols(lambda offset, size: os.pread(fd, size, offset))  # noqa: B023
-        finally:
-            os.close(fd)
-        nm = subprocess.run(
-            ["nm", "-D", str(path)], capture_output=True, text=True, check=True
-        ).stdout.splitlines()
-        undefined = {line.split()[-1] for line in nm if line.split()[-2] == "U"}
-        defined = {line.split()[-1] for line in nm if line.split()[-2] not in {"U", "w", "v"}}
-        assert symbols.undefined == undefined and symbols.defined == defined
-    assert {NEW, COMMON} <= symbols.defined or {OLD, COMMON} <= symbols.undefined
+    paths = {}
+    for name in ("libtorch-new.so", "ext-old.so", "ext-new.so"):
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(objects[name])
+    library = read_symbols(paths["libtorch-new.so"])
+    for extension, missing in (("ext-new.so", set()), ("ext-old.so", {OLD})):
+        needed = {
+            s for s in read_symbols(paths[extension]).undefined if s.name in {OLD, NEW, COMMON}
+        }
+        assert {s.name for s in needed} in ({NEW, COMMON}, {OLD, COMMON})
+        assert {s.name for s in needed if not library.defines(s)} == missing
+    (tmp_path / "text.so").write_text("not an object")
+    assert read_symbols(tmp_path / "text.so").undefined == ()
 
 
 def test_the_family_table_renames_and_companions(tmp_path: Path) -> None:

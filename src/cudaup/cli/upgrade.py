@@ -250,9 +250,15 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
         raise UsageError("--keep takes a number of snapshots, 0 or more")
     removed: list[Snapshot] = []
     if args.prune:
-        store, removed = upgrader.prune(_python(args), args.keep)
-    store, snapshots = upgrader.snapshots(_python(args))
-    rows = [{**s.to_json(), "holds": store.held_bytes(s)} for s in snapshots]
+        _store, removed = upgrader.prune(_python(args), args.keep)
+    listing = upgrader.snapshots(_python(args))
+    store = listing.store
+    rows = []
+    for snapshot in listing.snapshots:
+        usage = store.usage(snapshot)
+        in_progress = listing.busy and snapshot.status in {"taken", "applying", "restoring"}
+        rows.append({**snapshot.to_json(), "holds": usage.disk, "frees": usage.frees,
+                     "in_progress": in_progress})  # fmt: skip
     if args.json:
         emit_json(
             {
@@ -261,6 +267,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
                 "store": str(store.directory),
                 "snapshots": rows,
                 "removed": [s.id for s in removed],
+                "notes": listing.notes,
             }
         )
         return 0
@@ -268,11 +275,23 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
         print(f"removed {snapshot.id}")
     if not rows:
         print(f"{store.environment} has no snapshot")
-        return 0
-    print(f"{store.environment}: snapshots in {store.directory}")
+    else:
+        print(f"{store.environment}: snapshots in {store.directory}")
     for row in rows:
+        status = _status_words(str(row["status"]), bool(row["in_progress"]))
         print(
-            f"  {row['id']}  {row['created']}  {row['status']}  CUDA {row['line_before'] or 'no line'} → "
-            f"{row['line_after']}  {len(row['changes'] or [])} changes  holds {human_size(row['holds'])}"
+            f"  {row['id']}  {row['created']}  {status}  CUDA {row['line_before'] or 'no line'} → "
+            f"{row['line_after']}  {len(row['changes'] or [])} changes  holds {human_size(row['holds'])} "
+            f"(removing it frees {human_size(row['frees'])})"
         )
+    for note in listing.notes:
+        print(f"note: {note}")
     return 0
+
+
+def _status_words(status: str, in_progress: bool) -> str:
+    if in_progress:
+        return f"in progress ({status})"
+    if status == "interrupted":
+        return "interrupted (its upgrade was killed before it changed the environment)"
+    return status

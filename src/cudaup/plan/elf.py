@@ -12,18 +12,14 @@ and the object's own soname; nothing else there looks like a soname, versioned o
 
 :func:`scan` says how many bytes from the start it needs for a complete answer,
 so a reader fetches only that much.
-
-:func:`dynamic_symbols` reads an object's dynamic symbol table (what it defines, what it
-needs from the libraries it links) through its section headers, reading only those parts:
-the proof that an extension built against torch finds every symbol it needs in a torch.
 """
 
 from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
@@ -100,6 +96,23 @@ def _to_offset(segments: list[_Segment], vaddr: int) -> int | None:
     return None
 
 
+def _dynamic_entries(
+    data: Any, word: str, segments: list[_Segment], dynamic: _Segment
+) -> tuple[list[tuple[int, int]], int | None, int | None]:
+    """The ``.dynamic`` entries up to ``DT_NULL`` (all inside ``data``), and where the
+    dynamic string table starts in the file and its size (None: not found)."""
+    step = struct.calcsize(word) * 2
+    entries: list[tuple[int, int]] = []
+    for at in range(dynamic.offset, dynamic.offset + dynamic.filesz - step + 1, step):
+        tag, value = struct.unpack_from(word[0] + word[1] * 2, data, at)
+        if tag == DT_NULL:
+            break
+        entries.append((tag, value))
+    table = next((v for t, v in entries if t == DT_STRTAB), None)
+    size = next((v for t, v in entries if t == DT_STRSZ), None)
+    return entries, _to_offset(segments, table) if table is not None else None, size
+
+
 def _needed(data: bytes, word: str, segments: list[_Segment]) -> tuple[list[str] | None, int]:
     """DT_NEEDED names when ``.dynamic`` and the string table are in ``data``; else the
     bytes that would take (0: this object cannot be read this way)."""
@@ -109,16 +122,7 @@ def _needed(data: bytes, word: str, segments: list[_Segment]) -> tuple[list[str]
     end = dynamic.offset + dynamic.filesz
     if len(data) < end:
         return None, end
-    step = struct.calcsize(word) * 2
-    entries: list[tuple[int, int]] = []
-    for at in range(dynamic.offset, end - step + 1, step):
-        tag, value = struct.unpack_from(word[0] + word[1] * 2, data, at)
-        if tag == DT_NULL:
-            break
-        entries.append((tag, value))
-    table = next((v for t, v in entries if t == DT_STRTAB), None)
-    size = next((v for t, v in entries if t == DT_STRSZ), None)
-    start = _to_offset(segments, table) if table is not None else None
+    entries, start, size = _dynamic_entries(data, word, segments, dynamic)
     if start is None or size is None:
         return None, 0
     if len(data) < start + size:
@@ -155,86 +159,212 @@ def scan(data: bytes) -> ElfScan:
     return ElfScan(found, complete, need)
 
 
-# ----------------------------------------------------------------------------
-# Dynamic symbols: what an object needs and what it exports
-# ----------------------------------------------------------------------------
-SHT_DYNSYM = 11
-SHN_UNDEF = 0
-STB_WEAK = 2
-#: A symbol table of more than this many bytes is not read (libtorch_cpu's is ~10 MB).
-MAX_SYMBOL_BYTES = 256 << 20
+# -- the dynamic section and symbol table of a whole object ---------------------------------
+#
+# Reading symbols needs the section headers, which sit at the end of the file, so these take
+# the whole object (an ``mmap`` does: only the pages read are loaded) rather than a prefix.
 
-#: Reads ``size`` bytes at ``offset`` of one object (``os.pread`` on a file, by the caller).
-Reader = Callable[[int, int], bytes]
+DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
+SHT_DYNSYM, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 11, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 1, 2, 10
+STV_DEFAULT, STV_PROTECTED = 0, 3
+_VERSION_HIDDEN = 0x8000
+
+
+@dataclass(frozen=True, slots=True)
+class Dynamic:
+    """What the loader reads first: the libraries needed, the object's own name, and where
+    it looks (``DT_RPATH`` before ``LD_LIBRARY_PATH``, ``DT_RUNPATH`` after it)."""
+
+    needed: tuple[str, ...]
+    soname: str | None
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UndefinedSymbol:
+    name: str
+    #: The version asked for (``GLIBC_2.34``) and the library named with it (``libc.so.6``).
+    version: str | None
+    library: str | None
+    weak: bool
 
 
 @dataclass(frozen=True, slots=True)
 class DynamicSymbols:
-    """An object's dynamic symbol table: the names it defines, and those it needs from
-    the libraries it links (weak references, which may stay unresolved, left out)."""
+    #: Exported definitions: (name, version or None).  A hidden, non-default version
+    #: (``name@V``) still satisfies a reference that asks for it by that version.
+    defined: frozenset[tuple[str, str | None]]
+    undefined: tuple[UndefinedSymbol, ...]
+    #: Whether the object versions its definitions (an unversioned definition then
+    #: satisfies no versioned reference).
+    versioned: bool
 
-    defined: frozenset[str]
-    undefined: frozenset[str]
+    def defines(self, symbol: UndefinedSymbol) -> bool:
+        """Whether a reference to ``symbol`` binds here, as ``ld.so`` matches versions: by
+        its version where it names one (an object that versions nothing answers any), else
+        to the default version."""
+        if symbol.version is not None and (symbol.name, symbol.version) in self.defined:
+            return True
+        if symbol.version is not None and self.versioned:
+            return False
+        return (symbol.name, None) in self.defined
 
 
-def dynamic_symbols(read: Reader) -> DynamicSymbols:
-    """The dynamic symbols of one ELF object, found through its section headers (the
-    ``.dynsym`` section and the string table it links); only those parts are read."""
-    head = read(0, 64)
-    word, _phoff, _size, _count = _header(head)
-    endian, wide = word[0], word.endswith("Q")
+def _text_at(data: Any, start: int, size: int, offset: int) -> str:
+    if offset >= size:
+        raise NotElfError("a name points past its string table")
+    stop = data.find(b"\0", start + offset, start + size)
+    end = stop if stop >= 0 else start + size
+    return bytes(data[start + offset : end]).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    kind: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+
+def _sections(data: Any) -> tuple[str, list[_Section]]:
+    """(struct byte order + word, the section headers) of a whole object."""
+    word, _phoff, _size, _count = _header(bytes(data[:64]))
+    wide = word.endswith("Q")
+    endian = word[0]
     if wide:
-        (shoff,) = struct.unpack_from(endian + "Q", head, 0x28)
-        shentsize, shnum = struct.unpack_from(endian + "HH", head, 0x3A)
+        (shoff,) = struct.unpack_from(endian + "Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from(endian + "HH", data, 0x3A)
+        layout, minimum = endian + "IIQQQQIIQQ", 64
     else:
-        (shoff,) = struct.unpack_from(endian + "I", head, 0x20)
-        shentsize, shnum = struct.unpack_from(endian + "HH", head, 0x2E)
-    if shoff == 0 or shnum == 0 or shentsize < (64 if wide else 40):
+        (shoff,) = struct.unpack_from(endian + "I", data, 0x20)
+        shentsize, shnum = struct.unpack_from(endian + "HH", data, 0x2E)
+        layout, minimum = endian + "IIIIIIIIII", 40
+    if shoff == 0 or shnum == 0 or shentsize < minimum:
         raise NotElfError("no section headers")
-    table = read(shoff, shentsize * shnum)
-    if len(table) < shentsize * shnum:
-        raise NotElfError("section headers past the end of the file")
-    sections = [_section(table, index * shentsize, endian, wide) for index in range(shnum)]
-    dynsym = next((s for s in sections if s[0] == SHT_DYNSYM), None)
-    if dynsym is None:
-        return DynamicSymbols(frozenset(), frozenset())
-    _kind, offset, size, link, entsize = dynsym
-    if link >= len(sections) or not entsize or size > MAX_SYMBOL_BYTES:
-        raise NotElfError("a dynamic symbol table cudaup cannot read")
-    _k, str_offset, str_size, _l, _e = sections[link]
-    if str_size > MAX_SYMBOL_BYTES:
-        raise NotElfError("a dynamic string table larger than cudaup reads")
-    symbols, strings = read(offset, size), read(str_offset, str_size)
-    if len(symbols) < size or len(strings) < str_size:
-        raise NotElfError("the dynamic symbol table runs past the end of the file")
-    defined: set[str] = set()
-    undefined: set[str] = set()
-    for at in range(entsize, size - entsize + 1, entsize):  # entry 0 is the null symbol
+    if shoff + shentsize * shnum > len(data):
+        raise NotElfError("the section headers lie past the end of the file")
+    sections = []
+    for index in range(shnum):
+        fields = struct.unpack_from(layout, data, shoff + index * shentsize)
+        _name, kind, _flags, _addr, offset, size, link, info, _align, entsize = fields
+        sections.append(_Section(kind, offset, size, link, info, entsize))
+    for section in sections:
+        if section.kind != 8 and section.offset + section.size > len(data):  # 8: SHT_NOBITS
+            raise NotElfError("a section lies past the end of the file")
+    return word, sections
+
+
+def read_dynamic(data: Any) -> Dynamic:
+    """The ``DT_NEEDED``, ``DT_SONAME``, ``DT_RPATH`` and ``DT_RUNPATH`` of a whole object."""
+    word, phoff, size, count = _header(bytes(data[:64]))
+    if len(data) < phoff + size * count:
+        raise NotElfError("the program headers lie past the end of the file")
+    segments = _segments(data, word, phoff, size, count)
+    dynamic = next((s for s in segments if s.kind == PT_DYNAMIC), None)
+    if dynamic is None:
+        return Dynamic((), None, (), ())
+    if dynamic.offset + dynamic.filesz > len(data):
+        raise NotElfError("the dynamic section lies past the end of the file")
+    entries, start, strsz = _dynamic_entries(data, word, segments, dynamic)
+    if start is None or strsz is None or start + strsz > len(data):
+        raise NotElfError("the dynamic string table cannot be found")
+
+    def text(tag: int) -> list[str]:
+        return [_text_at(data, start, strsz, value) for t, value in entries if t == tag]
+
+    def paths(tag: int) -> tuple[str, ...]:
+        return tuple(p for value in text(tag) for p in value.split(":") if p)
+
+    sonames = text(DT_SONAME)
+    return Dynamic(tuple(text(DT_NEEDED)), sonames[0] if sonames else None,
+                   paths(DT_RPATH), paths(DT_RUNPATH))  # fmt: skip
+
+
+def _version_names(
+    data: Any, endian: str, sections: list[_Section], kind: int
+) -> dict[int, tuple[str, str | None]]:
+    """Version index → (version name, the library it is needed from; None for a definition)."""
+    found: dict[int, tuple[str, str | None]] = {}
+    for section in (s for s in sections if s.kind == kind):
+        if section.link >= len(sections):
+            raise NotElfError("a version section names no string table")
+        strings = sections[section.link]
+        at, end = section.offset, section.offset + section.size
+        for _ in range(section.info):  # sh_info: how many entries
+            if at + 16 > end:
+                raise NotElfError("a version entry lies past its section")
+            if kind == SHT_GNU_VERDEF:
+                _ver, _flags, index, auxes, _hash, aux, following = struct.unpack_from(
+                    endian + "HHHHIII", data, at
+                )
+                if auxes:
+                    (name, _next) = struct.unpack_from(endian + "II", data, at + aux)
+                    found[index] = (_text_at(data, strings.offset, strings.size, name), None)
+            else:
+                _ver, auxes, library_at, aux, following = struct.unpack_from(
+                    endian + "HHIII", data, at
+                )
+                library = _text_at(data, strings.offset, strings.size, library_at)
+                here = at + aux
+                for _ in range(auxes):
+                    _hash, _flags, index, name, step = struct.unpack_from(
+                        endian + "IHHII", data, here
+                    )
+                    found[index] = (_text_at(data, strings.offset, strings.size, name), library)
+                    here += step
+                    if not step:
+                        break
+            if not following:
+                break
+            at += following
+    return found
+
+
+def dynamic_symbols(data: Any) -> DynamicSymbols:
+    """The exported and the undefined symbols of a whole object's ``.dynsym``, with their
+    versions (``.gnu.version``, ``.gnu.version_d``, ``.gnu.version_r``)."""
+    word, sections = _sections(data)
+    endian, wide = word[0], word.endswith("Q")
+    table = next((s for s in sections if s.kind == SHT_DYNSYM), None)
+    if table is None:
+        return DynamicSymbols(frozenset(), (), False)
+    if table.link >= len(sections):
+        raise NotElfError("the symbol table names no string table")
+    strings = sections[table.link]
+    entry = table.entsize or (24 if wide else 16)
+    count = table.size // entry
+    versym = next((s for s in sections if s.kind == SHT_GNU_VERSYM), None)
+    definitions = _version_names(data, endian, sections, SHT_GNU_VERDEF)
+    needs = _version_names(data, endian, sections, SHT_GNU_VERNEED)
+    defined: set[tuple[str, str | None]] = set()
+    undefined: list[UndefinedSymbol] = []
+    layout = endian + ("IBBHQQ" if wide else "IIIBBH")
+    for index in range(1, count):
+        fields = struct.unpack_from(layout, data, table.offset + index * entry)
         if wide:
-            name, info, _other, shndx = struct.unpack_from(endian + "IBBH", symbols, at)
+            name_at, info, other, shndx = fields[0], fields[1], fields[2], fields[3]
         else:
-            name, _value, _sz, info, _other, shndx = struct.unpack_from(
-                endian + "IIIBBH", symbols, at
-            )
-        if not name or name >= str_size:
+            name_at, info, other, shndx = fields[0], fields[3], fields[4], fields[5]
+        bind = info >> 4
+        if bind not in {STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE} or not name_at:
             continue
-        stop = strings.find(b"\0", name)
-        text = strings[name : stop if stop >= 0 else str_size].decode("ascii", "replace")
-        if shndx != SHN_UNDEF:
-            defined.add(text)
-        elif info >> 4 != STB_WEAK:
-            undefined.add(text)
-    return DynamicSymbols(frozenset(defined), frozenset(undefined))
-
-
-def _section(table: bytes, at: int, endian: str, wide: bool) -> tuple[int, int, int, int, int]:
-    """(type, offset, size, link, entry size) of one section header."""
-    if wide:
-        _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
-            endian + "IIQQQQIIQQ", table, at
-        )
-    else:
-        _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
-            endian + "IIIIIIIIII", table, at
-        )
-    return kind, offset, size, link, entsize
+        name = _text_at(data, strings.offset, strings.size, name_at)
+        version_index = 0
+        if versym is not None and versym.offset + 2 * index + 2 <= versym.offset + versym.size:
+            (version_index,) = struct.unpack_from(endian + "H", data, versym.offset + 2 * index)
+        hidden, version_index = version_index & _VERSION_HIDDEN, version_index & 0x7FFF
+        if shndx == 0:
+            version, library = needs.get(version_index, (None, None))
+            undefined.append(UndefinedSymbol(name, version, library, bind == STB_WEAK))
+            continue
+        if other & 3 not in {STV_DEFAULT, STV_PROTECTED}:
+            continue
+        version = definitions.get(version_index, (None, None))[0] if version_index > 1 else None
+        defined.add((name, version))
+        if not hidden:
+            defined.add((name, None))  # the default version answers an unversioned reference
+    return DynamicSymbols(frozenset(defined), tuple(undefined), bool(definitions))

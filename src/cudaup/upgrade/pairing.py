@@ -21,6 +21,7 @@ The rules are pure: the metadata and the versions an index publishes come throug
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import tempfile
@@ -39,7 +40,7 @@ from cudaup.errors import NoCommonLineError
 from cudaup.net.http import HttpClient
 from cudaup.plan import PlanResult, Target
 from cudaup.plan.closure import Closure
-from cudaup.plan.elf import DynamicSymbols, NotElfError, dynamic_symbols, scan
+from cudaup.plan.elf import DynamicSymbols, NotElfError, UndefinedSymbol, dynamic_symbols, scan
 from cudaup.plan.lines import Line, line_text
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.upgrade.apply import run_uv
@@ -302,18 +303,26 @@ class IndexCatalog:
             extension, library = Path(work) / "extension", Path(work) / "torch"
             self._fetch(f"{project}=={version}", extension)
             self._fetch(f"{TORCH}=={torch}", library)
-            exported: set[str] = set()
-            for path in sorted((library / TORCH / "lib").glob("lib*.so*")):
-                if is_torch_library(path.name):
-                    exported |= read_symbols(path).defined
+            libraries = [
+                read_symbols(path)
+                for path in sorted((library / TORCH / "lib").glob("lib*.so*"))
+                if is_torch_library(path.name)
+            ]
             objects: list[str] = []
-            needed: set[str] = set()
+            needed: dict[str, UndefinedSymbol] = {}
             for path in sorted(extension.rglob("*.so*")):
                 if path.is_symlink() or not path.is_file() or not _links_torch(path):
                     continue
                 objects.append(str(path.relative_to(extension)))
-                needed |= {s for s in read_symbols(path).undefined if _TORCH_SYMBOL.match(s)}
-            return SymbolCheck(tuple(objects), len(needed), tuple(sorted(needed - exported)))
+                for symbol in read_symbols(path).undefined:
+                    if not symbol.weak and _TORCH_SYMBOL.match(symbol.name):
+                        needed.setdefault(symbol.name, symbol)
+            missing = sorted(
+                name
+                for name, symbol in needed.items()
+                if not any(lib.defines(symbol) for lib in libraries)
+            )
+            return SymbolCheck(tuple(objects), len(needed), tuple(missing))
 
     def _fetch(self, requirement: str, target: Path) -> None:
         """One wheel unpacked into ``target`` by uv (no dependencies, no build code), through
@@ -335,13 +344,16 @@ _TORCH_SYMBOL = re.compile(r"^_Z(?:T[IVS])?N?K?(?:3c10|2at|5torch|6caffe2)")
 
 
 def read_symbols(path: Path) -> DynamicSymbols:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """One object's dynamic symbols (mapped, so only the pages read are loaded); an object
+    that is not ELF has none."""
     try:
-        return dynamic_symbols(lambda offset, size: os.pread(fd, size, offset))
+        with path.open("rb") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                return DynamicSymbols(frozenset(), (), False)
+            with mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as data:
+                return dynamic_symbols(data)
     except NotElfError:
-        return DynamicSymbols(frozenset(), frozenset())
-    finally:
-        os.close(fd)
+        return DynamicSymbols(frozenset(), (), False)
 
 
 def _links_torch(path: Path) -> bool:

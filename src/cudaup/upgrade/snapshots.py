@@ -4,7 +4,7 @@ every swap of the environment recoverable.
 The store is beside the environment, on its filesystem (hard links and renames never
 cross one): for ``/proj/.venv`` it is ``/proj/.cudaup-snapshots/.venv/``::
 
-    lock                 held by every upgrade and rollback of this environment
+    lock                 held by every upgrade and rollback of this environment (0644)
     <id>/snapshot.json   the record: environment, time, lines before and after, changes,
                          and the journal of the swap in progress
     <id>/manifest.json   the fingerprint of tree/ (type, mode, size, mtime, inode of each entry)
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.core.documents import load_json
-from cudaup.errors import ConflictError, SourceFormatError
+from cudaup.errors import ConflictError, LockedError, PermissionDeniedError, SourceFormatError
 from cudaup.upgrade.clone import Entry, Fingerprint, exchange
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, remove_tree
@@ -43,6 +43,8 @@ RECORD = "snapshot.json"
 MANIFEST = "manifest.json"
 #: The time to the microsecond (ids sort as the snapshots were taken), and a random tail.
 _ID = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{6}$")
+#: The environment's lock: written by those who may change the environment, lockable by all.
+LOCK_MODE = 0o644
 #: A record is a few kilobytes; a manifest about 100 bytes an entry.
 MAX_RECORD = 16 << 20
 MAX_MANIFEST = 1 << 30
@@ -124,7 +126,9 @@ class SnapshotStore:
 
     @contextlib.contextmanager
     def locked(self, wait: float, echo: Echo = _quiet) -> Iterator[None]:
-        """Hold this environment's lock: two upgrades (or a rollback) never overlap."""
+        """Hold this environment's lock: two upgrades (or a rollback) never overlap.  The
+        lock file is 0o644: only those who may change the environment write beside it, and
+        anyone else's cudaup can still lock it read-only."""
         path = self.directory / "lock"
         busy = f"another cudaup held the lock on {self.environment} for {wait:.0f} s ({path})"
 
@@ -132,8 +136,40 @@ class SnapshotStore:
             echo(f"waiting for another cudaup working on {self.environment} (lock {path})")
 
         place = Place(self.directory, "fix the permissions of the snapshot directory")
-        with locked(path, busy=busy, wait=wait, place=place, on_wait=waiting):
+        with locked(path, busy=busy, wait=wait, place=place, on_wait=waiting, mode=LOCK_MODE):
             yield
+
+    def recover_if_idle(self, echo: Echo = _quiet) -> tuple[list[str], bool]:
+        """:meth:`recover` when no live cudaup holds the lock (the kernel drops a dead
+        holder's ``flock``, so a free lock means whatever is half made was left by a dead
+        run); (its notes, whether a live one is working on the environment now).  A lock
+        this user may not take answers as busy, changing nothing."""
+        if not self.directory.is_dir():
+            return [], False
+        try:
+            with self.locked(0.0):
+                return self.recover(echo), False
+        except LockedError:
+            return [], True
+        except PermissionDeniedError:
+            return [], False
+
+    def usage(self, snapshot: Snapshot) -> Usage:
+        """The disk a snapshot takes, with its work tree or the environment moved aside
+        while a run is on: allocated blocks, each inode once however many links it has."""
+        inodes: dict[tuple[int, int], list[int]] = {}  # (device, inode) -> [bytes, links, seen]
+        for tree in (snapshot.path, self.work_path(snapshot.id), self.aside_path(snapshot.id)):
+            if not tree.is_dir() or tree.is_symlink():
+                continue
+            for status in _statuses(tree):
+                key = (status.st_dev, status.st_ino)
+                if key in inodes:
+                    inodes[key][2] += 1
+                else:
+                    inodes[key] = [status.st_blocks * 512, status.st_nlink, 1]
+        disk = sum(size for size, _links, _seen in inodes.values())
+        alone = sum(size for size, links, seen in inodes.values() if seen >= links)
+        return Usage(disk, alone)
 
     def new_id(self) -> str:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -199,17 +235,6 @@ class SnapshotStore:
 
     def remove(self, snapshot: Snapshot) -> None:
         remove_tree(snapshot.path)
-
-    def held_bytes(self, snapshot: Snapshot) -> int:
-        """What removing the snapshot frees: its files no other tree links."""
-        total = 0
-        for root, _dirs, files in os.walk(snapshot.tree):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    status = (Path(root) / name).lstat()
-                    if status.st_nlink == 1:
-                        total += status.st_size
-        return total
 
     # -- swaps and their journal -----------------------------------------------------------
     def swap_in(self, snapshot: Snapshot, incoming: Path, phase: str) -> Path:
@@ -296,6 +321,25 @@ class SnapshotStore:
         for snapshot in doomed:
             self.remove(snapshot)
         return doomed
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    #: The blocks its entries take, hard links counted once.
+    disk: int
+    #: What removing it frees: the blocks of inodes no tree outside it links.
+    frees: int
+
+
+def _statuses(root: Path) -> Iterator[os.stat_result]:
+    """``lstat`` of ``root`` and of everything below it, never following a link; what
+    vanishes meanwhile (a run removing its work tree) is skipped."""
+    with contextlib.suppress(OSError):
+        yield root.lstat()
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            with contextlib.suppress(OSError):
+                yield (Path(directory) / name).lstat()
 
 
 def _dumps(value: Any) -> str:

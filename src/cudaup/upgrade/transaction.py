@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from cudaup.errors import (
     ConflictError,
     CudaupError,
     IntegrityError,
+    LockedError,
     VerificationFailedError,
 )
 from cudaup.install.installer import InstallOptions, InstallResult, install
@@ -44,11 +47,14 @@ from cudaup.upgrade.planning import UpgradePlan, UpgradeRequest, plan_upgrade
 from cudaup.upgrade.snapshots import RESTORABLE, Snapshot, SnapshotStore, place_of
 from cudaup.upgrade.verify import Check, Verifier, problems
 from cudaup.util.cachedir import CacheLayout
-from cudaup.util.faults import cache_place, explained, remove_tree
+from cudaup.util.faults import Place, cache_place, explained, remove_tree
+from cudaup.util.locks import locked
 
 Echo = Callable[[str], None]
 #: How long an upgrade waits for another one of the same environment.
 LOCK_WAIT = 3600.0
+#: The temporary directories of upgrades (``$TMPDIR/cudaup-upgrade-*``).
+SCRATCH_PREFIX = "cudaup-upgrade-"
 
 
 def _quiet(_message: str) -> None:
@@ -115,7 +121,7 @@ class Upgrader:
         with explained(f"cannot prepare the upgrade of {root}", store.directory, [place_of(root)]):
             store.ensure()
         with store.locked(self.lock_wait, self.echo):
-            notes = store.recover(self.echo)
+            notes = store.recover(self.echo) + sweep_scratch(self.echo)
             plan = plan_upgrade(self.settings, request, **plan_options)
             if not plan.changes and (request.components is None or plan.toolkit_installed):
                 return UpgradeOutcome(plan, None, notes=notes, nothing=True)
@@ -134,14 +140,28 @@ class Upgrader:
         root = store.environment
         before = problems(environment.interpreter)
         places = [place_of(root), cache_place(self.settings.cache_root)]
-        scratch = tempfile.TemporaryDirectory(prefix="cudaup-upgrade-")
+        with held_scratch() as scratch:
+            return self._apply_in(plan, request, store, notes, before, places, scratch)
+
+    def _apply_in(
+        self,
+        plan: UpgradePlan,
+        request: UpgradeRequest,
+        store: SnapshotStore,
+        notes: list[str],
+        before: dict[str, str],
+        places: list[Place],
+        scratch: Path,
+    ) -> UpgradeOutcome:
+        environment = plan.environment
+        root = store.environment
         snapshot_id = store.new_id()
         work = store.work_path(snapshot_id)
         snapshot: Snapshot | None = None
         committed = False
         try:
             self.echo("locking the plan's files (uv)")
-            lock = export_pylock(plan.result, Path(scratch.name) / "pylock.toml", self.settings)
+            lock = export_pylock(plan.result, scratch / "pylock.toml", self.settings)
             with explained(f"cannot snapshot {root}", store.directory, places):
                 self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
                 store.path_of(snapshot_id).mkdir()
@@ -150,12 +170,12 @@ class Upgrader:
                 snapshot = store.create(record, fingerprint)
                 clone_tree(root, work)
             self.echo(f"applying the plan to a copy of {root} (uv)")
-            pins = Path(scratch.name) / "requirements.txt"
+            pins = scratch / "requirements.txt"
             pins.write_text(pinned_requirements(lock))
             shutil.copyfile(lock, store.path_of(snapshot_id) / "pylock.toml")  # what it installed
             indexes = list(plan.result.job.indexes)
             if plan.result.pages:
-                local = self._line_index(plan, Path(scratch.name))
+                local = self._line_index(plan, scratch)
                 indexes = [local, *(i for i in indexes if not i.startswith("file:"))]
             default = plan.result.job.default_index
             cache = self._uv_cache(store)
@@ -163,6 +183,8 @@ class Upgrader:
             apply_pins(
                 environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
+            # The toolkit first: the check may load a module against its stub driver library.
+            toolkit = self._toolkit(plan, request)
             self.echo("verifying the upgraded environment in its own interpreter")
             verifier = self.verifier or Verifier(plan.driver)
             checks = verifier.verify(
@@ -172,8 +194,8 @@ class Upgrader:
                 {p.name: str(p.version) for p in plan.result.closure},
                 before,
                 load_families(self.settings.home_root / "families.toml"),
+                environment,
             )
-            toolkit = self._toolkit(plan, request)
             changed = fingerprint.differences(store.path_of(snapshot_id) / "tree")
             if changed:
                 raise IntegrityError(
@@ -219,8 +241,6 @@ class Upgrader:
             if isinstance(exc, CudaupError):
                 self.echo(f"the upgrade stopped; nothing was changed: {root} is as it was")
             raise
-        finally:
-            scratch.cleanup()
 
     def _record(self, snapshot_id: str, plan: UpgradePlan, files: int, size: int) -> dict[str, Any]:
         return {
@@ -295,7 +315,7 @@ class Upgrader:
         if not store.directory.is_dir():
             raise ConflictError(f"{root} has no snapshot: nothing to roll back")
         with store.locked(self.lock_wait, self.echo):
-            notes = store.recover(self.echo)
+            notes = store.recover(self.echo) + sweep_scratch(self.echo)
             candidates = [s for s in store.snapshots() if s.status in RESTORABLE]
             if snapshot_id is not None:
                 chosen = next((s for s in candidates if s.id == snapshot_id), None)
@@ -331,10 +351,16 @@ class Upgrader:
             return RollbackOutcome(root, summary, notes)
 
     # -- the list ---------------------------------------------------------------------------
-    def snapshots(self, python: str) -> tuple[SnapshotStore, list[Snapshot]]:
+    def snapshots(self, python: str) -> SnapshotList:
+        """The snapshots, once what a dead run left is finished or removed (not while a live
+        one works on the environment: then its entries are listed as they are)."""
         root, _ = locate(python)
         store = SnapshotStore(root)
-        return store, store.snapshots()
+        notes, busy = store.recover_if_idle(self.echo)
+        notes += sweep_scratch(self.echo)
+        if busy:
+            notes.append(f"another cudaup is working on {root} now: its entry is in progress")
+        return SnapshotList(store, store.snapshots(), notes, busy)
 
     def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[Snapshot]]:
         root, _ = locate(python)
@@ -343,8 +369,55 @@ class Upgrader:
             return store, []
         with store.locked(self.lock_wait, self.echo):
             store.recover(self.echo)
+            sweep_scratch(self.echo)
             with explained(f"cannot remove snapshots of {root}", store.directory, [place_of(root)]):
                 return store, store.prune(keep)
+
+
+@dataclass
+class SnapshotList:
+    store: SnapshotStore
+    snapshots: list[Snapshot]
+    notes: list[str]
+    #: A live cudaup holds the environment's lock: its snapshot is in progress.
+    busy: bool
+
+
+@contextlib.contextmanager
+def held_scratch() -> Iterator[Path]:
+    """A private temporary directory for one upgrade, removed at its end; its ``lock``
+    is held all along, so :func:`sweep_scratch` tells a live run's from a dead one's."""
+    made = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    place = Place(made.parent, "set TMPDIR to a directory this user may write")
+    with locked(made / "lock", busy=f"{made} is in use", wait=0.0, place=place, mode=0o600):
+        try:
+            yield made
+        finally:
+            with contextlib.suppress(OSError):
+                remove_tree(made)
+
+
+def sweep_scratch(echo: Echo = _quiet) -> list[str]:
+    """Remove the temporary directories of upgrades that died (this user's, whose lock no
+    live process holds); what was removed, in words."""
+    notes = []
+    base = Path(tempfile.gettempdir())
+    for entry in sorted(base.glob(f"{SCRATCH_PREFIX}*")):
+        try:
+            status = entry.lstat()
+            if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():
+                continue
+            if not (entry / "lock").is_file():
+                continue  # not one cudaup made, or made a moment ago: not ours to judge
+            place = Place(entry, "")
+            with locked(entry / "lock", busy="", wait=0.0, place=place, mode=0o600):
+                remove_tree(entry)
+        except (LockedError, CudaupError, OSError):
+            continue  # a live upgrade's, or one this user cannot judge
+        notes.append(f"removed {entry}, left by an upgrade that was killed")
+    for note in notes:
+        echo(note)
+    return notes
 
 
 def _now() -> str:

@@ -13,26 +13,40 @@ script through the same step).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from cudaup.core.driver import DriverInfo
 from cudaup.errors import VerificationFailedError
+from cudaup.install.store import Store
 from cudaup.machine.doctor import read_torch
 from cudaup.plan.lines import Line, line_text
 from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change
-from cudaup.upgrade.environment import Environment, read_environment
+from cudaup.upgrade.environment import Distribution, Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
+from cudaup.upgrade.linkage import Linker
 
 #: Importing torch takes seconds; a module that hangs is a failure after this long.
 STEP_TIMEOUT = 600.0
 _PROBLEM = re.compile(r"^The package `([^`]+)` ")
+#: What an import says when this host, not the module, is the reason it cannot load:
+#: no driver library (a host without the NVIDIA driver), or the driver's stub answering.
+_HOST_REASON = re.compile(
+    r"(libcuda\.so\.1|libnvidia-ml\.so\.1): cannot open shared object file"
+    r"|CUDA_ERROR_STUB_LIBRARY|cudaErrorStubLibrary|CUDA driver is a stub library"
+    r"|[Ff]ound no NVIDIA driver|[Nn]o CUDA GPUs are available|no CUDA-capable device"
+)
+#: A stub older than the module asks for an entry point it lacks: the stub, not the module.
+_DRIVER_SYMBOL = re.compile(r"undefined symbol: (cu|nvml)[A-Z]")
+#: Where a toolkit keeps NVIDIA's stub driver library (redist ``cuda_cudart``).
+STUB_PLACES = ("lib/stubs/libcuda.so", "lib64/stubs/libcuda.so", "targets/*/lib/stubs/libcuda.so")
 
 IMPORTS = r"""
 import importlib, json, sys
@@ -43,7 +57,7 @@ for name in json.loads(sys.argv[1]):
     try:
         importlib.import_module(name)
     except BaseException as exc:
-        failures[name] = ("%s: %s" % (type(exc).__name__, exc))[:400]
+        failures[name] = ("%s: %s" % (type(exc).__name__, exc))[:1000]
 facts = {}
 if "cupy" in sys.modules:
     try:
@@ -80,6 +94,57 @@ class Check:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Stub:
+    """A stub driver library (``libcuda.so`` that answers every call "no driver")."""
+
+    path: Path
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """Paths in a message as the user knows them: the work tree is named by the
+    environment it becomes, a private directory by what it held."""
+
+    replacements: tuple[tuple[str, str], ...] = ()
+
+    def clean(self, text: str) -> str:
+        for old, new in self.replacements:
+            text = text.replace(old, new)
+        return text
+
+    def hiding(self, old: str, new: str) -> _Words:
+        return _Words(((old, new), *self.replacements))
+
+
+@dataclass
+class _Imported:
+    failures: dict[str, str]
+    facts: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+
+def host_reason(error: str) -> bool:
+    """Whether an import failed because of this host (no driver, no GPU), not the module."""
+    return _HOST_REASON.search(error) is not None
+
+
+def find_stub(toolkits: Sequence[Path] | None = None) -> Stub | None:
+    """NVIDIA's stub ``libcuda.so`` from a toolkit cudaup installed (newest first), or
+    from ``toolkits``; None where none has one (PyPI's wheels ship none)."""
+    if toolkits is None:
+        roots = [(t.path, f"CUDA {t.version}") for t in Store.from_env().runnable()]
+    else:
+        roots = [(root, str(root)) for root in toolkits]
+    for root, label in roots:
+        for place in STUB_PLACES:
+            for candidate in sorted(root.glob(place)):
+                if candidate.is_file():
+                    return Stub(candidate, label)
+    return None
+
+
 def problems(interpreter: Path) -> dict[str, str]:
     """``uv pip check``'s broken requirements (line → the package it names)."""
     done = subprocess.run(
@@ -100,9 +165,17 @@ def problems(interpreter: Path) -> dict[str, str]:
 
 class Verifier:
     def __init__(
-        self, driver: DriverInfo, *, gpu_script: str | None = None, timeout: float = STEP_TIMEOUT
+        self,
+        driver: DriverInfo,
+        *,
+        gpu_script: str | None = None,
+        timeout: float = STEP_TIMEOUT,
+        stubs: Sequence[Path] | None = None,
     ) -> None:
+        """``stubs``: the toolkits to take a stub driver library from (default: those
+        cudaup installed)."""
         self.driver, self.gpu_script, self.timeout = driver, gpu_script, timeout
+        self.stubs = stubs
 
     def verify(
         self,
@@ -112,13 +185,15 @@ class Verifier:
         pins: dict[str, str],
         before: dict[str, str],
         families: FamilyTable,
+        original: Environment,
     ) -> list[Check]:
         """Every step on the work tree; the first that fails raises (its message without
-        what the caller did about it)."""
+        what the caller did about it, naming the environment, never the work tree).
+        ``original``: the environment as it is, for what failed before the upgrade."""
         after = read_environment(str(work_python))
         checks = [self._versions(after, changes, pins), self._check(work_python, before)]
-        imported, facts = self._imports(work_python, after, changes)
-        checks += [imported, *self._line(after, line, changes, families, facts)]
+        imported, facts, kept = self.imports(work_python, after, changes, original)
+        checks += [imported, *self._line(after, line, changes, families, facts, kept)]
         return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------
@@ -143,11 +218,12 @@ class Verifier:
         kept = f" ({len(before)} broken before, unchanged)" if before else ""
         return Check("check", "ok", f"no broken requirement{kept}")
 
-    def _imports(
-        self, python: Path, after: Environment, changes: Sequence[Change]
-    ) -> tuple[Check, dict[str, str]]:
-        """The import step, and what the imported frameworks said (CuPy's runtime version:
-        one interpreter imports CuPy once for both)."""
+    def imports(
+        self, python: Path, after: Environment, changes: Sequence[Change], original: Environment
+    ) -> tuple[Check, dict[str, str], set[str]]:
+        """The import step, what the imported frameworks said (CuPy's runtime version: one
+        interpreter imports CuPy once for both), and the modules that failed here for the
+        same cause they failed for before the upgrade (reported, not fatal)."""
         owners: dict[str, str] = {}
         for change in changes:
             dist = after.get(change.new) if change.new else None
@@ -155,26 +231,101 @@ class Verifier:
                 for module in dist.modules:
                     owners.setdefault(module, dist.name)
         if not owners:
-            return Check("import", "skipped", "no changed distribution has a module"), {}
-        done = self._run(python, IMPORTS, json.dumps(sorted(owners)))
+            return Check("import", "skipped", "no changed distribution has a module"), {}, set()
+        words = _Words(((str(after.root), str(original.root)),))
+        outcome = self._import_in(python, after, owners, words)
+        kept: dict[str, str] = {}
+        if outcome.failures:
+            earlier = {
+                module: dist.name
+                for dist in original.distributions.values()
+                for module in dist.modules
+                if module in outcome.failures
+            }
+            before = self._import_in(original.interpreter, original, earlier, _Words())
+            for module, error in sorted(outcome.failures.items()):
+                if before.failures.get(module) != error:
+                    _fail("import", owners.get(module), f"import {module}: {error}")
+                kept[module] = error
+        count = f"{len(owners)} modules of {len(set(owners.values()))} distributions"
+        notes = [*outcome.notes]
+        notes += [f"import {m} failed before the upgrade too, for the same cause ({e})"
+                  for m, e in kept.items()]  # fmt: skip
+        detail = "; ".join([count, *notes])
+        facts = {k: str(v) for k, v in outcome.facts.items()}
+        return Check("import", "ok", detail), facts, set(kept)
+
+    def _import_in(
+        self, python: Path, environment: Environment, owners: dict[str, str], words: _Words
+    ) -> _Imported:
+        """Import ``owners``' modules in ``python``; a module that fails only because this
+        host has no driver is loaded again against a stub driver library, or, without one,
+        checked by its shared objects' symbols (:mod:`cudaup.upgrade.linkage`)."""
+        failures, facts = self._import_run(python, sorted(owners), words)
+        host = sorted(m for m, error in failures.items() if host_reason(error))
+        notes: list[str] = []
+        if host and (stub := find_stub(self.stubs)) is not None:
+            with tempfile.TemporaryDirectory(prefix="cudaup-stub-") as private:
+                (Path(private) / "libcuda.so.1").symlink_to(stub.path)
+                library_path = os.pathsep.join(
+                    p for p in (private, os.environ.get("LD_LIBRARY_PATH", "")) if p
+                )
+                hidden = words.hiding(f"{private}/libcuda.so.1", str(stub.path))
+                again, _facts = self._import_run(
+                    python, host, hidden.hiding(private, str(stub.path.parent)),
+                    {"LD_LIBRARY_PATH": library_path},
+                )  # fmt: skip
+            facts = {**_facts, **facts}
+            for module in host:
+                if module not in again:
+                    del failures[module]
+                elif not host_reason(again[module]) and not _DRIVER_SYMBOL.search(again[module]):
+                    failures[module] = again[module]  # the stub let it load far enough to fail
+            loaded = [m for m in host if m not in again]
+            if loaded:
+                notes.append(
+                    f"{', '.join(loaded)} loaded against the stub driver library of {stub.label} "
+                    "(this host has no NVIDIA driver)"
+                )
+            host = [m for m in host if host_reason(failures.get(m, ""))]
+        if host:
+            linker = Linker(_sites(environment), Path(os.path.realpath(environment.interpreter)))
+            for module in host:
+                dist = environment.get(owners.get(module, ""))
+                answer = _link_check(linker, environment, dist) if dist else None
+                if answer is None:
+                    continue  # nothing of its own needs the driver: the failure stands
+                problem, checked = answer
+                if problem is None:
+                    del failures[module]
+                    notes.append(f"{module}: {checked}")
+                else:
+                    failures[module] = words.clean(problem)
+        return _Imported(failures, facts, notes)
+
+    def _import_run(
+        self, python: Path, modules: list[str], words: _Words, env: dict[str, str] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        done = self._run(python, IMPORTS, json.dumps(modules), env=env)
         if done.returncode != 0:
             tried = [ln for ln in done.stderr.splitlines() if ln.startswith("importing ")]
             module = tried[-1].removeprefix("importing ") if tried else "?"
-            _fail(
-                "import",
-                owners.get(module),
-                f"the interpreter died importing {module} (exit {done.returncode})",
-            )
+            said = words.clean(_last(done.stderr))
+            return {
+                module: f"the interpreter died importing {module} (exit {done.returncode}: {said})"
+            }, {}
         try:
             answer = json.loads(done.stdout)
             failures, facts = dict(answer["failures"]), dict(answer["facts"])
         except (ValueError, KeyError, TypeError):
-            _fail("import", None, f"the import check wrote no answer ({_last(done.stderr)})")
-        if failures:
-            module, error = sorted(failures.items())[0]
-            _fail("import", owners.get(module), f"import {module}: {error}")
-        count = f"{len(owners)} modules of {len(set(owners.values()))} distributions"
-        return Check("import", "ok", count), {k: str(v) for k, v in facts.items()}
+            _fail(
+                "import",
+                None,
+                f"the import check wrote no answer ({words.clean(_last(done.stderr))})",
+            )
+        return {str(m): words.clean(str(e)) for m, e in failures.items()}, {
+            str(k): str(v) for k, v in facts.items()
+        }
 
     def _line(
         self,
@@ -183,6 +334,7 @@ class Verifier:
         changes: Sequence[Change],
         families: FamilyTable,
         facts: dict[str, str],
+        kept: set[str],
     ) -> list[Check]:
         changed = {c.new for c in changes if c.new}
         checks = []
@@ -193,6 +345,10 @@ class Verifier:
                 _fail("line", "torch", f"torch/version.py says {said}, not {line_text(line)}")
             checks.append(Check("line", "ok", f"torch reports CUDA {line_text(line)}", "torch"))
         for name in sorted(changed & _cupys(families, after)):
+            if "cupy" in kept:
+                said = "cupy failed to import before the upgrade too: its runtime cannot be asked"
+                checks.append(Check("line", "skipped", said, name))
+                continue
             reported = facts.get("cupy_runtime", "cupy was not imported")
             if not reported.isdigit():
                 _fail("line", name, f"cupy's CUDA runtime version cannot be read ({reported})")
@@ -226,18 +382,62 @@ class Verifier:
             )
         return Check("gpu", "ok", f"a kernel ran on the GPU through {framework}", framework)
 
-    def _run(self, python: Path, script: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, python: Path, script: str, *arguments: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        environ = {**os.environ, **env} if env else None
         with tempfile.TemporaryDirectory(prefix="cudaup-verify-") as scratch:
             try:
                 return subprocess.run(
                     [str(python), "-I", "-B", "-c", script, *arguments],
                     cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=self.timeout, check=False,
+                    timeout=self.timeout, check=False, env=environ,
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
                 _fail("timeout", None, f"{python} did not finish within {self.timeout:.0f} s")
             except OSError as exc:
                 _fail("run", None, f"cannot run {python} ({exc.strerror})")
+
+
+def _sites(environment: Environment) -> list[Path]:
+    """The environment's site directories, purelib first."""
+    sites = [environment.purelib]
+    for dist in environment.distributions.values():
+        if dist.site not in sites:
+            sites.append(dist.site)
+    return sites
+
+
+def _link_check(
+    linker: Linker, environment: Environment, dist: Distribution
+) -> tuple[str | None, str] | None:
+    """(the loader's line or None, what was checked) for the shared objects of ``dist``
+    that need a driver library this host lacks; None where none does."""
+    preload = []
+    torch = environment.get("torch")
+    if torch is not None and (
+        dist.name == "torch" or any(r.name.lower() == "torch" for r in dist.requires)
+    ):
+        global_deps = torch.site / "torch" / "lib" / "libtorch_global_deps.so"
+        if global_deps.is_file():
+            preload.append(global_deps)  # `import torch` loads it RTLD_GLOBAL
+    checked = entry_points = 0
+    for relative in dist.shared_objects:
+        answer = linker.check(dist.site / relative, preload)
+        if not answer.missing_driver:
+            continue
+        if answer.problem is not None:
+            return answer.problem, ""
+        checked += 1
+        entry_points += answer.driver_symbols
+    if not checked:
+        return None
+    objects = "shared object" if checked == 1 else "shared objects"
+    return None, (
+        f"{checked} {objects} bound by symbol to the libraries they need (no driver on this "
+        f"host, no stub driver library at hand): only {entry_points} driver entry points are "
+        "left to the driver"
+    )
 
 
 def _cupys(families: FamilyTable, environment: Environment) -> set[str]:

@@ -42,8 +42,8 @@ def _make_locks_dir(locks: Path) -> None:
     locks.chmod(mode)
 
 
-def _open_lock(path: Path) -> int:
-    """A descriptor on the lock file ``path``, created with :data:`LOCK_MODE` when missing.
+def _open_lock(path: Path, mode: int = LOCK_MODE) -> int:
+    """A descriptor on the lock file ``path``, created with ``mode`` when missing.
 
     It never follows a symbolic link and never truncates: in a directory other users
     may write, a planted link could point at a file that matters.  A lock file this
@@ -57,10 +57,10 @@ def _open_lock(path: Path) -> int:
             fd = os.open(path, os.O_RDWR | flags)
         except FileNotFoundError:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, LOCK_MODE)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, mode)
             except FileExistsError:
                 continue  # another process created it a moment ago: open that one
-            os.fchmod(fd, LOCK_MODE)  # the mode given to os.open went through the umask
+            os.fchmod(fd, mode)  # the mode given to os.open went through the umask
         except PermissionError:
             fd = os.open(path, os.O_RDONLY | flags)
         break
@@ -80,6 +80,7 @@ def locked(
     exclusive: bool = True,
     on_wait: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    mode: int = LOCK_MODE,
 ) -> Iterator[None]:
     """Hold the lock file ``path`` (``flock``, exclusive or shared) inside the block.
 
@@ -88,13 +89,16 @@ def locked(
     for: ``on_wait`` is called once when the wait begins, ``cancel`` ends it with
     :class:`CancelledError`, and after ``wait`` seconds :class:`LockedError` says
     ``busy``.  A lock directory or file that refuses this user raises
-    :class:`PermissionDeniedError` naming it and ``place``'s way round.
+    :class:`PermissionDeniedError` naming it and ``place``'s way round.  ``mode``: the
+    lock file's when this creates it (0o666 lets any user sharing the directory lock; a lock
+    only one user's commands take is 0o644 or private, and others may still lock it
+    read-only).
     """
     import fcntl  # noqa: PLC0415 - POSIX, like the downloader's pwrite and installing
 
     try:
         with explained(f"cannot open the lock file {path}", path.parent, [place]):
-            fd = _open_lock(path)
+            fd = _open_lock(path, mode)
     except OSError as exc:
         if exc.errno in {errno.ELOOP, errno.EISDIR}:
             raise IntegrityError(
