@@ -11,7 +11,11 @@
   made by hand with uv (``uv pip uninstall`` the CUDA 12 names, ``uv pip install`` the 13.0
   builds), both on a warm uv cache.
 
-    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--output docs/performance.md]
+* Issue 21's ML stack (``--stack``: torch, flashinfer, sglang-kernel, cupy; 11 GB from the
+  live PyPI) moved with no line given, and rolled back, beside the same package changes by
+  hand with uv (per-run ratios: the goal is within 1.2x of uv alone).
+
+    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--stack] [--output docs/performance.md]
 
 With ``--output`` the results replace the ``upgrade`` section of that file.
 """
@@ -193,10 +197,89 @@ def upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
+#: Issue 21's stack (Python 3.11, 55 distributions, about 11 GB), moved with no line given.
+ML_STACK = [
+    "torch==2.10.0", "flashinfer-python[cu12]==0.6.8.post1", "flashinfer-cubin==0.6.8.post1",
+    "sglang-kernel==0.4.1", "cupy-cuda12x==14.2.0",
+]  # fmt: skip
+
+
+def ml_environment(path: Path, cache: Path) -> Path:
+    uv = str(BIN / "uv")
+    subprocess.run(
+        [uv, "venv", "--quiet", "--no-config", "--python", "3.11", str(path)], check=True
+    )
+    python = path / "bin" / "python"
+    install = [uv, "pip", "install", "--quiet", "--no-config", "--python", str(python)]
+    subprocess.run([*install, "--cache-dir", str(cache), *ML_STACK], check=True)
+    return python
+
+
+def by_hand(python: Path, remove: list[str], install: list[str], cache: Path) -> float:
+    """Seconds for ``uv pip uninstall`` then ``uv pip install`` of pins, on ``cache``."""
+    uv = [str(BIN / "uv"), "pip", "--quiet", "--no-config"]
+    started = time.perf_counter()
+    if remove:
+        subprocess.run([*uv, "uninstall", "--python", str(python), *remove], check=True)
+    subprocess.run(
+        [*uv, "install", "--python", str(python), "--cache-dir", str(cache), *install], check=True
+    )
+    return time.perf_counter() - started
+
+
+def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
+    """Seconds: the ML stack's ``cudaup upgrade`` (no line, driver 590.48.01, PyPI, no
+    toolkit) and ``rollback``, and the same package changes by hand with uv (uninstall what
+    the plan removes or renames, install its new pins; back: uninstall the new names,
+    install the old pins), each on a fresh copy of the environment, all on one warm cache."""
+    cache = work / "cache"
+    os.environ["CUDAUP_CACHE_DIR"] = str(cache)
+    os.environ["CUDAUP_HOME"] = str(work / "home")
+    uv_cache = cache / "plan" / "uv"
+    times: dict[str, list[float]] = {}
+    for run in range(runs + 1):  # the first run warms the caches and is not counted
+        python = ml_environment(work / f"cudaup-{run}" / "venv", uv_cache)
+        settings = Settings.from_env()
+        request = UpgradeRequest(
+            python=str(python), line=None, indexes=indexes_for(settings.pypi_url, ["pypi"], None),
+            platform="linux-x86_64", driver="590.48.01", components=None,
+        )  # fmt: skip
+        upgrader = Upgrader(settings)
+        started = time.perf_counter()
+        outcome = upgrader.upgrade(request, lambda _plan: True)
+        upgraded = time.perf_counter() - started
+        started = time.perf_counter()
+        upgrader.rollback(str(python))
+        rolled = time.perf_counter() - started
+        changes = outcome.plan.changes
+        new = [f"{c.new}=={c.new_version}" for c in changes if c.new]
+        old = [f"{c.old}=={c.old_version}" for c in changes if c.old]
+        added = sorted({c.new for c in changes if c.new and c.new != c.old})
+        hand = ml_environment(work / f"hand-{run}" / "venv", uv_cache)
+        forth = by_hand(hand, outcome.plan.removals, new, uv_cache)
+        back = by_hand(hand, added, old, uv_cache)
+        for path in (python.parent.parent, hand.parent.parent):
+            shutil.rmtree(path.parent)
+        if run:
+            for name, value in (
+                ("cudaup upgrade (no line: 13.0)", upgraded),
+                ("uv by hand, the same changes", forth),
+                ("ratio upgrade / by hand", upgraded / forth),
+                ("cudaup rollback (offline)", rolled),
+                ("uv by hand, back", back),
+                ("ratio rollback / by hand", rolled / back),
+            ):
+                times.setdefault(name, []).append(value)
+    return times
+
+
 def main() -> None:
     parser = parser_for(__doc__, runs=5)
     parser.add_argument("--no-pypi", action="store_true", help="skip what needs the live PyPI")
     parser.add_argument("--where", type=Path, help="a directory for the 5 GiB tree (default: /tmp)")
+    parser.add_argument(
+        "--stack", action="store_true", help="also issue 21's ML stack (11 GB from PyPI)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="upgrade-bench-", dir=args.where) as scratch:
@@ -221,6 +304,10 @@ def main() -> None:
         if not args.no_pypi:
             for phase, values in upgrades(args.runs, work / "upgrades").items():
                 upgrade_rows.append(f"| {phase} | {_median(values)} |")
+        stack_rows = []
+        if args.stack:
+            for step, values in stack_upgrades(args.runs, work / "stack").items():
+                stack_rows.append(f"| {step} | {_median(values)} |")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     uv_version = subprocess.run(
         [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
@@ -259,6 +346,21 @@ def main() -> None:
             *upgrade_rows,
             "",
             "What the transaction adds to uv by hand is bounded and does not grow with the download: the plan (the environment read by its interpreter, one or two resolutions), the lock, two clones (about 2 s together for 30,000 files; the snapshot disk is directories and the manifest until the upgrade replaces builds, which the snapshot then holds), and the verification (the new interpreter started three times, CuPy imported once). The apply itself is uv on its warm cache, as fast as by hand: installing the plan as pins with every wheel's hash, not as the lock (whose URLs uv downloads every time: 1.6 s here, minutes for torch), is what made it so.",
+            "",
+        ]
+    if stack_rows:
+        lines += [
+            "Issue 21's stack (`torch==2.10.0 'flashinfer-python[cu12]==0.6.8.post1' "
+            "flashinfer-cubin==0.6.8.post1 sglang-kernel==0.4.1 cupy-cuda12x==14.2.0`, Python "
+            "3.11, 55 distributions, 11 GB; `--stack`): `cudaup upgrade` with no line (driver "
+            "590.48.01, PyPI, no toolkit: torch 2.14.1, sglang-kernel 0.4.10, cupy-cuda13x) and "
+            "`rollback`, beside the same package changes by hand with uv on the same warm cache; "
+            "each run on a fresh environment. The ratios are per run (the machine is shared, so "
+            "the absolute times move with its load; a run's two sides share it).",
+            "",
+            "| step | seconds (ratios: x) |",
+            "|---|---|",
+            *stack_rows,
             "",
         ]
     lines.append(END)

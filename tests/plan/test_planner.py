@@ -88,6 +88,10 @@ def test_a_silent_wheel_is_read_deeper(world: IndexServer, tmp_path: Path) -> No
         plan(world, tmp_path, ["torch==2.11.0", "sgl-kernel"], only=("pypi",))
     assert "torch==2.11.0 resolves on 13.0 only" in str(failed.value)
     assert "sgl-kernel resolves on 12.8-12.9" in str(failed.value)
+    # The project's new name, from the family table's [renamed].
+    assert str(failed.value).endswith(
+        "; sgl-kernel is published as sglang-kernel since 0.4.0: ask for sglang-kernel"
+    )
     details = failed.value.details
     assert details["packages"] == [
         {"requirement": "torch==2.11.0", "lines": ["13.0"], "reason": None},
