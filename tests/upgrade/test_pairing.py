@@ -288,3 +288,4 @@ def test_exit_13_names_the_package_that_keeps_the_line(
     assert error["message"].startswith("torch has no build that resolves on CUDA 13.2 (")
     assert "), and servellm requires it: no CUDA line fits every package" in error["message"]
     assert error["kind"] == "no-common-line" and error["exit_code"] == 13
+    assert error["details"]["blocker"] == "torch"
