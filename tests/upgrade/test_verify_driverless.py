@@ -175,7 +175,7 @@ def test_this_host_cannot_import_it_at_all(paired: dict[str, Path]) -> None:
 def test_without_a_stub_the_right_torch_passes_by_its_symbols(paired: dict[str, Path]) -> None:
     detail = _check(paired[RIGHT], [])
     assert "tiny: 1 shared object bound by symbol" in detail
-    assert "only 1 driver entry points are left to the driver" in detail
+    assert "only 1 driver entry point is left to the driver" in detail
 
 
 def test_without_a_stub_the_wrong_torch_fails_naming_the_symbol(paired: dict[str, Path]) -> None:

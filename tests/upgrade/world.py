@@ -47,7 +47,8 @@ def wheel(
     scripts: dict[str, str] | None = None,
     extras: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
-    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes."""
+    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes
+    (``files``: text, or the bytes of a shared object)."""
     stem = re.sub(r"[-.]+", "_", name)
     info = f"{stem}-{version}.dist-info"
     members: dict[str, str | bytes] = dict(

@@ -7,19 +7,21 @@ with ``"schema": 1``.  The work is done by :mod:`cudaup.switch`.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from cudaup.cli.common import emit_json
-from cudaup.errors import CommandNotRunError, UsageError
+from cudaup.cli.common import emit_json, settings_of
+from cudaup.errors import CommandNotRunError, ReleaseNotFoundError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import is_shim
-from cudaup.switch import environment, github, pins, selection, shim, shims, system_link
+from cudaup.switch import environment, github, pins, pyenv, selection, shim, shims, system_link
 
+log = logging.getLogger("cudaup.switch")
 _CHOOSE = (
     "a version request (13.0, 12.8.1, cu128: the newest installed match) or a toolkit directory"
 )
@@ -42,8 +44,23 @@ def add_pin(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=cmd_pin)
 
 
+def _add_python(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the toolkit of this environment's CUDA line (its torch's torch/version.py, or "
+        "its cupy-cudaNNx), instead of a VERSION",
+    )
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="with --python: install that toolkit when none of its line is installed",
+    )
+
+
 def add_env(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("version", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
+    _add_python(parser)
     parser.add_argument(
         "--shell",
         choices=environment.TARGETS,
@@ -59,7 +76,8 @@ def add_env(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version", metavar="VERSION|PATH", help=_CHOOSE)
+    parser.add_argument("version", nargs="?", metavar="VERSION|PATH", help=_CHOOSE)
+    _add_python(parser)
     parser.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to run"
     )
@@ -275,7 +293,14 @@ def cmd_env(args: argparse.Namespace) -> int:
     if args.output and shell != "github":
         raise UsageError("--output goes with --shell github (it writes to $GITHUB_OUTPUT)")
     store = Store.from_env()
-    active = selection.select(store, request=args.version)
+    if args.python is not None and args.version is not None:
+        raise UsageError("give a VERSION or --python, not both")
+    extra: dict[str, str] = {}
+    if args.python is not None:
+        active, extra = _for_environment(args, store)
+    else:
+        _no_install_without_python(args)
+        active = selection.select(store, request=args.version)
     toolkit = active.require()
     document: dict[str, Any] = {"schema": 1, "shell": shell, "toolkit": active.to_json()}
     if shell == "dockerfile":
@@ -283,6 +308,8 @@ def cmd_env(args: argparse.Namespace) -> int:
         document["variables"] = environment.dockerfile_env(toolkit)
     else:
         variables = environment.toolkit_env(toolkit, store)
+        if shell != "github":  # the runner's files take the toolkit's variables alone
+            variables.update(extra)
         document["variables"] = variables
         if shell == "github":
             text, document["files"] = _github_env(active, toolkit, variables, output=args.output)
@@ -293,6 +320,56 @@ def cmd_env(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _no_install_without_python(args: argparse.Namespace) -> None:
+    if args.install:
+        raise UsageError("--install goes with --python (`cudaup install VERSION` installs one)")
+
+
+def _for_environment(
+    args: argparse.Namespace, store: Store
+) -> tuple[selection.Active, dict[str, str]]:
+    """The toolkit of ``--python``'s line (installed with ``--install``), and the variables
+    to add: ``TORCH_CUDA_ARCH_LIST`` from the GPUs present when it is unset.  A host compiler
+    the toolkit does not accept is warned about, with the way out."""
+    # Only these commands need the installer and the driver probe: loaded here, not at start.
+    from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
+    from cudaup.machine.driver_probe import detect_driver  # noqa: PLC0415
+    from cudaup.machine.host import host_platform  # noqa: PLC0415
+
+    root = pyenv.environment_root(args.python)
+    line = pyenv.environment_line(root)
+    log.info("%s: %s: CUDA %s", root, line.reason, line.request)
+    active = selection.select(store, request=line.request)
+    if active.path is None and args.install:
+        empty = store.is_empty()
+        options = InstallOptions(platform=host_platform())
+        result = install(line.request, options, settings=settings_of(args), store=store)
+        store.adopt_first(store.at(result.path), empty)
+        shims.refresh_shims(store)
+        active = selection.select(store, request=line.request)
+    if active.path is None:
+        hint = (
+            f"; `--install` installs it ({line.reason})"
+            if active.failure == "not-installed"
+            else ""
+        )
+        raise ReleaseNotFoundError(f"{active.problem or 'no toolkit'}{hint}")
+    extra: dict[str, str] = {}
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        log.info("TORCH_CUDA_ARCH_LIST is set (%s): kept", os.environ["TORCH_CUDA_ARCH_LIST"])
+    else:
+        gpus = detect_driver(root=SystemRoot.from_env()).gpus
+        arch = pyenv.arch_list(gpus)
+        if arch is None:
+            log.info("no GPU found here: TORCH_CUDA_ARCH_LIST is left unset")
+        else:
+            extra["TORCH_CUDA_ARCH_LIST"] = arch
+    problem = pyenv.compiler_problem(active.path, os.environ)
+    if problem is not None:
+        _warn(problem)
+    return active, extra
 
 
 def _github_env(
@@ -326,22 +403,37 @@ def _github_env(
 def cmd_run(args: argparse.Namespace) -> int:
 
     command = list(args.cmd)
+    if args.python is not None and args.version is not None:
+        command = [args.version, *command]  # `run --python E -- CMD`: no VERSION, CMD is all
     if command[:1] == ["--"]:
         command = command[1:]
+    if args.python is None and args.version is None:
+        raise UsageError("name a VERSION or --python: cudaup run 13.0 -- nvcc --version")
     if not command:
         raise UsageError(f"name a command to run: cudaup run {args.version} -- nvcc --version")
     store = Store.from_env()
     program = command[0]
-    # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
-    tool = program if "/" not in program else shim.COMPILER
-    active = selection.select(store, request=args.version, tool=tool)
+    extra: dict[str, str] = {}
+    if args.python is not None:
+        active, extra = _for_environment(args, store)
+    else:
+        _no_install_without_python(args)
+        # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
+        tool = program if "/" not in program else shim.COMPILER
+        active = selection.select(store, request=args.version, tool=tool)
     toolkit = active.require()
     environ = dict(os.environ)
     environ.update(environment.toolkit_env(toolkit, store))
+    environ.update(extra)
     # Shims the command starts (a tool this toolkit lacks, a nested build) agree with it,
     # and come before any other toolkit's tools on PATH.
     environ[selection.TOOLKIT_ENV] = str(toolkit)
     environ["PATH"] = _with_shims(environ["PATH"], toolkit, store)
+    if args.python is not None:  # the environment's own tools (python, pip) next
+        bin_dir = str(pyenv.environment_root(args.python) / "bin")
+        entries = [e for e in environ["PATH"].split(os.pathsep) if e != bin_dir]
+        at = next((i + 1 for i, e in enumerate(entries) if e == str(store.bin_dir.absolute())), 1)
+        environ["PATH"] = os.pathsep.join([*entries[:at], bin_dir, *entries[at:]])
     if "/" not in program:
         _refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
     sys.stdout.flush()

@@ -109,7 +109,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     version = args.version
     if not args.lock and not version:
         pin, version = pinned_release(Path.cwd())
-    empty = not store.runnable() and store.default() is None
+    empty = store.is_empty()
     with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
             if args.version or args.components or args.all:
@@ -129,11 +129,7 @@ def cmd_install(args: argparse.Namespace) -> int:
                 progress=display,
             )
     installed = store.at(result.path)
-    default = None
-    if empty and installed is not None and installed.foreign is None:
-        # rustup's first toolchain becomes the default: cudaup's own, never /usr/local/cuda.
-        default = str(installed.path) if installed.external else installed.version
-        store.set_default(default)
+    default = store.adopt_first(installed, empty)
     refresh_shims(store)  # the new toolkit's tools get shims
     step = next_step(store, result, installed)
     if args.json:

@@ -219,6 +219,8 @@ def _show_outcome(outcome: UpgradeOutcome, pinned: Path | None) -> None:
     if outcome.toolkit is not None:
         what = "already installed" if outcome.toolkit.skipped else "installed"
         print(f"CUDA {outcome.toolkit.version} {what} at {outcome.toolkit.path}")
+    if outcome.binding is not None:
+        print(f"CUDA_HOME for {root}/bin/python: {outcome.binding} (cudaup-toolkit.pth)")
     if pinned is not None:
         print(f"wrote {pinned}")
     for note in [*plan.notes, *outcome.notes]:

@@ -218,6 +218,19 @@ class Store:
             return None
         return value or None
 
+    def is_empty(self) -> bool:
+        """No toolkit that runs here and no default: the next install becomes the default."""
+        return not self.runnable() and self.default() is None
+
+    def adopt_first(self, installed: InstalledToolkit | None, was_empty: bool) -> str | None:
+        """Make ``installed`` the default when the store was empty before it (as rustup's
+        first toolchain): cudaup's own, never ``/usr/local/cuda``; the value set, if any."""
+        if not was_empty or installed is None or installed.foreign is not None:
+            return None
+        value = str(installed.path) if installed.external else installed.version
+        self.set_default(value)
+        return value
+
     def set_default(self, value: str | None) -> None:
         path = self.home / "default"
         if value is None:

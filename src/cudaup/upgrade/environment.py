@@ -30,7 +30,8 @@ from cudaup.plan.elf import NotElfError, scan
 #: What the probe may print: a torch + vllm environment answers about 1 MB.
 MAX_ANSWER = 64 << 20
 PROBE_TIMEOUT = 120.0
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A top-level module, or a namespace package's package (``cuda.bindings``).
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 # Runs in the environment's interpreter: the standard library only, Python 3.8 syntax.
@@ -40,10 +41,25 @@ import importlib.metadata as md
 
 SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 
+def namespaced(dist, tops):
+    # A top-level package without __init__.py is a namespace (cuda, shared by cuda-bindings
+    # and cuda-python): importing it loads nothing of this distribution, its packages do.
+    files = {str(path).replace("\\", "/") for path in dist.files or ()}
+    found = set()
+    for top in tops:
+        subs = sorted({name.split("/")[1] for name in files
+                       if name.startswith(top + "/") and name.count("/") == 2
+                       and name.endswith("/__init__.py")})
+        if files and top + "/__init__.py" not in files and subs:
+            found.update(top + "." + sub for sub in subs)
+        else:
+            found.add(top)
+    return sorted(found)
+
 def modules(dist):
     text = dist.read_text("top_level.txt")
     if text:
-        return sorted({line.strip().replace("/", ".").split(".")[0] for line in text.splitlines() if line.strip()})
+        return namespaced(dist, {line.strip().replace("/", ".").split(".")[0] for line in text.splitlines() if line.strip()})
     found = set()
     for path in dist.files or ():
         parts = path.parts
@@ -58,7 +74,7 @@ def modules(dist):
             found.add(name.split(".")[0])
         else:
             found.add(parts[0])
-    return sorted(found)
+    return namespaced(dist, found)
 
 def shared_objects(dist):
     found = []

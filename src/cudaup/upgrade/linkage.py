@@ -73,6 +73,15 @@ def _read(path: Path, reader: Callable[[mmap.mmap], _T]) -> _T:
             return reader(data)
 
 
+def is_shared_object(path: Path) -> bool:
+    """Whether ``path`` reads as an ELF object with a dynamic section the loader can use."""
+    try:
+        _read(path, read_dynamic)
+    except (OSError, NotElfError, ValueError):
+        return False
+    return True
+
+
 class Linker:
     """Answers for the objects of one environment (its site-packages directories)."""
 

@@ -40,6 +40,7 @@ from cudaup.plan.export import export_pylock
 from cudaup.plan.lines import line_text
 from cudaup.plan.uv import pages_identity, write_local_index
 from cudaup.upgrade.apply import apply_pins, pinned_requirements
+from cudaup.upgrade.binding import read_binding, write_binding
 from cudaup.upgrade.clone import clone_tree
 from cudaup.upgrade.environment import locate
 from cudaup.upgrade.families import load_families
@@ -72,6 +73,8 @@ class UpgradeOutcome:
     nothing: bool = False
     #: The user answered no.
     declined: bool = False
+    #: The toolkit the environment's cudaup-toolkit.pth names (CUDA_HOME), if any.
+    binding: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,7 @@ class UpgradeOutcome:
             "verification": [c.to_json() for c in self.checks],
             "toolkit": self.toolkit.to_json() if self.toolkit else None,
             "applied": self.snapshot is not None,
+            "binding": str(self.binding) if self.binding else None,
             "notes": [*self.plan.notes, *self.notes],
         }
 
@@ -129,8 +133,9 @@ class Upgrader:
                 return UpgradeOutcome(plan, None, notes=notes, declined=True)
             if not plan.changes:  # only the toolkit is missing: the environment stays as it is
                 return UpgradeOutcome(
-                    plan, None, toolkit=self._toolkit(plan, request), notes=notes, nothing=True
-                )
+                    plan, None, toolkit=self._toolkit(plan, request, notes), notes=notes,
+                    nothing=True,
+                )  # fmt: skip
             return self._apply(plan, request, store, notes)
 
     def _apply(
@@ -183,10 +188,13 @@ class Upgrader:
             apply_pins(
                 environment, work, pins, indexes, default, plan.removals, cache, timeout=timeout
             )
-            # The toolkit first: the check may load a module against its stub driver library.
-            toolkit = self._toolkit(plan, request)
+            # The toolkit first: the check may load a module against its stub driver library,
+            # and the work tree is bound to it (cudaup-toolkit.pth) before it is checked.
+            toolkit = self._toolkit(plan, request, notes)
+            bound = self._bind(plan, work, toolkit, notes)
             self.echo("verifying the upgraded environment in its own interpreter")
             verifier = self.verifier or Verifier(plan.driver)
+            verifier.scratch = scratch
             checks = verifier.verify(
                 work / environment.interpreter.relative_to(environment.root),
                 plan.line,
@@ -219,7 +227,7 @@ class Upgrader:
                     f"the upgrade is in place, but its record could not be finished ({exc}); "
                     "the next cudaup command on this environment finishes it"
                 )
-            return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes)
+            return UpgradeOutcome(plan, snapshot.id, checks, toolkit, notes, binding=bound)
         except BaseException as exc:
             if not committed and snapshot is not None and snapshot.journal:
                 # The swap itself failed: finished, or undone (the environment put back).
@@ -288,7 +296,33 @@ class Upgrader:
             pass
         return store.directory / "uv-cache"
 
-    def _toolkit(self, plan: UpgradePlan, request: UpgradeRequest) -> InstallResult | None:
+    def _bind(
+        self, plan: UpgradePlan, work: Path, toolkit: InstallResult | None, notes: list[str]
+    ) -> Path | None:
+        """Bind the work tree to the toolkit of the new line (the one just installed, else
+        the newest of the line in the store); without one, an old binding goes."""
+        environment = plan.environment
+        try:
+            site = work / environment.purelib.relative_to(environment.root)
+        except ValueError:
+            notes.append(f"{environment.purelib} is outside {environment.root}: no toolkit bound")
+            return None
+        target = toolkit.path if toolkit is not None else None
+        if target is None and (found := Store.from_env().find(line_text(plan.line))) is not None:
+            target = found.path
+        old = read_binding(site)
+        write_binding(site, target)
+        if target is None and old is not None:
+            notes.append(
+                f"{environment.root} was bound to {old}, not a CUDA {line_text(plan.line)} "
+                f"toolkit: no longer (`cudaup install {line_text(plan.line)}` and upgrade again "
+                "to bind one)"
+            )
+        return target
+
+    def _toolkit(
+        self, plan: UpgradePlan, request: UpgradeRequest, notes: list[str]
+    ) -> InstallResult | None:
         if request.components is None:
             return None
         self.echo(f"installing CUDA {plan.release} ({','.join(request.components)}) side by side")
@@ -299,13 +333,14 @@ class Upgrader:
             force=request.force,
             driver=request.driver,
         )
-        return install(
-            plan.release,
-            options,
-            settings=self.settings,
-            store=Store.from_env(),
-            progress=self.progress,
+        store = Store.from_env()
+        empty = store.is_empty()
+        result = install(
+            plan.release, options, settings=self.settings, store=store, progress=self.progress
         )
+        if (default := store.adopt_first(store.at(result.path), empty)) is not None:
+            notes.append(f"default: {default} (the first toolkit cudaup installed)")
+        return result
 
     # -- rollback -------------------------------------------------------------------------
     def rollback(self, python: str, snapshot_id: str | None = None) -> RollbackOutcome:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change
 from cudaup.upgrade.environment import Distribution, Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
-from cudaup.upgrade.linkage import Linker
+from cudaup.upgrade.linkage import Linker, is_shared_object
 
 #: Importing torch takes seconds; a module that hangs is a failure after this long.
 STEP_TIMEOUT = 600.0
@@ -123,6 +124,8 @@ class _Imported:
     failures: dict[str, str]
     facts: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    #: Modules this host cannot import, checked by their symbols instead.
+    by_symbols: set[str] = field(default_factory=set)
 
 
 def host_reason(error: str) -> bool:
@@ -140,9 +143,28 @@ def find_stub(toolkits: Sequence[Path] | None = None) -> Stub | None:
     for root, label in roots:
         for place in STUB_PLACES:
             for candidate in sorted(root.glob(place)):
-                if candidate.is_file():
+                if _trusted(candidate, root) and is_shared_object(candidate):
                     return Stub(candidate, label)
     return None
+
+
+def _trusted(path: Path, root: Path) -> bool:
+    """Whether ``path`` and each directory from it up to ``root`` is a real file or
+    directory that this user or root owns and no one else may write: a library loaded into
+    the environment's interpreter is code that runs."""
+    current = path
+    while True:
+        try:
+            status = current.lstat()
+        except OSError:
+            return False
+        if stat.S_ISLNK(status.st_mode) and current == path:
+            return False
+        if status.st_uid not in {os.geteuid(), 0} or status.st_mode & 0o022:
+            return False
+        if current in {root, current.parent}:
+            return current == root
+        current = current.parent
 
 
 def problems(interpreter: Path) -> dict[str, str]:
@@ -176,6 +198,9 @@ class Verifier:
         cudaup installed)."""
         self.driver, self.gpu_script, self.timeout = driver, gpu_script, timeout
         self.stubs = stubs
+        #: Where the checks' temporary directories go (the upgrade's own, whose lock tells a
+        #: later run that a dead one left them); None: the system's.
+        self.scratch: Path | None = None
 
     def verify(
         self,
@@ -192,8 +217,8 @@ class Verifier:
         ``original``: the environment as it is, for what failed before the upgrade."""
         after = read_environment(str(work_python))
         checks = [self._versions(after, changes, pins), self._check(work_python, before)]
-        imported, facts, kept = self.imports(work_python, after, changes, original)
-        checks += [imported, *self._line(after, line, changes, families, facts, kept)]
+        imported, facts, unimported = self.imports(work_python, after, changes, original)
+        checks += [imported, *self._line(after, line, changes, families, facts, unimported)]
         return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------
@@ -220,10 +245,11 @@ class Verifier:
 
     def imports(
         self, python: Path, after: Environment, changes: Sequence[Change], original: Environment
-    ) -> tuple[Check, dict[str, str], set[str]]:
+    ) -> tuple[Check, dict[str, str], dict[str, str]]:
         """The import step, what the imported frameworks said (CuPy's runtime version: one
-        interpreter imports CuPy once for both), and the modules that failed here for the
-        same cause they failed for before the upgrade (reported, not fatal)."""
+        interpreter imports CuPy once for both), and the modules not imported, with why:
+        those that failed for the same cause before the upgrade (reported, not fatal) and
+        those this host cannot load, checked by their symbols."""
         owners: dict[str, str] = {}
         for change in changes:
             dist = after.get(change.new) if change.new else None
@@ -231,7 +257,7 @@ class Verifier:
                 for module in dist.modules:
                     owners.setdefault(module, dist.name)
         if not owners:
-            return Check("import", "skipped", "no changed distribution has a module"), {}, set()
+            return Check("import", "skipped", "no changed distribution has a module"), {}, {}
         words = _Words(((str(after.root), str(original.root)),))
         outcome = self._import_in(python, after, owners, words)
         kept: dict[str, str] = {}
@@ -253,7 +279,9 @@ class Verifier:
                   for m, e in kept.items()]  # fmt: skip
         detail = "; ".join([count, *notes])
         facts = {k: str(v) for k, v in outcome.facts.items()}
-        return Check("import", "ok", detail), facts, set(kept)
+        unimported = dict.fromkeys(kept, "it failed to import before the upgrade too")
+        unimported |= dict.fromkeys(outcome.by_symbols, "this host cannot load it (no driver)")
+        return Check("import", "ok", detail), facts, unimported
 
     def _import_in(
         self, python: Path, environment: Environment, owners: dict[str, str], words: _Words
@@ -265,7 +293,7 @@ class Verifier:
         host = sorted(m for m, error in failures.items() if host_reason(error))
         notes: list[str] = []
         if host and (stub := find_stub(self.stubs)) is not None:
-            with tempfile.TemporaryDirectory(prefix="cudaup-stub-") as private:
+            with tempfile.TemporaryDirectory(prefix="cudaup-stub-", dir=self.scratch) as private:
                 (Path(private) / "libcuda.so.1").symlink_to(stub.path)
                 library_path = os.pathsep.join(
                     p for p in (private, os.environ.get("LD_LIBRARY_PATH", "")) if p
@@ -288,6 +316,7 @@ class Verifier:
                     "(this host has no NVIDIA driver)"
                 )
             host = [m for m in host if host_reason(failures.get(m, ""))]
+        by_symbols: set[str] = set()
         if host:
             linker = Linker(_sites(environment), Path(os.path.realpath(environment.interpreter)))
             for module in host:
@@ -299,9 +328,10 @@ class Verifier:
                 if problem is None:
                     del failures[module]
                     notes.append(f"{module}: {checked}")
+                    by_symbols.add(module)
                 else:
                     failures[module] = words.clean(problem)
-        return _Imported(failures, facts, notes)
+        return _Imported(failures, facts, notes, by_symbols)
 
     def _import_run(
         self, python: Path, modules: list[str], words: _Words, env: dict[str, str] | None = None
@@ -334,7 +364,7 @@ class Verifier:
         changes: Sequence[Change],
         families: FamilyTable,
         facts: dict[str, str],
-        kept: set[str],
+        unimported: dict[str, str],
     ) -> list[Check]:
         changed = {c.new for c in changes if c.new}
         checks = []
@@ -345,8 +375,8 @@ class Verifier:
                 _fail("line", "torch", f"torch/version.py says {said}, not {line_text(line)}")
             checks.append(Check("line", "ok", f"torch reports CUDA {line_text(line)}", "torch"))
         for name in sorted(changed & _cupys(families, after)):
-            if "cupy" in kept:
-                said = "cupy failed to import before the upgrade too: its runtime cannot be asked"
+            if "cupy" in unimported:
+                said = f"cupy was not imported ({unimported['cupy']}): its runtime cannot be asked"
                 checks.append(Check("line", "skipped", said, name))
                 continue
             reported = facts.get("cupy_runtime", "cupy was not imported")
@@ -386,7 +416,7 @@ class Verifier:
         self, python: Path, script: str, *arguments: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         environ = {**os.environ, **env} if env else None
-        with tempfile.TemporaryDirectory(prefix="cudaup-verify-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="cudaup-verify-", dir=self.scratch) as scratch:
             try:
                 return subprocess.run(
                     [str(python), "-I", "-B", "-c", script, *arguments],
@@ -432,11 +462,16 @@ def _link_check(
         entry_points += answer.driver_symbols
     if not checked:
         return None
-    objects = "shared object" if checked == 1 else "shared objects"
+    objects = "1 shared object" if checked == 1 else f"{checked} shared objects"
+    needs = "it needs" if checked == 1 else "they need"
+    points = (
+        "1 driver entry point is"
+        if entry_points == 1
+        else f"{entry_points} driver entry points are"
+    )
     return None, (
-        f"{checked} {objects} bound by symbol to the libraries they need (no driver on this "
-        f"host, no stub driver library at hand): only {entry_points} driver entry points are "
-        "left to the driver"
+        f"{objects} bound by symbol to the libraries {needs} (no driver on this host, no stub "
+        f"driver library at hand): only {points} left to the driver"
     )
 
 
