@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,11 +46,19 @@ DRIVER = ("--driver", "590.48.01")
 
 
 @pytest.fixture
-def workplace(tmp_path: Path) -> Iterator[Path]:
-    """The test's directory, removed at the end whatever happened: pytest keeps the last
-    runs' directories, and this one holds an environment and its snapshot (tens of GB)."""
-    yield tmp_path
-    shutil.rmtree(tmp_path, ignore_errors=True)
+def workplace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where the environment, its snapshot, cudaup's cache (uv's with it) and home live,
+    removed at the end whatever happened (pytest would keep the last runs' tens of GB).
+
+    A short path of its own: the import check keeps the first 1000 characters of an import
+    error, and sgl_kernel's names its directory three times before the loader's own line
+    (``libcuda.so.1: cannot open shared object file``) that tells a host reason; under
+    pytest's long temporary paths that line is cut off (reported to the verify owner)."""
+    place = Path(tempfile.mkdtemp(prefix="c21-", dir="/tmp"))
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(place / "cache"))
+    monkeypatch.setenv("CUDAUP_HOME", str(place / "home"))
+    yield place
+    shutil.rmtree(place, ignore_errors=True)
 
 
 def build(root: Path, cache: Path, packages: list[str]) -> Path:
@@ -90,8 +99,8 @@ def requires_of(root: Path, project: str) -> list[Requirement]:
 def test_the_stack_moves_to_13_0_unattended_and_back(
     workplace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache = workplace / "cache" / "plan" / "uv"  # CUDAUP_CACHE_DIR (conftest) / plan / uv
-    root = workplace / "project" / "venv"
+    cache = workplace / "cache" / "plan" / "uv"  # the cache the upgrade installs from
+    root = workplace / "v"
     python = build(root, cache, STACK)
     frozen, state = freeze(python), tree_state(root)
     before = dict(line.split("==") for line in frozen)
@@ -153,26 +162,22 @@ def test_a_toolkit_the_channel_cannot_install_is_refused_first(
 ) -> None:
     """PyPI's CUDA 12 nvcc wheels hold ptxas, not nvcc: moving to 12.9 with its toolkit from
     PyPI is refused before the environment or its snapshot store is touched."""
-    root = workplace / "project" / "venv"
+    root = workplace / "v"
     python = build(root, workplace / "cache" / "plan" / "uv", ["cupy-cuda12x==13.4.1"])
-    state = tree_state(root.parent)
+    state = tree_state(root)
     result = run_cli(
         capsys, "upgrade", "12.9", "--python", str(python), *DRIVER, "--index", "pypi", "--yes",
         "--channel", "pypi",
     )  # fmt: skip
     assert result.code == 4, result.err
-    assert "the CUDA 12.9.1 toolkit cannot be installed from pypi" in result.err
+    assert re.search(r"the CUDA 12\.9\.\d+ toolkit cannot be installed from pypi", result.err)
+    assert "nvidia_cuda_nvcc_cu12-12.9." in result.err
     assert "has no bin/nvcc; nothing was changed" in result.err
     assert "--no-toolkit" in result.err
-    assert tree_state(root.parent) == {**state, **_store_of(root.parent, state)}
-
-
-def _store_of(
-    parent: Path, state: dict[str, tuple[str, int, str]]
-) -> dict[str, tuple[str, int, str]]:
-    """Only the snapshot store's lock may have appeared (taken to plan under it)."""
-    found = tree_state(parent)
-    extra = {k: v for k, v in found.items() if k not in state}
-    assert all(k.startswith(".cudaup-snapshots") for k in extra), extra
-    assert not [k for k in extra if k.count("/") > 1 and not k.endswith("/lock")], extra
-    return extra
+    assert tree_state(root) == state
+    # No snapshot, work tree or toolkit was made: the store holds its lock alone.
+    store = workplace / ".cudaup-snapshots" / root.name
+    assert sorted(p.name for p in store.iterdir()) == ["lock"]
+    assert not (workplace / "home" / "toolkits").exists() or not any(
+        (workplace / "home" / "toolkits").iterdir()
+    )
