@@ -269,13 +269,15 @@ class IndexCatalog:
         #: uv's cache (the one the upgrade installs from) and where wheels are unpacked.
         self.cache, self.scratch, self.timeout = cache, scratch, timeout
         self._files: dict[str, dict[Version, DistFile]] = {}
+        self._index: dict[str, PackageIndex] = {}
 
     def _wheels(self, project: str) -> dict[Version, DistFile]:
         if project not in self._files:
             origin = self.result.origins.get(project)
             url = origin.url if origin is not None else self.result.default_index()
+            self._index[project] = PackageIndex(self.http, url)
             found: dict[Version, DistFile] = {}
-            for file in PackageIndex(self.http, url).files(project):
+            for file in self._index[project].files(project):
                 version = file.version
                 if (
                     version is not None
@@ -294,7 +296,7 @@ class IndexCatalog:
         file = self._wheels(project).get(version)
         if file is None:
             return ()
-        metadata = PackageIndex(self.http, file.url).metadata(file)
+        metadata = self._index[project].metadata(file)
         return list(metadata.requires_dist or ())
 
     def symbols(self, project: str, version: Version, torch: Version) -> SymbolCheck:
