@@ -10,6 +10,8 @@ from cudaup.core.compat import CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion
 from cudaup.plan.lines import Line, line_tiers
 from cudaup.plan.planner import minor_compat_note, passed_over
+from tests.upgrade.conftest import MakeEnv
+from tests.upgrade.world import upgrade
 
 TABLE = CompatTable.load()
 #: Driver 590.48.01 is 13.1.1's toolkit driver: 13.1 and older run fully, 13.2 under
@@ -98,3 +100,29 @@ def test_the_lines_passed_over_say_why() -> None:
     assert "13.2 is taken under minor-version compatibility (--allow-minor-compat)" in (
         minor_compat_note((13, 2), DRIVER, "--allow-minor-compat")
     )
+
+
+def test_upgrade_takes_the_line_the_driver_runs_fully(
+    make_env: MakeEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cupy and cuda-bindings publish 13.0 and 13.2; driver 590.48.01 runs 13.2 only under
+    minor-version compatibility: 13.0, unless --allow-minor-compat."""
+    python = make_env(["cupy-cuda12x==13.4.1", "cuda-bindings==12.8.0"], name="small")
+    driver = ("--driver", "590.48.01", "--dry-run", "--json")
+    default = upgrade(capsys, python, *driver)
+    assert default.code == 0, default.err
+    plan = default.json()
+    assert plan["line_after"] == "13.0"
+    assert [(e["line"], e["kind"]) for e in plan["excluded"]] == [("13.2", "driver")]
+    assert "--allow-minor-compat takes the newer line" in plan["excluded"][0]["message"]
+    allowed = upgrade(capsys, python, *driver, "--allow-minor-compat")
+    assert allowed.code == 0, allowed.err
+    assert allowed.json()["line_after"] == "13.2"
+    assert any(
+        n.startswith("CUDA 13.2 is taken under minor-version compatibility (--allow-minor-compat)")
+        for n in allowed.json()["notes"]
+    )
+    # A line asked for is taken as asked, and the note says so.
+    asked = upgrade(capsys, python, "13.2", *driver)
+    assert asked.code == 0, asked.err
+    assert any("minor-version compatibility (as asked)" in n for n in asked.json()["notes"])
