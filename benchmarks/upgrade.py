@@ -15,7 +15,7 @@
   live PyPI) moved with no line given, and rolled back, beside the same package changes by
   hand with uv (per-run ratios: the goal is within 1.2x of uv alone).
 
-    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--stack] [--output docs/performance.md]
+    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--stack | --stack-only] [--output docs/performance.md]
 
 With ``--output`` the results replace the ``upgrade`` section of that file.
 """
@@ -45,6 +45,8 @@ from cudaup.upgrade.clone import clone_tree  # noqa: E402
 from cudaup.upgrade.snapshots import SnapshotStore  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN upgrade benchmark -->", "<!-- END upgrade benchmark -->"
+STACK_BEGIN = "<!-- BEGIN upgrade-stack benchmark -->"
+STACK_END = "<!-- END upgrade-stack benchmark -->"
 BIN = Path(sys.executable).parent
 STACK = ["cuda-bindings==12.8.0", "nvidia-cuda-runtime-cu12==12.8.90", "cupy-cuda12x==13.4.1"]
 BY_HAND = ["cuda-bindings==13.0.*", "nvidia-cuda-runtime==13.0.*", "cupy-cuda13x"]
@@ -231,14 +233,18 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     """Seconds: the ML stack's ``cudaup upgrade`` (no line, driver 590.48.01, PyPI, no
     toolkit) and ``rollback``, and the same package changes by hand with uv (uninstall what
     the plan removes or renames, install its new pins; back: uninstall the new names,
-    install the old pins), each on a fresh copy of the environment, all on one warm cache."""
+    install the old pins), each on a fresh copy of the environment, all on one warm cache.
+
+    ``work`` should be a short path: the import check keeps the first 1000 characters of an
+    import error, and sgl_kernel's names its directory three times before the loader's line
+    that tells a host reason (no ``libcuda.so.1``)."""
     cache = work / "cache"
     os.environ["CUDAUP_CACHE_DIR"] = str(cache)
     os.environ["CUDAUP_HOME"] = str(work / "home")
     uv_cache = cache / "plan" / "uv"
     times: dict[str, list[float]] = {}
     for run in range(runs + 1):  # the first run warms the caches and is not counted
-        python = ml_environment(work / f"cudaup-{run}" / "venv", uv_cache)
+        python = ml_environment(work / f"c{run}", uv_cache)
         settings = Settings.from_env()
         request = UpgradeRequest(
             python=str(python), line=None, indexes=indexes_for(settings.pypi_url, ["pypi"], None),
@@ -255,11 +261,11 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
         new = [f"{c.new}=={c.new_version}" for c in changes if c.new]
         old = [f"{c.old}=={c.old_version}" for c in changes if c.old]
         added = sorted({c.new for c in changes if c.new and c.new != c.old})
-        hand = ml_environment(work / f"hand-{run}" / "venv", uv_cache)
+        hand = ml_environment(work / f"h{run}", uv_cache)
         forth = by_hand(hand, outcome.plan.removals, new, uv_cache)
         back = by_hand(hand, added, old, uv_cache)
         for path in (python.parent.parent, hand.parent.parent):
-            shutil.rmtree(path.parent)
+            shutil.rmtree(path)
         if run:
             for name, value in (
                 ("cudaup upgrade (no line: 13.0)", upgraded),
@@ -273,6 +279,40 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
+def publish_stack(times: dict[str, list[float]], runs: int, output: Path | None) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    uv_version = subprocess.run(
+        [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = [
+        STACK_BEGIN,
+        "## Upgrade: issue 21's stack",
+        "",
+        "Command: `.venv/bin/python benchmarks/upgrade.py --stack-only --runs 2 --output "
+        "docs/performance.md`",
+        "",
+        f"Measured {stamp} on {os.cpu_count()} CPUs shared with other jobs, Python "
+        f"{platform.python_version()}, {uv_version}: seconds, median (min-max) of {runs} runs "
+        "after one that warms the caches.",
+        "",
+        "`torch==2.10.0 'flashinfer-python[cu12]==0.6.8.post1' flashinfer-cubin==0.6.8.post1 "
+        "sglang-kernel==0.4.1 cupy-cuda12x==14.2.0` (Python 3.11, 55 distributions, 11 GB): "
+        "`cudaup upgrade` with no line (driver 590.48.01, PyPI, no toolkit: 13.0, torch 2.14.1, "
+        "sglang-kernel 0.4.10, cupy-cuda13x) and `rollback` (offline), beside the same package "
+        "changes by hand with uv on the same warm cache (uninstall what the plan removes or "
+        "renames, install its new pins; back: the reverse), each run on fresh environments. "
+        "The machine is shared with other helpers' builds and tests, so absolute times move "
+        "with its load; the ratios are taken within each run, where both sides share it.",
+        "",
+        "| step | seconds (ratios: x) |",
+        "|---|---|",
+        *(f"| {step} | {_median(values)} |" for step, values in times.items()),
+        "",
+        STACK_END,
+    ]
+    publish(lines, output, STACK_BEGIN, STACK_END)
+
+
 def main() -> None:
     parser = parser_for(__doc__, runs=5)
     parser.add_argument("--no-pypi", action="store_true", help="skip what needs the live PyPI")
@@ -280,7 +320,13 @@ def main() -> None:
     parser.add_argument(
         "--stack", action="store_true", help="also issue 21's ML stack (11 GB from PyPI)"
     )
+    parser.add_argument("--stack-only", action="store_true", help="only issue 21's ML stack")
     args = parser.parse_args()
+    if args.stack or args.stack_only:
+        with tempfile.TemporaryDirectory(prefix="ub-", dir="/tmp") as short:
+            publish_stack(stack_upgrades(args.runs, Path(short)), args.runs, args.output)
+        if args.stack_only:
+            return
     rows = []
     with tempfile.TemporaryDirectory(prefix="upgrade-bench-", dir=args.where) as scratch:
         work = Path(scratch)
@@ -304,10 +350,7 @@ def main() -> None:
         if not args.no_pypi:
             for phase, values in upgrades(args.runs, work / "upgrades").items():
                 upgrade_rows.append(f"| {phase} | {_median(values)} |")
-        stack_rows = []
-        if args.stack:
-            for step, values in stack_upgrades(args.runs, work / "stack").items():
-                stack_rows.append(f"| {step} | {_median(values)} |")
+
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     uv_version = subprocess.run(
         [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
@@ -346,21 +389,6 @@ def main() -> None:
             *upgrade_rows,
             "",
             "What the transaction adds to uv by hand is bounded and does not grow with the download: the plan (the environment read by its interpreter, one or two resolutions), the lock, two clones (about 2 s together for 30,000 files; the snapshot disk is directories and the manifest until the upgrade replaces builds, which the snapshot then holds), and the verification (the new interpreter started three times, CuPy imported once). The apply itself is uv on its warm cache, as fast as by hand: installing the plan as pins with every wheel's hash, not as the lock (whose URLs uv downloads every time: 1.6 s here, minutes for torch), is what made it so.",
-            "",
-        ]
-    if stack_rows:
-        lines += [
-            "Issue 21's stack (`torch==2.10.0 'flashinfer-python[cu12]==0.6.8.post1' "
-            "flashinfer-cubin==0.6.8.post1 sglang-kernel==0.4.1 cupy-cuda12x==14.2.0`, Python "
-            "3.11, 55 distributions, 11 GB; `--stack`): `cudaup upgrade` with no line (driver "
-            "590.48.01, PyPI, no toolkit: torch 2.14.1, sglang-kernel 0.4.10, cupy-cuda13x) and "
-            "`rollback`, beside the same package changes by hand with uv on the same warm cache; "
-            "each run on a fresh environment. The ratios are per run (the machine is shared, so "
-            "the absolute times move with its load; a run's two sides share it).",
-            "",
-            "| step | seconds (ratios: x) |",
-            "|---|---|",
-            *stack_rows,
             "",
         ]
     lines.append(END)
