@@ -42,6 +42,7 @@ from cudaup.config import Settings  # noqa: E402
 from cudaup.plan.indexes import indexes_for  # noqa: E402
 from cudaup.upgrade import Upgrader, UpgradeRequest  # noqa: E402
 from cudaup.upgrade.clone import clone_tree  # noqa: E402
+from cudaup.upgrade.pairing import pinned  # noqa: E402
 from cudaup.upgrade.snapshots import SnapshotStore  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN upgrade benchmark -->", "<!-- END upgrade benchmark -->"
@@ -232,8 +233,9 @@ def by_hand(python: Path, remove: list[str], install: list[str], cache: Path) ->
 def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     """Seconds: the ML stack's ``cudaup upgrade`` (no line, driver 590.48.01, PyPI, no
     toolkit) and ``rollback``, and the same package changes by hand with uv (uninstall what
-    the plan removes or renames, install its new pins; back: uninstall the new names,
-    install the old pins), each on a fresh copy of the environment, all on one warm cache.
+    the plan removes or renames, then install the environment's roots at the plan's versions;
+    back: uninstall the new names, install the old pins), each on a fresh environment, all
+    on one warm cache.
 
     ``work`` should be a short path: the import check keeps the first 1000 characters of an
     import error, and sgl_kernel's names its directory three times before the loader's line
@@ -250,15 +252,29 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
             python=str(python), line=None, indexes=indexes_for(settings.pypi_url, ["pypi"], None),
             platform="linux-x86_64", driver="590.48.01", components=None,
         )  # fmt: skip
-        upgrader = Upgrader(settings)
-        started = time.perf_counter()
-        outcome = upgrader.upgrade(request, lambda _plan: True)
-        upgraded = time.perf_counter() - started
+        at = Stamps()
+
+        def confirm(_plan: object, at: Stamps = at) -> bool:
+            at("confirmed")
+            return True
+
+        upgrader = Upgrader(settings, echo=at)
+        at("start")
+        outcome = upgrader.upgrade(request, confirm)
+        at("end")
+        upgraded = at.span("start", "end")
         started = time.perf_counter()
         upgrader.rollback(str(python))
         rolled = time.perf_counter() - started
         changes = outcome.plan.changes
-        new = [f"{c.new}=={c.new_version}" for c in changes if c.new]
+        # By hand, a user who knows the answer asks uv for the environment's roots at the
+        # plan's versions (uv resolves the rest), after uninstalling the old builds.
+        closure = outcome.plan.result.closure
+        new = [
+            str(pinned(r.requirement, package.version))
+            for r in outcome.plan.requests
+            if (package := closure.get(r.requirement.name)) is not None
+        ]
         old = [f"{c.old}=={c.old_version}" for c in changes if c.old]
         added = sorted({c.new for c in changes if c.new and c.new != c.old})
         hand = ml_environment(work / f"h{run}", uv_cache)
@@ -267,6 +283,8 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
         for path in (python.parent.parent, hand.parent.parent):
             shutil.rmtree(path)
         if run:
+            for phase, (first, last) in PHASES.items():
+                times.setdefault(f"  upgrade: {phase}", []).append(at.span(first, last))
             for name, value in (
                 ("cudaup upgrade (no line: 13.0)", upgraded),
                 ("uv by hand, the same changes", forth),
@@ -300,7 +318,9 @@ def publish_stack(times: dict[str, list[float]], runs: int, output: Path | None)
         "`cudaup upgrade` with no line (driver 590.48.01, PyPI, no toolkit: 13.0, torch 2.14.1, "
         "sglang-kernel 0.4.10, cupy-cuda13x) and `rollback` (offline), beside the same package "
         "changes by hand with uv on the same warm cache (uninstall what the plan removes or "
-        "renames, install its new pins; back: the reverse), each run on fresh environments. "
+        "renames, then `uv pip install` the environment's roots at the plan's versions, uv "
+        "resolving the rest; back: uninstall the new names, install the old pins), each run on "
+        "fresh environments. The upgrade's phases are timed between the messages it prints. "
         "The machine is shared with other helpers' builds and tests, so absolute times move "
         "with its load; the ratios are taken within each run, where both sides share it.",
         "",
