@@ -6,7 +6,9 @@ mid-body, send fewer or more bytes than Content-Length, ignore Range, answer
 another range or a shorter one (a chunk limit), answer 416 or any status (with
 Retry-After), stall, throttle down to a trickle of bytes, hang (before the
 headers or after some body bytes, until an event), cap the concurrent requests
-per client (503 beyond), redirect, answer late (a far server's round trip).  A
+per client (503 beyond), redirect, answer late (a far server's round trip), add
+headers (``Content-Encoding`` on a plain body, a 1 MB header), send headers that never
+end or a body that never ends, and speak TLS with a certificate of its own.  A
 fault can be limited to the first N requests or to every k-th; faults listed in
 order give "honoured for N requests, then ...".  Every request is logged with the bytes it was sent and the client's
 port (one per connection); the peak number of concurrent requests is recorded.
@@ -16,13 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import itertools
 import random
 import re
+import ssl
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -51,8 +57,11 @@ class Fault:
     max_range: int | None = None  # answer a range with at most this many bytes (a 206 prefix)
     unknown_total: bool = False  # a 206's Content-Range says "/*": the size is not told
     cap: int | None = None  # serve at most N requests per client at once; 503 beyond
-    # go silent before the headers / mid-body, or dribble the headers (a byte every 0.25 s)
-    hang: Literal["headers", "body", "dribble"] | None = None
+    # go silent before the headers / mid-body, dribble the headers (a byte every 0.25 s),
+    # or send header lines as fast as the client reads them, never ending
+    hang: Literal["headers", "body", "dribble", "endless-headers"] | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # sent with the answer
+    endless: bool = False  # after the body, send it again and again, until the client hangs up
     hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
     latency: float = 0.0  # wait this long before answering: a round trip to a far server
     until: threading.Event | None = None  # default: the server's shutdown
@@ -70,6 +79,7 @@ class Served:
     sent: int
     port: int = 0  # the client's port: one per connection
     started: float = field(default_factory=time.monotonic)
+    accept_encoding: str | None = None
 
 
 @dataclass
@@ -92,6 +102,24 @@ _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
 
 class _QuietServer(http.server.ThreadingHTTPServer):
+    #: when set, each connection is wrapped in TLS (the handshake runs at accept)
+    tls: ssl.SSLContext | None = None
+    #: connections accepted, TLS handshakes that then failed included
+    accepted = 0
+
+    def get_request(self) -> tuple[Any, Any]:
+        connection, address = self.socket.accept()
+        self.accepted += 1
+        if self.tls is not None:
+            connection.settimeout(10)
+            try:
+                connection = self.tls.wrap_socket(connection, server_side=True)
+            except OSError:  # the client refused the certificate: the server drops it
+                connection.close()
+                raise
+            connection.settimeout(None)
+        return connection, address
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up (cudaup dropping a slow connection) is no server error."""
         if not isinstance(sys.exc_info()[1], OSError):
@@ -99,7 +127,7 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 class FaultServer:
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.resources: dict[str, Resource] = {}
         self.log: list[Served] = []
         self.active = 0
@@ -126,6 +154,7 @@ class FaultServer:
                 owner.handle(self, body=True)
 
         self.server = _QuietServer((host, 0), Handler)
+        self.server.tls = tls
         self.host = host
         self.server.daemon_threads = True
         self.server.block_on_close = False
@@ -135,7 +164,13 @@ class FaultServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server.server_address[1]}"
+        scheme = "https" if self.server.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.server.server_address[1]}"
+
+    @property
+    def accepted(self) -> int:
+        """Connections accepted (with TLS: each handshake begun, failed ones too)."""
+        return self.server.accepted
 
     def add(self, path: str, body: bytes, *faults: Fault, etag: str = '"v1"') -> Resource:
         resource = Resource(body, etag, faults=list(faults))
@@ -188,6 +223,7 @@ class FaultServer:
             0,
             0,
             request.client_address[1],
+            accept_encoding=request.headers.get("Accept-Encoding"),
         )
         with self._lock:
             self.active += 1
@@ -233,6 +269,11 @@ class FaultServer:
                 request.wfile.write(b"z")
                 request.wfile.flush()
             request.close_connection = True
+            return
+        if fault and fault.hang == "endless-headers":  # until the client hangs up (OSError)
+            request.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            for number in itertools.count():
+                request.wfile.write(b"X-Header-%d: never the last\r\n" % number)
             return
         if fault and fault.cap is not None:
             client = request.client_address[0]
@@ -324,7 +365,7 @@ class FaultServer:
     ) -> None:
         record.status = status
         request.send_response(status)
-        for name, value in headers.items():
+        for name, value in {**headers, **(fault.headers if fault else {})}.items():
             request.send_header(name, value)
         if fault and fault.no_length:
             request.send_header("Connection", "close")
@@ -365,6 +406,9 @@ class FaultServer:
                 ahead = record.sent / fault.rate - (time.monotonic() - started)
                 if ahead > 0:
                     time.sleep(ahead)
+        while fault and fault.endless:  # until the client hangs up (OSError)
+            request.wfile.write(to_send)
+            record.sent += len(to_send)
         request.wfile.flush()
         if fault and (
             fault.short_by or fault.drop_after is not None or fault.extra or fault.no_length
@@ -380,6 +424,21 @@ class FaultServer:
         self.released.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def self_signed(folder: Path, host: str = "127.0.0.1") -> ssl.SSLContext:
+    """A server context with a new self-signed certificate for ``host``, which no
+    client trusts unless told to (its PEM is ``folder/cert.pem``)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
 
 
 @pytest.fixture

@@ -30,13 +30,14 @@ ALLOWED: dict[str, set[str]] = {
     "net": {"errors", "config", "util"},
     "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
     "download": {"errors", "config", "core", "net", "util"},
-    "machine": {"errors", "config", "core", "net", "resolve", "util"},
+    "binaries": {"errors", "config", "core", "net", "resolve", "util"},
+    "machine": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "install": {"errors", "config", "core", "net", "resolve", "download", "machine", "util"},
     "switch": {"errors", "config", "core", "install", "machine", "util"},
-    "plan": {"errors", "config", "core", "net", "resolve", "util"},
+    "plan": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
     "fleet": {"errors", "config", "core", "net", "resolve", "download", "install", "plan", "util"},
     "upgrade": {"errors", "config", "core", "net", "resolve", "download", "machine", "install"}
-    | {"plan", "util"},
+    | {"plan", "util", "binaries"},
     "cli": set(),  # anything: nothing imports it
 }
 #: The pure packages import none of these (the network, processes, threads, the disk).
@@ -121,6 +122,37 @@ def test_the_pure_packages_do_no_io() -> None:
 
 def test_install_does_not_reach_into_switching() -> None:
     assert "switch" not in _graph()["install"]
+
+
+#: Exceptions outside errors.py: signals between the functions of one package, caught there
+#: and never shown to a user as such.  Each with why it is not a CudaupError.
+INTERNAL_SIGNALS = {
+    "cudaup.util.parallel.CancelledError": "a worker stops because a sibling failed",
+    "cudaup.plan.elf.NotElfError": "a wheel member is not ELF: the caller skips it",
+    "cudaup.install.extract.policy.UnsafeMemberError": "turned into IntegrityError with the archive",
+    "cudaup.install.tree.DamagedTreeError": "the unpacked cache rebuilds the tree",
+    "cudaup.install.tree.ForeignTreeError": "the unpacked cache does not use another's tree",
+    "cudaup.download.target.PartFileClosedError": "a late worker finds its download finished",
+    "cudaup.download.remote.RemoteChangedError": "the file changed: the download restarts",
+    "cudaup.download.remote.NoRangesError": "ranges refused: one stream from byte 0",
+    "cudaup.download.remote.RetryableError": "the transfer loop retries it",
+    "cudaup.download.remote.BusyError": "503/429: fewer connections, then retried",
+    "cudaup.net.deadline.HeadersTooSlowError": "raised inside urllib3's read; the client "
+    "turns it into a NetworkError naming the URL",
+}
+
+
+def test_every_exception_outside_errors_py_is_a_listed_signal() -> None:
+    found = set()
+    for module in pkgutil.walk_packages([str(SRC)], "cudaup."):
+        if module.name.startswith("cudaup.cli") or module.name == "cudaup.__main__":
+            continue
+        loaded = importlib.import_module(module.name)
+        for _, value in inspect.getmembers(loaded, inspect.isclass):
+            mine = value.__module__ == module.name
+            if mine and issubclass(value, BaseException) and not issubclass(value, CudaupError):
+                found.add(f"{value.__module__}.{value.__qualname__}")
+    assert found == set(INTERNAL_SIGNALS)
 
 
 def test_every_error_and_exit_code_is_in_errors_py() -> None:

@@ -1,7 +1,9 @@
 """cudaup: find, verify, install and switch NVIDIA CUDA toolkits.
 
-The library, by package (each with its own ``__all__``)::
+The library, by package (each with its own ``__all__``; docs/api.md)::
 
+    cudaup.core       parse_request("13.0"), DriverVersion.parse("590.48.01"), CompatTable
+    cudaup.nvidia     parse_manifest(bytes), parse_redist_listing(html, ...): NVIDIA's formats
     cudaup.resolve    Resolver(settings).resolve("13.0", platform=..., channel=...)
     cudaup.download   fetch(artifact, directory, http=...), fetch_many(...)
     cudaup.install    install("13.0", InstallOptions(...), settings=..., store=Store.from_env())
@@ -9,7 +11,9 @@ The library, by package (each with its own ``__all__``)::
     cudaup.machine    doctor(), detect_driver(), find_toolkits(...)
     cudaup.switch     which toolkit is active, shims, pins, the system link
     cudaup.fleet      cuda.lock.toml, mirrors
+    cudaup.upgrade    Upgrader(...).upgrade(request), .rollback(): an environment's CUDA line
 
+docs/api.md documents every exported name with an example.
 Settings come from :class:`cudaup.Settings`; every error is a
 :class:`cudaup.CudaupError` carrying its exit code.  Importing ``cudaup`` itself
 is free: the packages load when first used.
@@ -19,20 +23,34 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-_PACKAGES = ("resolve", "download", "install", "plan", "machine", "switch", "fleet")
+_PACKAGES = (
+    "core",
+    "nvidia",
+    "resolve",
+    "download",
+    "install",
+    "plan",
+    "machine",
+    "switch",
+    "fleet",
+    "upgrade",
+)
 _NAMES = {"Settings": "cudaup.config", "CudaupError": "cudaup.errors"}
 
 __all__ = [
     "CudaupError",
     "Settings",
     "__version__",
+    "core",
     "download",
     "fleet",
     "install",
     "machine",
+    "nvidia",
     "plan",
     "resolve",
     "switch",
+    "upgrade",
 ]
 
 

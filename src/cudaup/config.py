@@ -4,12 +4,19 @@ One cascade, resolved once into a frozen object: defaults, then ``CUDAUP_*``
 environment variables, then command-line flags.  A mirror (``--mirror URL``)
 is one root for every NVIDIA host and its ``simple/`` index for PyPI; a host
 given on its own still wins over the mirror.
+
+Two settings are read where they apply, not here, because every shim reads them and a
+shim must not import this module (``pathlib`` and ``dataclasses`` cost milliseconds on
+each compiler call): ``CUDAUP_TOOLKIT`` (:mod:`cudaup.switch.shim`) and
+``CUDAUP_SAFE_DIRECTORIES``, the pins' and toolkits' directories a user trusts though
+another user owns or may write them (:data:`cudaup.util.trust.SAFE_DIRECTORIES_ENV`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +34,10 @@ DEFAULT_SPEED_TIME = 30.0
 #: A download that receives less than one such window's worth at the floor (300 KiB) in
 #: this many seconds, with a request out, fails: the server stalled.
 DEFAULT_STALL_TIMEOUT = 60.0
+#: The most bytes one download may have (curl's ``--max-filesize``).  CUDA's largest
+#: file, its runfile installer, is about 5 GB: three times that leaves room for years
+#: of growth, while a body that never ends stops after a bounded write.
+DEFAULT_MAX_SIZE = 16 * 2**30
 
 
 def _user_dir(kind: str) -> Path:
@@ -63,6 +74,7 @@ class Settings:
     speed_limit: int = DEFAULT_SPEED_LIMIT
     speed_time: float = DEFAULT_SPEED_TIME
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    max_size: int = DEFAULT_MAX_SIZE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -73,6 +85,7 @@ class Settings:
         env = os.environ if env is None else env
         cache = env.get("CUDAUP_CACHE_DIR")
         home = env.get("CUDAUP_HOME")
+        max_size = env.get("CUDAUP_MAX_SIZE", "").strip()
         settings = cls(
             download_url=env.get("CUDAUP_NVIDIA_DOWNLOAD_URL") or DEFAULT_DOWNLOAD_URL,
             archive_url=env.get("CUDAUP_NVIDIA_ARCHIVE_URL") or DEFAULT_ARCHIVE_URL,
@@ -83,6 +96,7 @@ class Settings:
             speed_limit=int(_number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True)),
             speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
             stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),
+            max_size=parse_size(max_size, "CUDAUP_MAX_SIZE") if max_size else DEFAULT_MAX_SIZE,
         )
         mirror = overrides.pop("mirror", None)
         if isinstance(mirror, str) and mirror:
@@ -166,3 +180,22 @@ def _number(env: Mapping[str, str], name: str, default: float, *, zero: bool = F
         least = "0 (off) or more" if zero else "more than 0"
         raise UsageError(f"{name}={text!r} is not a number of {least}")
     return value
+
+
+_SIZE = re.compile(r"(\d{1,15})(?:\.(\d{1,6}))?\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+
+
+def parse_size(text: str, name: str) -> int:
+    """``16G``, ``500MiB``, ``1.5g`` or a plain count as bytes (units are binary, as
+    curl's are); ``name`` (the flag or variable) is named when ``text`` is not a size."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise UsageError(
+            f"{name}={text!r} is not a size (bytes, or a number with K, M, G or T: 16G, 500M)"
+        )
+    whole, fraction, unit = match[1], match[2] or "", match[3].upper()
+    scale = 1 << 10 * " KMGT".index(unit or " ")
+    size: int = int(whole) * scale + int(fraction or "0") * scale // 10 ** len(fraction)
+    if size <= 0:
+        raise UsageError(f"{name}={text!r} is not a size of 1 byte or more")
+    return size

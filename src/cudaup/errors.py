@@ -223,6 +223,15 @@ class UntrustedPathError(CudaupError):
     kind = "untrusted-path"
 
 
+class DownloadTooLargeError(CudaupError):
+    """A download is, or grew, larger than its size ceiling (``--max-size``,
+    ``CUDAUP_MAX_SIZE``): a body that never ends, or a source stating a size no real file
+    has.  The message names the URL, the ceiling and how to raise it."""
+
+    exit_code = 23
+    kind = "too-large"
+
+
 class OutputClosedError(CudaupError):
     """Whoever read cudaup's output stopped reading (``cudaup versions | head -1``).
 

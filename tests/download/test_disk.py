@@ -175,6 +175,34 @@ def test_disk_full_through_the_cli(
 
 
 @needs_root
+def test_a_body_of_unknown_size_rechecks_the_free_space_as_it_grows(
+    fault_server: FaultServer,
+    tmp_path: Path,
+    tmpfs: Callable[[str], Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A body no source gives a size for, that never ends, far below the size ceiling:
+    it stops while 64 MiB (one step) are still free, before the disk is full."""
+    disk = tmpfs("size=96m")
+    fault_server.add("/f.run", BODY, Fault(ignore_range=True, no_length=True, endless=True))
+    unsized = DownloadRequest(fault_server.url + "/f.run", "f.run", None, SHA)
+    with pytest.raises(InsufficientSpaceError) as caught:
+        fetch(unsized, disk, http=client(tmp_path / "cache"))
+    found = re.fullmatch(
+        rf"f\.run \(its size unknown, (\d+) bytes so far\) needs 67108864 more bytes "
+        rf"\(0\.06 GiB\) in {disk}, but only (\d+) bytes \(0\.\d\d GiB\) are free",
+        str(caught.value),
+    )
+    assert found, caught.value
+    written, free = int(found.group(1)), int(found.group(2))
+    assert written > 0 and 0 < free < 64 * MIB  # stopped early: the disk never filled
+    assert list(disk.iterdir()) == []  # and the partial file is gone
+    run = run_cli(capsys, "download", unsized.url, "--sha256", SHA, "-o", str(disk))
+    assert run.code == EXIT_CODES["insufficient-space"] == 10, run.err
+    assert "f.run (its size unknown, " in run.err.splitlines()[-1]
+
+
+@needs_root
 def test_no_room_for_the_part_file_itself(
     fault_server: FaultServer, tmp_path: Path, tmpfs: Callable[[str], Path]
 ) -> None:

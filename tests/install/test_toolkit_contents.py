@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cudaup.core.components import CLOSURE, REQUIRED_TOOLS, with_closure
+from cudaup.core.tools import TOOL_COMPONENTS
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
-from cudaup.switch import shim
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer
 from tests.helpers import point_env_at, run_cli
@@ -54,7 +54,7 @@ def test_nvcc_brings_the_cpp_core_libraries_where_a_release_has_them() -> None:
 
 def test_a_required_tool_is_said_to_come_with_its_component() -> None:
     for component, tools in REQUIRED_TOOLS.items():
-        assert all(shim.TOOL_COMPONENTS[tool] == component for tool in tools)
+        assert all(TOOL_COMPONENTS[tool] == component for tool in tools)
 
 
 # -- a component without its tool ----------------------------------------------------------------

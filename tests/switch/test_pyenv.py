@@ -197,3 +197,26 @@ def test_run_python_runs_the_command_with_the_environments_toolkit_and_tools(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"{wanted} 9.0", "the environment's tool"]
+
+
+def test_install_brings_the_lines_toolkit_into_an_empty_store_as_its_default(
+    store: Store,  # noqa: F811 - the fixture
+    fake_nvidia: object,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.helpers import point_env_at
+
+    point_env_at(monkeypatch, fake_nvidia)  # type: ignore[arg-type]
+    python = _environment(tmp_path / "venv", torch_cuda="13.0")
+    assert store.is_empty()
+    result = run_cli(
+        capsys, "env", "--python", str(python), "--install", "--shell", "bash", "--json"
+    )
+    assert result.code == 0, result.err
+    toolkit = result.json()["toolkit"]
+    assert toolkit["version"].startswith("13.0.") and Path(toolkit["path"], "bin", "nvcc").is_file()
+    assert store.default() == toolkit["version"]  # the first toolkit, as `cudaup install` makes it
+    again = run_cli(capsys, "env", "--python", str(python), "--install", "--json")
+    assert again.code == 0 and again.json()["toolkit"]["path"] == toolkit["path"]  # nothing new

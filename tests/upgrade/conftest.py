@@ -43,15 +43,20 @@ def world(
     """The world on loopback; PyPI and PyTorch's indexes pointed at it, NVIDIA's hosts at a
     closed port (the release list then comes from the world's cuda-toolkit versions)."""
     build(index_server)
-    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url("pypi"))
+    point_at(index_server, monkeypatch, tmp_path)
+    index_table(index_server, tmp_path / "home")
+    return index_server
+
+
+def point_at(server: IndexServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PyPI at ``server``'s ``pypi`` root, NVIDIA's hosts at a closed port, no driver."""
+    monkeypatch.setenv("CUDAUP_PYPI_URL", server.url("pypi"))
     nowhere = f"http://127.0.0.1:{closed_port()}"
     for name in ("DOWNLOAD", "ARCHIVE", "PRERELEASE"):
         monkeypatch.setenv(f"CUDAUP_NVIDIA_{name}_URL", nowhere)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(tmp_path / "machine"))
     (tmp_path / "machine").mkdir()
-    index_table(index_server, tmp_path / "home")
-    return index_server
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import EXIT_CODES
+from cudaup.install.store import Store
 from tests.helpers import require_tool
 from tests.plan.pyindex import IndexServer
 from tests.upgrade.conftest import MakeEnv
@@ -170,3 +171,30 @@ def test_an_extension_paired_with_the_wrong_runtime_fails_naming_the_symbol(
     assert "/cuda/bindings/_driver" in error["message"]
     assert ": undefined symbol: cudaLaunchHostFuncV2; it was rolled back" in error["message"]
     assert tree_state(root) == state
+
+
+def test_with_a_stub_in_a_toolkit_cudaup_installed_the_extension_is_loaded_for_real(
+    index_server: IndexServer,
+    make_env: MakeEnv,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A redist-shaped toolkit in the store has ``targets/x86_64-linux/lib/stubs/libcuda.so``
+    (built by gcc here: NVIDIA's servers are out of reach); the check offers it to the work
+    tree's interpreter as libcuda.so.1, and the real loader binds the rest."""
+    python = make_env()
+    _driver_world(index_server, tmp_path / "build", runtime_has_it=True)
+    store = Store.from_env()
+    toolkit = store.toolkits_dir / "13.0.2"
+    stubs = toolkit / "targets" / "x86_64-linux" / "lib" / "stubs"
+    stubs.mkdir(parents=True)
+    _gcc(stubs / "libcuda.so", "int cuInit(unsigned int f) { return 34 + (int)f; }\n",
+         "-Wl,-soname,libcuda.so.1")  # fmt: skip
+    store.write_record(toolkit, {"version": "13.0.2", "components": ["cuda_cudart"]})
+    result = upgrade(capsys, python, "13.0", "--yes", "--json", *NO_TOOLKIT)
+    assert result.code == 0, result.err
+    imported = next(c for c in result.json()["verification"] if c["step"] == "import")
+    assert (
+        "cuda.bindings loaded against the stub driver library of CUDA 13.0.2" in imported["detail"]
+    )
+    assert "bound by symbol" not in imported["detail"]

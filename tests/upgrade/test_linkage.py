@@ -72,6 +72,7 @@ def test_a_symbol_the_library_beside_it_lacks_is_the_loaders_line(tmp_path: Path
     ext = _world(tmp_path, dep_source="int other_f(void) { return 1; }\n")
     answer = Linker([tmp_path / "site"], PYTHON).check(ext)
     assert answer.problem == f"{ext}: undefined symbol: dep_f"
+    assert answer.missing_driver == ("libcuda.so.1",)
     assert answer.problem == _loader_says(ext, _driver_dir(tmp_path))
 
 
@@ -81,6 +82,7 @@ def test_a_missing_library_is_the_loaders_line(tmp_path: Path) -> None:
     answer = Linker([tmp_path / "site"], PYTHON).check(ext)
     assert answer.problem == "libdep.so: cannot open shared object file: No such file or directory"
     assert answer.problem == _loader_says(ext, _driver_dir(tmp_path))
+    assert answer.missing_driver == ("libcuda.so.1",)  # it needs the driver too: it is checked
 
 
 def test_a_name_only_the_driver_library_defines_but_no_entry_point_is_not_excused(

@@ -47,8 +47,7 @@ def wheel(
     scripts: dict[str, str] | None = None,
     extras: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
-    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes
-    (``files``: text, or the bytes of a shared object)."""
+    """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes."""
     stem = re.sub(r"[-.]+", "_", name)
     info = f"{stem}-{version}.dist-info"
     members: dict[str, str | bytes] = dict(
@@ -68,7 +67,7 @@ def wheel(
         )
     record = []
     for path, text in members.items():
-        data = text.encode() if isinstance(text, str) else text
+        data = text if isinstance(text, bytes) else text.encode()  # binaries: kernels
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
         record.append(f"{path},sha256={digest.decode()},{len(data)}")
     record.append(f"{info}/RECORD,,")

@@ -112,6 +112,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "which releases a driver runs, or which drivers run a release",
         "cudaup compat --driver 590.48.01",
     ),
+    "arch": CommandInfo(
+        "cudaup.cli.arch",
+        "the SASS and PTX targets in CUDA binaries and wheels (cuobjdump's answer, faster)",
+        "cudaup arch .venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcurand.so.10",
+    ),
     "plan": CommandInfo(
         "cudaup.cli.plan",
         "the newest CUDA line the driver and the ML packages agree on",

@@ -1,4 +1,5 @@
-"""What the command modules share: settings from flags, the platform, JSON output, sizes."""
+"""What the command modules share: settings from flags, the platform, JSON output, sizes,
+warnings."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def human_size(value: int | None) -> str:
 
 def emit_json(document: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def warn(message: str) -> None:
+    """One ``cudaup: warning: …`` line on stderr (never on stdout: ``--json`` stays JSON)."""
+    sys.stderr.write(f"cudaup: warning: {message}\n")
 
 
 def settings_of(args: argparse.Namespace) -> Settings:

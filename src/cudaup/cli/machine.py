@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 from cudaup.cli.common import emit_json, settings_of
 from cudaup.core.compat import FORWARD_NOTE, TABLE_SOURCE, Compatibility
 from cudaup.core.driver import DriverVersion
-from cudaup.errors import DriverTooOldError, NotKnownError, ProblemsFoundError
+from cudaup.errors import (
+    DriverTooOldError,
+    GpuUnsupportedError,
+    NotKnownError,
+    ProblemsFoundError,
+    UsageError,
+)
 from cudaup.machine.compat_report import (
     DriverVerdict,
     ReleaseCompat,
@@ -44,6 +50,11 @@ def add_compat(parser: argparse.ArgumentParser) -> None:
         default="linux",
         help="the driver's OS (default: linux)",
     )
+    parser.add_argument(
+        "--gpu",
+        help="with a release: whether its nvcc compiles for these GPUs (sm_70,sm_90; "
+        "exit 20 when it cannot for one)",
+    )
     parser.set_defaults(handler=cmd_compat)
 
 
@@ -75,6 +86,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             else "compute capability unknown"
         )
         print(f"gpu {gpu.index:<5} {gpu.name}, {cc}, {_gib(gpu.memory_mib)}")
+    for kernels in report.kernels:
+        missing = ", ".join(name for name, _why in kernels.missing)
+        print(f"kernels   {kernels.gpu.label}: {len(kernels.covered)} CUDA package(s) carry "
+              f"kernels for it" + (f"; none in {missing}" if missing else ""))  # fmt: skip
     if not report.toolkits:
         print("toolkits  none found")
     for toolkit in report.toolkits:
@@ -82,6 +97,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(
             f"toolkit   {toolkit.path}: CUDA {toolkit.identity.describe()}{owner} · found via {', '.join(toolkit.found_via)}"
         )
+        if toolkit.libraries:
+            libraries = ", ".join(f"{name} {v}" for name, v in toolkit.libraries.items())
+            print(f"          libraries: {libraries}")
     print(f"nvcc      {report.nvcc or 'not on PATH'}")
     if report.python:
         torch = report.torch
@@ -152,6 +170,8 @@ def _print_release(report: ReleaseCompat) -> None:
             f"  driver {str(asked.driver) + ' (' + asked.os + ')':<11} "
             f"{_VERDICT_WORDS[asked.verdict.verdict]}: {asked.verdict.reason}"
         )
+    for gpu in report.gpus:
+        print(f"  {gpu.sm:<18} {gpu.reason}")
     for note in report.notes:
         print(f"  note: {note}")
 
@@ -169,15 +189,21 @@ def cmd_compat(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     table, notes = live_table(settings)
     os_name: OS = "windows" if args.os == "windows" else "linux"
+    if args.gpu and not args.release:
+        raise UsageError(
+            "--gpu asks what a release compiles for: name one (compat 13.0 --gpu sm_70)"
+        )
     if args.release:
         report = release_compat(
             table, args.release, notes, driver=args.driver, os_name=os_name,
-            offline=settings.offline,
+            offline=settings.offline, gpus=args.gpu.split(",") if args.gpu else (),
         )  # fmt: skip
         if args.json:
             emit_json(report.to_json())
         else:
             _print_release(report)
+        if any(g.verdict == "no" for g in report.gpus):
+            return GpuUnsupportedError.exit_code
         return _verdict_code(report.driver)
     verdicts = driver_compat(table, args.driver, os_name, notes)
     if args.json:

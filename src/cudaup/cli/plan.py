@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from cudaup.binaries.coverage import Gpu
 from cudaup.cli.common import (
     add_allow_minor_compat,
     add_platform,
@@ -15,12 +16,15 @@ from cudaup.cli.common import (
     settings_of,
 )
 from cudaup.core.driver import DriverVersion
-from cudaup.errors import NoCommonLineError
+from cudaup.core.gpus import parse_gpu
+from cudaup.errors import GpuUnsupportedError, NoCommonLineError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.net.http import HttpClient
 from cudaup.plan import Planner, Target, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
+from cudaup.plan.kernels import published_kernels
 from cudaup.plan.lines import line_text, parse_line
 from cudaup.plan.planner import python_version
 from cudaup.plan.result import PlanResult
@@ -42,6 +46,11 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--export", metavar="FILE", help="write the plan as a PEP 751 pylock.toml (by uv)"
+    )
+    parser.add_argument(
+        "--gpu",
+        help="read the planned wheels (by range requests) for kernels for these GPUs "
+        "(sm_70,sm_90): exit 20 when one lacks them",
     )
     parser.set_defaults(handler=cmd_plan)
 
@@ -71,16 +80,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return exc.exit_code
     if args.export:
         export_pylock(result, Path(args.export), settings)
+    # --gpu (plan/kernels.py): the published wheels' kernels, per GPU named
+    gpus = [Gpu(g.strip(), parse_gpu(g)) for g in args.gpu.split(",")] if args.gpu else []
+    kernels = published_kernels(result, HttpClient(settings), settings.pypi_url, gpus)
+    code = GpuUnsupportedError.exit_code if any(k.status == "missing" for k in kernels) else 0
     if args.json:
         document = result.to_json()
         if args.export:
             document["export"] = args.export
+        if gpus:
+            document["kernels"] = [k.to_json() for k in kernels]
         emit_json(document)
-        return 0
+        return code
     _print(result)
+    for answer in kernels:
+        print(f"kernels {answer.package}: {answer.status}: {answer.detail}")
     if args.export:
         print(f"wrote {args.export}")
-    return 0
+    return code
 
 
 def _print(result: PlanResult) -> None:

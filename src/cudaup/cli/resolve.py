@@ -15,6 +15,7 @@ from cudaup.cli.common import (
     platform_of,
     settings_of,
 )
+from cudaup.config import Settings
 from cudaup.core.components import split_components
 from cudaup.core.model import Resolution
 from cudaup.core.versions import parse_request
@@ -33,7 +34,27 @@ def add_resolve(parser: argparse.ArgumentParser) -> None:
 
 
 def add_versions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--product",
+        metavar="LIBRARY",
+        help="a library's releases instead of CUDA's (cudnn, cutensor, cusparselt, nvshmem), "
+        "with the CUDA majors each builds for",
+    )
     parser.set_defaults(handler=cmd_versions)
+
+
+def _library_versions(settings: Settings, name: str, as_json: bool) -> int:
+    releases = Resolver(settings).library_releases(name)
+    if as_json:
+        emit_json({"schema": 1, "product": name, "releases": [r.to_json() for r in releases]})
+        return 0
+    print(f"{'release':<10} {'version':<12} {'date':<10}  CUDA majors (platforms)")
+    for r in releases:
+        builds = "; ".join(
+            f"{major} ({', '.join(platforms)})" for major, platforms in sorted(r.builds.items())
+        )
+        print(f"{r.label:<10} {r.version or '-':<12} {r.date or '':<10}  {builds or '-'}")
+    return 0
 
 
 def _print_resolution(resolution: Resolution) -> None:
@@ -94,6 +115,10 @@ def _platforms(names: tuple[str, ...] | None) -> str:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    if args.product:
+        if settings.offline:
+            raise OfflineError("--offline knows CUDA's releases only, not a library's")
+        return _library_versions(settings, args.product, args.json)
     snapshot = Snapshot.load() if settings.offline else None
     releases = offline_summaries(snapshot) if snapshot else list_releases(Resolver(settings))
     if args.json:

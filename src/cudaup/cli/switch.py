@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cudaup.cli.common import emit_json, settings_of
+from cudaup.cli.common import emit_json, settings_of, warn
+from cudaup.core.tools import is_toolkit_tool
 from cudaup.errors import CommandNotRunError, ReleaseNotFoundError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
@@ -97,8 +98,12 @@ def add_undo(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=cmd_undo)
 
 
-def _warn(message: str) -> None:
-    sys.stderr.write(f"cudaup: warning: {message}\n")
+def _select(store: Store, **given: Any) -> selection.Active:
+    """:func:`selection.select`, saying on stderr which pins it skipped and why."""
+    active = selection.select(store, **given)
+    for warning in active.warnings:
+        warn(warning)
+    return active
 
 
 def _why(active: selection.Active) -> str:
@@ -170,7 +175,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     choice = selection.choose_default(store, args.value, root=root)
     store.set_default(choice.value)
     shims.refresh_shims(store)
-    active = selection.select(store)
+    active = _select(store)
     notes = [n for n in (choice.note, _override_note(active)) if n]
     if not shims.shims_on_path(store):
         notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
@@ -226,7 +231,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         if args.value is not None:
             raise UsageError("give a value or --unset, not both")
         removed = pins.remove_pin(here)
-        still = pins.find_pin(here)
+        still, still_asks, _ = pins.nearest_pin(here)
         if args.json:
             emit_json(
                 {
@@ -238,11 +243,13 @@ def cmd_pin(args: argparse.Namespace) -> int:
             return 0
         print(f"removed {removed}" if removed else f"no {selection.PIN_FILE} in {here}")
         if still is not None:
-            print(f"note: {still} still applies here ({shim.read_pin(str(still))})")
+            print(f"note: {still} still applies here ({still_asks})")
         return 0
     if args.value is None:
-        pin = pins.find_pin(here)
-        request = shim.read_pin(str(pin)) if pin else None
+        pin, asks, skipped = pins.nearest_pin(here)
+        request = asks if pin else None
+        for warning in skipped:
+            warn(warning)
         if args.json:
             emit_json({"schema": 1, "pin": str(pin) if pin else None, "request": request})
         elif pin is None:
@@ -262,7 +269,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
             if pinned.failure == "not-installed"
             else ""
         )
-        _warn(f"{pinned.problem}{fix}")
+        warn(f"{pinned.problem}{fix}")
     notes = []
     if os.environ.get(selection.TOOLKIT_ENV, "").strip():
         notes.append(
@@ -300,7 +307,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         active, extra = _for_environment(args, store)
     else:
         _no_install_without_python(args)
-        active = selection.select(store, request=args.version)
+        active = _select(store, request=args.version)
     toolkit = active.require()
     document: dict[str, Any] = {"schema": 1, "shell": shell, "toolkit": active.to_json()}
     if shell == "dockerfile":
@@ -341,14 +348,17 @@ def _for_environment(
     root = pyenv.environment_root(args.python)
     line = pyenv.environment_line(root)
     log.info("%s: %s: CUDA %s", root, line.reason, line.request)
-    active = selection.select(store, request=line.request)
+    active = _select(store, request=line.request)
     if active.path is None and args.install:
         empty = store.is_empty()
-        options = InstallOptions(platform=host_platform())
+        # What `upgrade` installs beside an environment: what a JIT or an extension build needs.
+        from cudaup.cli.upgrade import DEFAULT_COMPONENTS  # noqa: PLC0415
+
+        options = InstallOptions(platform=host_platform(), components=DEFAULT_COMPONENTS)
         result = install(line.request, options, settings=settings_of(args), store=store)
         store.adopt_first(store.at(result.path), empty)
         shims.refresh_shims(store)
-        active = selection.select(store, request=line.request)
+        active = _select(store, request=line.request)
     if active.path is None:
         hint = (
             f"; `--install` installs it ({line.reason})"
@@ -368,7 +378,7 @@ def _for_environment(
             extra["TORCH_CUDA_ARCH_LIST"] = arch
     problem = pyenv.compiler_problem(active.path, os.environ)
     if problem is not None:
-        _warn(problem)
+        warn(problem)
     return active, extra
 
 
@@ -420,8 +430,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         _no_install_without_python(args)
         # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
         tool = program if "/" not in program else shim.COMPILER
-        active = selection.select(store, request=args.version, tool=tool)
+        active = _select(store, request=args.version, tool=tool)
     toolkit = active.require()
+    if (
+        "/" not in program
+        and not is_toolkit_tool(program)
+        and shim.tool_path(str(toolkit), program)
+    ):
+        # PATH would find it in the toolkit's bin first: a name no NVIDIA toolkit ships.
+        raise CommandNotRunError(
+            f"cannot run {program}: {shim.not_a_toolkit_tool(program)}, and {toolkit / 'bin'} "
+            "holds one, which PATH would find first; name the program you mean by its path",
+            127,
+        )
     environ = dict(os.environ)
     environ.update(environment.toolkit_env(toolkit, store))
     environ.update(extra)
@@ -469,7 +490,7 @@ def _refuse_other_toolkits(
     is worse than none."""
     if shim.tool_path(str(toolkit), program) is not None:
         return
-    if program not in shim.TOOL_COMPONENTS and not is_shim(store.bin_dir / program):
+    if not is_toolkit_tool(program):
         return  # make, cmake, python: no toolkit's tool
     shim_dir = os.path.normpath(store.bin_dir.absolute())
     beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
@@ -482,7 +503,7 @@ def _refuse_other_toolkits(
 def cmd_which(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
-    active = selection.select(store, tool=args.tool)
+    active = _select(store, tool=args.tool)
     path = selection.tool_in(active, args.tool)
     if args.json:
         emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
@@ -497,7 +518,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
     root = SystemRoot.from_env()
-    active = selection.select(store)
+    active = _select(store)
     installed = store.installed()
     link = system_link.read_link_state(root)
     on_path = shims.shims_on_path(store)

@@ -19,6 +19,7 @@ from cudaup.cli.common import (
     human_size,
     platform_of,
     settings_of,
+    warn,
 )
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
@@ -32,7 +33,7 @@ from cudaup.net.tls import warm_up
 from cudaup.switch import shim
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
-from cudaup.switch.shims import refresh_shims, shims_on_path
+from cudaup.switch.shims import foreign_programs, refresh_shims, shims_on_path
 from cudaup.util.cachedir import inspect
 
 
@@ -108,7 +109,9 @@ def cmd_install(args: argparse.Namespace) -> int:
     pin: Path | None = None
     version = args.version
     if not args.lock and not version:
-        pin, version = pinned_release(Path.cwd())
+        pin, version, skipped = pinned_release(Path.cwd())
+        for warning in skipped:
+            warn(warning)
     empty = store.is_empty()
     with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
@@ -131,11 +134,13 @@ def cmd_install(args: argparse.Namespace) -> int:
     installed = store.at(result.path)
     default = store.adopt_first(installed, empty)
     refresh_shims(store)  # the new toolkit's tools get shims
+    # Programs in its bin/ that are not NVIDIA's tools (an archive's ls or sudo) get none.
+    skipped = foreign_programs(result.path)
     step = next_step(store, result, installed)
     if args.json:
         emit_json({
             "schema": 1, **result.to_json(), "pin": str(pin) if pin else None,
-            "default_set": default, "next": step,
+            "default_set": default, "shims_skipped": skipped, "next": step,
         })  # fmt: skip
         return 0
     if pin is not None:
@@ -146,6 +151,11 @@ def cmd_install(args: argparse.Namespace) -> int:
     )
     for note in result.notes:
         print(f"note: {note}")
+    if skipped:
+        print(
+            f"note: no shims for {', '.join(skipped)} in {result.path / 'bin'}: "
+            "they are not tools NVIDIA's toolkits ship, so they never shadow a system command"
+        )
     if default is not None:
         print(
             f"default: {default} (the first toolkit cudaup installed; `cudaup default` changes it)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from cudaup.cli.common import (
@@ -16,6 +17,7 @@ from cudaup.cli.common import (
     settings_of,
 )
 from cudaup.cli.progress import display_for
+from cudaup.config import parse_size
 from cudaup.download import DownloadRequest, fetch_many
 from cudaup.errors import UsageError
 from cudaup.net.http import HttpClient
@@ -34,6 +36,12 @@ def add_download(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--md5", help="expected MD5 of a bare URL")
     parser.add_argument(
         "--allow-unverified", action="store_true", help="download files with no known checksum"
+    )
+    parser.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="refuse a file larger than SIZE (bytes, or 16G, 500M; default: CUDAUP_MAX_SIZE, "
+        "else 16G), stated or not: a body that never ends stops there",
     )
     parser.set_defaults(handler=cmd_download)
 
@@ -54,6 +62,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o names the directory to write into, and {output} is a file")
     settings = settings_of(args)
+    if args.max_size is not None:
+        settings = dataclasses.replace(settings, max_size=parse_size(args.max_size, "--max-size"))
     http = HttpClient(settings)
     if "://" in args.target:
         if args.target.startswith("https:"):

@@ -21,6 +21,7 @@ from cudaup.cli.common import (
 )
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
+from cudaup.core.gpus import parse_gpu
 from cudaup.errors import UsageError, VerificationFailedError
 from cudaup.install.store import Store
 from cudaup.plan.indexes import indexes_for
@@ -72,6 +73,10 @@ def add_upgrade(parser: argparse.ArgumentParser) -> None:
         "--force", action="store_true", help="move even to a line the driver or the GPUs cannot run"
     )
     add_allow_minor_compat(parser)
+    parser.add_argument(
+        "--gpu",
+        help="where no GPU is present: the targets (sm_70,sm_90) the new kernels must cover",
+    )
     parser.set_defaults(handler=cmd_upgrade)
 
 
@@ -122,6 +127,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         if args.no_toolkit
         else split_components(args.components) or DEFAULT_COMPONENTS,
         channel=args.channel,
+        gpus=tuple(g.strip() for g in args.gpu.split(",") if parse_gpu(g)) if args.gpu else (),
     )
     terminal = sys.stdin.isatty() and not args.json
     if args.dry_run or not (args.yes or terminal):

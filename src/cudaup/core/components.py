@@ -72,7 +72,7 @@ CLOSURE: dict[str, tuple[str, ...]] = {
 #: Tools without which a component is not what its name promises: an install whose
 #: ``cuda_nvcc`` has no ``bin/nvcc`` (PyPI's CUDA 12 nvcc wheels hold only ptxas) is
 #: refused rather than published as a toolkit that cannot compile.  (Which component
-#: ships each tool, for messages, is :data:`cudaup.switch.shim.TOOL_COMPONENTS`.)
+#: ships each tool is :data:`cudaup.core.tools.TOOL_COMPONENTS`.)
 REQUIRED_TOOLS: dict[str, tuple[str, ...]] = {"cuda_nvcc": ("nvcc",)}
 
 

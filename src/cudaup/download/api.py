@@ -56,7 +56,7 @@ from cudaup.download.request import (
 )
 from cudaup.download.segmented import fetch_segmented
 from cudaup.download.stream import fetch_single_stream
-from cudaup.download.target import Target, check_space
+from cudaup.download.target import Target, check_ceiling, check_space
 from cudaup.download.watch import Limits, Watchdog
 from cudaup.errors import IntegrityError, NetworkError, UsageError
 from cudaup.net.http import HttpClient
@@ -202,6 +202,7 @@ def _fetch_locked(
                 f"{request.filename}: the source says {request.size} bytes but {remote.url} serves "
                 f"{remote.size}; refusing a file whose sources disagree (a mirror out of sync?)"
             )
+        check_ceiling(request, remote, http.settings.max_size)
         try:
             if remote.size is None or not remote.ranges:
                 return fetch_single_stream(

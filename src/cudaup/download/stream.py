@@ -39,7 +39,7 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.target import Target, check_space
+from cudaup.download.target import SPACE_STEP, Target, check_space, passed_ceiling
 from cudaup.download.watch import Flow, Watchdog, join_all, supervise
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
@@ -63,6 +63,10 @@ class _Stream:
         self.watchdog = watchdog
         #: the expected size, if any source says it: more bytes than this are refused
         self.limit = remote.size if remote.size is not None else request.size
+        #: with no size stated, the most bytes accepted (more: the download fails)
+        self.ceiling = http.settings.max_size
+        #: where the free space is checked next, when no size is stated
+        self.space_checked_to = 0
         #: whether a broken response can be continued with a range request
         self.resumable = remote.ranges
         self.written = 0
@@ -136,6 +140,8 @@ class _Stream:
                     f"{self.request.filename}: the server sent more than the expected "
                     f"{self.limit} bytes; refusing it"
                 )
+            if self.limit is None:
+                self._bounded(len(chunk))
             try:
                 handle.write(chunk)
             except OSError as exc:
@@ -155,6 +161,16 @@ class _Stream:
                 return False, True  # a shorter 206 than asked: ask for the rest
             raise RetryableError(f"the body ended at byte {self.written} of {self.limit}")
         return True, True
+
+    def _bounded(self, coming: int) -> None:
+        """Before ``coming`` more bytes of a body whose size no source states: refuse
+        them past the ceiling, and re-check the free space each :data:`SPACE_STEP`."""
+        if self.written + coming > self.ceiling:
+            raise passed_ceiling(self.remote.url, self.ceiling)
+        if self.written + coming > self.space_checked_to:
+            what = f"{self.request.filename} (its size unknown, {self.written} bytes so far)"
+            check_space(self.target.directory, SPACE_STEP, what)
+            self.space_checked_to = self.written + SPACE_STEP
 
     def _rewind(self, handle: BinaryIO, start: int) -> None:
         """Continue at ``start``: the part file and the digest hold exactly bytes ``[0, start)``."""

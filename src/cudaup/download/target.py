@@ -9,12 +9,21 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudaup.errors import CudaupError, InsufficientSpaceError, UsageError
+from cudaup.errors import CudaupError, DownloadTooLargeError, InsufficientSpaceError, UsageError
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, explain, explained, output_place
 from cudaup.util.paths import inside
+
+if TYPE_CHECKING:
+    from cudaup.download.remote import Remote
+    from cudaup.download.request import DownloadRequest
+
+#: A download whose size no source states re-checks the free space each time it has
+#: grown by this much: it fails (exit 10) while this much is still free, not at a full disk.
+SPACE_STEP = 64 * 2**20
+_RAISE_IT = "--max-size or CUDAUP_MAX_SIZE raises it"
 
 
 class Target:
@@ -113,6 +122,25 @@ def check_space(directory: Path, needed: int, what: str) -> None:
             f"{what} needs {needed} more bytes ({needed / 2**30:.2f} GiB) in {directory}, "
             f"but only {free} bytes ({free / 2**30:.2f} GiB) are free"
         )
+
+
+def check_ceiling(request: DownloadRequest, remote: Remote, ceiling: int) -> None:
+    """Refuse, before any byte of the body, a file whose stated size passes ``ceiling``."""
+    stated = remote.size if remote.size is not None else request.size
+    if stated is not None and stated > ceiling:
+        raise DownloadTooLargeError(
+            f"{remote.url} is {stated} bytes ({stated / 2**30:.2f} GiB), more than the "
+            f"download size ceiling of {ceiling} bytes ({ceiling / 2**30:.2f} GiB); "
+            f"refusing it ({_RAISE_IT})"
+        )
+
+
+def passed_ceiling(url: str, ceiling: int) -> DownloadTooLargeError:
+    """The error for a body with no stated size that grew past ``ceiling``."""
+    return DownloadTooLargeError(
+        f"{url} sent more than the download size ceiling of {ceiling} bytes "
+        f"({ceiling / 2**30:.2f} GiB) and no source states its size; refusing it ({_RAISE_IT})"
+    )
 
 
 def fsync_dir(directory: Path) -> None:

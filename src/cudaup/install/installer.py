@@ -42,6 +42,7 @@ from cudaup import __version__
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
 from cudaup.core.components import REQUIRED_TOOLS
+from cudaup.core.libraries import LIBRARIES, cuda_major
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
@@ -59,6 +60,7 @@ from cudaup.resolve.resolver import Resolver
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.cachedir import using as using_cache
 from cudaup.util.faults import Place, cache_place, explained, prefix_place, store_place
+from cudaup.util.paths import inside
 
 InstallChannel = Literal["auto", "installer", "redist", "pypi"]
 
@@ -180,10 +182,27 @@ def _record(
             | _checks(how.get(a.filename))
             for a in resolution.artifacts
         ],
+        **({"libraries": _libraries(resolution)} if _libraries(resolution) else {}),
         **({"link_mode": link_mode} if staged else {}),
         "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cudaup": __version__,
     }
+
+
+def _libraries(resolution: Resolution) -> dict[str, dict[str, str | None]]:
+    """Each library beside the toolkit: its product, version, CUDA build and source."""
+    found: dict[str, dict[str, str | None]] = {}
+    for artifact in resolution.artifacts:
+        library = LIBRARIES.get(artifact.component)
+        if library is not None and library.name not in found:
+            found[library.name] = {
+                "product": library.title,
+                "version": artifact.component_version,
+                "cuda_variant": library.variant(cuda_major(resolution.release.version)),
+                "channel": artifact.channel,
+                "source": artifact.sources[0].url if artifact.sources else None,
+            }
+    return found
 
 
 def _checks(tree: Staged | None) -> dict[str, Any]:
@@ -201,8 +220,21 @@ def _merge_trees(
     tree.mkdir()
     versions: dict[str, str] = {}
     for artifact, part in zip(resolution.artifacts, staged, strict=True):
+        library = LIBRARIES.get(artifact.component)
         if resolution.channel == "redist":
             merge_tree(part.path, tree, artifact.component)
+        elif library is not None:
+            # A library's wheel keeps its CUDA_HOME-shaped tree at a known place
+            # (nvidia/cudnn, nvidia/cu13, cutensor): that tree, and nothing else of it.
+            major = cuda_major(resolution.release.version)
+            root = inside(part.path, *library.wheel_root.format(major=major).split("/"))
+            if not root.is_dir():
+                raise ArtifactNotFoundError(
+                    f"{artifact.filename} has no {library.wheel_root.format(major=major)}/ "
+                    "tree to install"
+                )
+            merge_tree(root, tree, artifact.component)
+            keep_wheel_record(part.path, tree)
         else:
             roots = wheel_roots(part.path)
             if not roots:

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from cudaup.util.lazy import exports
+from cudaup.core.lazy import exports
 
 if TYPE_CHECKING:
     from cudaup.machine.doctor import Report, doctor

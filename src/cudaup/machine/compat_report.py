@@ -8,7 +8,7 @@ manifests name the driver they bundle) and this machine's driver.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ from packaging.version import Version
 from cudaup.config import Settings
 from cudaup.core.compat import FORWARD_NOTE, OS, Architecture, Compatibility, CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion
+from cudaup.core.gpus import parse_gpu
 from cudaup.core.versions import nearest, parse_request
 from cudaup.errors import CudaupError, ReleaseNotFoundError, UsageError
 from cudaup.machine.driver_probe import DRIVER_VERSION_ENV, detect_driver
@@ -68,6 +69,36 @@ class DriverVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuTargetVerdict:
+    """Whether the release's nvcc compiles for one GPU: ``compat RELEASE --gpu sm_70``."""
+
+    gpu: str
+    sm: str
+    verdict: Literal["yes", "no", "unknown"]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "sm": self.sm, "verdict": self.verdict, "reason": self.reason}
+
+
+def gpu_target(table: CompatTable, release: str, text: str) -> GpuTargetVerdict:
+    """The facts of ``data/architectures.tsv`` (checked on each release's nvcc/ptxas) for
+    one GPU; a compute capability the table lacks is unknown, never "yes"."""
+    major, minor = parse_gpu(text)
+    sm = f"sm_{major}{minor}"
+    arch = table.architecture(f"{major}.{minor}")
+    if arch is None:
+        return GpuTargetVerdict(text, sm, "unknown", f"cudaup's architecture table has no {sm}")
+    if arch.supported_by(release):
+        return GpuTargetVerdict(text, sm, "yes", f"CUDA {release} compiles for {sm} ({arch.name})")
+    if arch.last_release:
+        why = f"the last CUDA that compiles for {sm} ({arch.name}) is {arch.last_release}"
+    else:
+        why = f"CUDA compiles for {sm} ({arch.name}) from {arch.first_release}"
+    return GpuTargetVerdict(text, sm, "no", f"CUDA {release} cannot compile for {sm}: {why}")
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseCompat:
     """The drivers that run one release, and the GPUs it compiles for."""
 
@@ -81,6 +112,8 @@ class ReleaseCompat:
     notes: list[str] = field(default_factory=list)
     #: the verdict for the driver asked about, if one was
     driver: DriverVerdict | None = None
+    #: whether its nvcc compiles for each GPU asked about (``--gpu``)
+    gpus: list[GpuTargetVerdict] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         document = {
@@ -105,6 +138,8 @@ class ReleaseCompat:
         }
         if self.driver is not None:
             document["driver"] = self.driver.to_json()
+        if self.gpus:
+            document["gpus"] = [g.to_json() for g in self.gpus]
         return document
 
 
@@ -116,6 +151,7 @@ def release_compat(
     driver: str | None = None,
     os_name: OS = "linux",
     offline: bool = False,
+    gpus: Sequence[str] = (),
 ) -> ReleaseCompat:
     """What runs the release ``text`` names (``13.0`` → its newest known patch), and
     with ``driver``, whether that driver (for ``os_name``) runs it."""
@@ -148,6 +184,7 @@ def release_compat(
         table.targets(release),
         notes,
         asked,
+        [gpu_target(table, release, text) for text in gpus],
     )
 
 

@@ -9,16 +9,21 @@ answer, not an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cudaup.binaries.coverage import Gpu, GpuCoverage, check_coverage, environment_packages
 from cudaup.core.compat import Compatibility, CompatTable
-from cudaup.core.driver import CudaVersion, DriverInfo
+from cudaup.core.driver import CudaVersion, DriverInfo, GpuInfo
+from cudaup.core.gpus import parse_gpu
+from cudaup.core.libraries import LIBRARIES, LIBRARY_SONAMES
+from cudaup.errors import UsageError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import (
@@ -64,8 +69,14 @@ class Report:
     torch: TorchInfo | None
     env: dict[str, str]
     problems: list[Problem] = field(default_factory=list)
+    #: the libraries the Python environment's wheels carry: name → (project, version, lib dir)
+    python_libraries: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    #: the libraries each LD_LIBRARY_PATH entry holds: (entry, library name, file)
+    path_libraries: list[tuple[str, str, str]] = field(default_factory=list)
     #: why the cudaup shim that is ``nvcc`` on PATH runs no toolkit here, when it runs none
     shim_problem: str | None = None
+    #: per GPU, which of the Python's CUDA packages carry kernels for it
+    kernels: list[GpuCoverage] = field(default_factory=list)
 
     def in_use(self) -> list[Toolkit]:
         return [t for t in self.toolkits if any(v in IN_USE for v in t.found_via)]
@@ -81,6 +92,11 @@ class Report:
             "nvcc": self.nvcc,
             "python": self.python,
             "torch": asdict(self.torch) if self.torch else None,
+            "python_libraries": {
+                name: {"project": project, "version": version, "lib": lib}
+                for name, (project, version, lib) in sorted(self.python_libraries.items())
+            },
+            "kernels": [k.to_json() for k in self.kernels],
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -154,8 +170,68 @@ def examine(
     env = {k: lookup.env[k] for k in env_keys if k in lookup.env}
     report = Report(driver, driver_cuda, source, toolkits, nvcc, python, read_torch(sites), env)
     report.shim_problem = shim_problem
+    report.python_libraries = read_python_libraries(sites)
+    report.path_libraries = read_path_libraries(_entries(env.get("LD_LIBRARY_PATH")))
+    gpus = gpus_of(driver.gpus)
+    if gpus:  # reading every CUDA package's binaries is worth it only with a GPU to judge
+        cuda = (driver_cuda.major, driver_cuda.minor) if driver_cuda else None
+        report.kernels = check_coverage(environment_packages(sites), gpus, cuda)
     report.problems = diagnose(report, compat)
     return report
+
+
+def read_python_libraries(sites: list[Path]) -> dict[str, tuple[str, str, str]]:
+    """The libraries an environment's wheels carry (``nvidia-cudnn-cu13`` → cuDNN), read
+    from the dist-info and the wheel's tree, never by importing."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for site in sites:
+        for library in LIBRARIES.values():
+            for major in range(11, 14):
+                project = library.project(major)
+                dist = _dist_info(site, project)
+                if dist is None:
+                    continue
+                version = dist.name.removesuffix(".dist-info").partition("-")[2] or "unknown"
+                lib = site.joinpath(*library.wheel_root.format(major=major).split("/"), "lib")
+                found.setdefault(library.name, (project, version, str(lib)))
+    return found
+
+
+def _dist_info(site: Path, project: str) -> Path | None:
+    normal = re.sub(r"[-_.]+", "_", project).lower()
+    try:
+        entries = list(site.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        name = entry.name.lower()
+        if name.endswith(".dist-info") and name.removesuffix(".dist-info").split("-")[0] == normal:
+            return entry
+    return None
+
+
+def read_path_libraries(entries: list[str]) -> list[tuple[str, str, str]]:
+    """(entry, library, file) for each library's shared object in each directory."""
+    found: list[tuple[str, str, str]] = []
+    for entry in entries:
+        try:
+            names = sorted(p.name for p in Path(entry).iterdir())
+        except OSError:
+            continue
+        for library, soname in LIBRARY_SONAMES.items():
+            match = next((n for n in names if n.startswith(soname + ".so.")), None)
+            if match is not None:
+                found.append((entry, library, match))
+    return found
+
+
+def gpus_of(found: Iterable[GpuInfo]) -> list[Gpu]:
+    """The GPUs whose compute capability the driver reported, as coverage checks them."""
+    gpus = []
+    for gpu in found:
+        with contextlib.suppress(UsageError):  # a capability no SM number spells: not judged
+            gpus.append(Gpu(f"GPU {gpu.index} {gpu.name}", parse_gpu(gpu.compute_capability or "")))
+    return gpus
 
 
 # -- diagnosis (pure) ----------------------------------------------------------------
@@ -245,6 +321,31 @@ def _arch_problems(report: Report, compat: CompatTable) -> list[Problem]:
                         else f"use CUDA ≥ {arch.first_release} for this GPU",
                     )
                 )
+    return problems
+
+
+def _kernel_problems(report: Report) -> list[Problem]:
+    problems: list[Problem] = []
+    for result in report.kernels:
+        sm = "sm_{}{}".format(*result.gpu.capability)
+        for package, reason in result.missing:
+            problems.append(
+                Problem(
+                    "error",
+                    f"{package} in {report.python} carries no kernels for {result.gpu.label} "
+                    f"({sm}): {reason}",
+                    f"install a build of {package} that targets {sm} (`cudaup plan {package} "
+                    f"--gpu {sm}`; CUDA 13 builds dropped sm_70 and older)",
+                )
+            )
+        for package, reason in result.unknown:
+            problems.append(
+                Problem(
+                    "info",
+                    f"whether {package} runs on {result.gpu.label} is not known: {reason}",
+                    "pass --driver VERSION so the driver's CUDA version is known",
+                )
+            )
     return problems
 
 
@@ -342,6 +443,40 @@ def _environment_problems(report: Report) -> list[Problem]:
     return problems
 
 
+def _library_problems(report: Report) -> list[Problem]:
+    """Two builds of one library in one process: an environment's wheel (what torch loads)
+    and another copy on LD_LIBRARY_PATH, which the loader finds first for the libraries the
+    wheel's own loads by name (cuDNN: CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH)."""
+    problems: list[Problem] = []
+    for entry, library, file in report.path_libraries:
+        wheel = report.python_libraries.get(library)
+        if wheel is None:
+            continue
+        project, version, lib = wheel
+        if Path(entry).resolve() == Path(lib).resolve():
+            continue
+        owner = _owner_of(entry, report.toolkits)
+        other = owner.libraries.get(library) if owner else None
+        if other is not None and _same_release(other, version):
+            continue
+        title = LIBRARIES[library].title
+        where = f"{title} {other} of {owner.path}" if owner and other else f"{file} in {entry}"
+        problems.append(
+            Problem(
+                "warning",
+                f"one process would load two {title} builds: the environment's {project} "
+                f"{version} ({lib}) and {where} on LD_LIBRARY_PATH",
+                f"take {entry} off LD_LIBRARY_PATH for this environment, or give the toolkit the "
+                f"same build (`cudaup install RELEASE --components {library}=={version}`)",
+            )
+        )
+    return problems
+
+
+def _same_release(a: str, b: str) -> bool:
+    return a.split(".")[:3] == b.split(".")[:3]
+
+
 def _torch_problems(report: Report, compat: CompatTable) -> list[Problem]:
     torch, driver = report.torch, report.driver.version
     if torch is None or torch.cuda is None or driver is None:
@@ -365,7 +500,9 @@ def diagnose(report: Report, compat: CompatTable) -> list[Problem]:
         + _layout_problems(report)
         + _environment_problems(report)
         + _torch_problems(report, compat)
+        + _library_problems(report)
         + _arch_problems(report, compat)
+        + _kernel_problems(report)
     )
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(problems, key=lambda p: order[p.severity])

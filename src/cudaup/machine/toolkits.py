@@ -39,6 +39,7 @@ from packaging.utils import canonicalize_name
 from cudaup.config import home_dir
 from cudaup.core.components import component_of_project
 from cudaup.core.identify import Identity, ReleaseTable, identify, shipped_table
+from cudaup.core.libraries import LIBRARIES
 from cudaup.machine.sysroot import SystemRoot
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -84,6 +85,11 @@ class Toolkit:
     def release(self) -> str | None:
         return self.identity.exact
 
+    @property
+    def libraries(self) -> dict[str, str]:
+        """The libraries beside the toolkit (cuDNN, NCCL, …) and their versions."""
+        return {k: v for k, v in sorted(self.components.items()) if k in LIBRARIES}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -91,6 +97,7 @@ class Toolkit:
             "owner": self.owner,
             "layout": self.layout,
             "components": dict(sorted(self.components.items())),
+            "libraries": self.libraries,
             "declared_version": self.declared,
             "header_cudart_version": self.header_version,
             "link": self.link,

@@ -11,7 +11,9 @@ list in :mod:`cudaup.net.hosts`, can be refused.
 
 A failure says which host failed: a host that could not be reached at all is a
 :class:`~cudaup.errors.HostUnreachableError`, a proxy that could not be reached
-or would not connect is named with the variable that chose it.  :data:`log` is
+or would not connect is named with the variable that chose it; what no retry mends
+(a refused TLS certificate, response headers too long, or not ended within the stall
+limit: :func:`lasting`) fails at the first try.  :data:`log` is
 the one verbose log (``cudaup -v``): every request and its answer, cache hits
 and revalidations, redirects, retries and why (the downloader's retries too,
 through :meth:`HttpClient.wait_to_retry`).
@@ -20,13 +22,15 @@ through :meth:`HttpClient.wait_to_retry`).
 from __future__ import annotations
 
 import base64
+import http.client
 import logging
 import netrc
 import os
 import re
+import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -45,6 +49,7 @@ from cudaup.config import (
 from cudaup.errors import HostUnreachableError, NetworkError, SourceFormatError
 from cudaup.net import backoff as backoff_policy
 from cudaup.net.backoff import Backoff
+from cudaup.net.deadline import POOL_CLASSES, HeadersTooSlowError, headers_within
 from cudaup.net.hosts import check_redirect
 from cudaup.net.proxies import Proxy, ProxySettings
 from cudaup.net.response_cache import CachedResponse, HttpCache
@@ -84,6 +89,11 @@ PUBLIC_HOSTS = frozenset(
 )
 #: Headers whose values the verbose log never prints.
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+#: What every request asks for: the bytes as the server holds them.  A download or a
+#: range of a wheel is hashed and parsed as sent (and a range of an encoded body is a
+#: range of other bytes), so no response is decoded on the way in but a small document
+#: (:meth:`HttpClient.get`) that a server encoded anyway, which is decoded or refused.
+_IDENTITY = {"Accept-Encoding": "identity"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +172,7 @@ class HttpClient:
                         proxy_ssl_context=default_context() if tls else None,
                         **kwargs,  # type: ignore[arg-type]
                     )
+                manager.pool_classes_by_scheme = POOL_CLASSES
                 self._managers[(proxy, tls)] = manager
             return manager
 
@@ -208,7 +219,11 @@ class HttpClient:
         each hop is tried once, every status comes back as it is and a connection
         that fails raises urllib3's exception (:func:`describe` puts it in words): the
         downloader keeps its own budget and lowers its connections on 503/429.  A
-        refused redirect always raises :class:`NetworkError`.
+        refused redirect, and a failure that would recur on every try (a TLS
+        certificate refused, response headers too long to read or, with ``retry``, not
+        ended within the stall limit: :func:`lasting`), always raise
+        :class:`NetworkError`, at the first try.  The response's body is read as sent:
+        ``Accept-Encoding: identity`` is asked for, and nothing is decoded.
         """
         current = url
         for _hop in range(MAX_REDIRECTS + 1):
@@ -236,7 +251,7 @@ class HttpClient:
         retry: bool,
     ) -> urllib3.BaseHTTPResponse:
         retries = self._retries if retry else 0
-        all_headers = {**self._auth_header(url), **(headers or {})}
+        all_headers = {**_IDENTITY, **self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
         proxy = self.proxy_for(url)
         manager = self._manager(url, proxy)
@@ -247,17 +262,22 @@ class HttpClient:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s %s headers: %s", method, url, _shown_headers(all_headers))
             try:
-                response = manager.request(
-                    method,
-                    url,
-                    headers=all_headers,
-                    preload_content=preload,
-                    redirect=False,
-                    retries=False,
-                    timeout=urllib3.Timeout(connect=min(10.0, read_timeout), read=read_timeout),
-                )
+                # the downloader's watchdog bounds its own requests (retry=False)
+                with headers_within(self.settings.stall_timeout if retry else None):
+                    response = manager.request(
+                        method,
+                        url,
+                        headers=all_headers,
+                        preload_content=preload,
+                        decode_content=False,
+                        redirect=False,
+                        retries=False,
+                        timeout=urllib3.Timeout(connect=min(10.0, read_timeout), read=read_timeout),
+                    )
             except urllib3.exceptions.HTTPError as exc:
                 log.info("%s %s%s failed: %s", method, url, _via(proxy, all_headers), describe(exc))
+                if (refusal := lasting(url, proxy, exc)) is not None:
+                    raise refusal from None
                 if not retry:
                     raise
                 failure = exc
@@ -302,7 +322,10 @@ class HttpClient:
         accept: str | None = None,
         max_bytes: int = 20 * 1024 * 1024,
     ) -> Response:
-        """GET a small document, through the cache when ``cache`` names its kind."""
+        """GET a small document, through the cache when ``cache`` names its kind.
+
+        A body that breaks off is asked for again, like a request that failed; one a
+        server encoded anyway is decoded (see :func:`_read_document`)."""
         entry: CachedResponse | None = None
         if cache is not None and not self.settings.refresh:
             entry = self.cache.lookup(url)
@@ -325,15 +348,24 @@ class HttpClient:
                 headers["If-Modified-Since"] = entry.last_modified
         if "If-None-Match" in headers or "If-Modified-Since" in headers:
             log.info("cache: revalidating %s (its ETag or Last-Modified)", url)
-        raw = self.open("GET", url, headers)
-        try:
-            if raw.status == 304 and entry is not None:
-                log.info("cache: %s has not changed (304): the cached copy is used", url)
-                self.cache.touch(entry)
-                return Response(url, 200, {}, entry.body, from_cache=True)
-            body = _read_limited(raw, max_bytes, url)
-        finally:
-            raw.release_conn()
+        for attempt in range(self._retries + 1):
+            raw = self.open("GET", url, headers)
+            try:
+                if raw.status == 304 and entry is not None:
+                    log.info("cache: %s has not changed (304): the cached copy is used", url)
+                    self.cache.touch(entry)
+                    return Response(url, 200, {}, entry.body, from_cache=True)
+                body = _read_document(raw, max_bytes, str(raw.url or url))
+                break
+            except urllib3.exceptions.HTTPError as exc:  # the body broke off or timed out
+                if attempt == self._retries:
+                    host = urlsplit(url).netloc
+                    raise NetworkError(
+                        f"{host} did not answer in full ({describe(exc)}) for {url}"
+                    ) from None
+                self.wait_to_retry(url, attempt, describe(exc))
+            finally:
+                raw.release_conn()
         response = Response(str(raw.url or url), raw.status, dict(raw.headers.items()), body)
         if cache is not None and (raw.status == 200 or raw.status in {404, 410}):
             self.cache.store(
@@ -377,15 +409,83 @@ def _shown_headers(headers: Mapping[str, str]) -> str:
     )
 
 
-def _read_limited(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
+def _read_document(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes:
+    """A document's body, at most ``limit`` bytes once decoded.  cudaup asks for identity;
+    a server that encodes the body anyway (gzip, deflate) gets it decoded, and one whose
+    encoding is unknown or whose body is not what the encoding says is refused (exit 8)."""
+    encoding = raw.headers.get("Content-Encoding", "").strip()
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    decoders = urllib3.response.HTTPResponse.CONTENT_DECODERS
+    if unknown := [c for c in codings if c != "identity" and c not in decoders]:
+        raise SourceFormatError(
+            f"{url} answered with Content-Encoding: {encoding}, which cudaup cannot decode "
+            f"({', '.join(unknown)}; it asked for identity)"
+        )
     chunks: list[bytes] = []
     total = 0
-    for chunk in raw.stream(64 * 1024):
-        total += len(chunk)
-        if total > limit:
-            raise SourceFormatError(f"{url} is larger than {limit} bytes; refusing to read it")
-        chunks.append(chunk)
+    try:
+        for chunk in raw.stream(64 * 1024, decode_content=True):
+            total += len(chunk)
+            if total > limit:
+                raise SourceFormatError(f"{url} is larger than {limit} bytes; refusing to read it")
+            chunks.append(chunk)
+    except urllib3.exceptions.DecodeError as exc:
+        why = exc.args[1] if len(exc.args) > 1 else exc
+        raise SourceFormatError(
+            f"{url} answered with Content-Encoding: {encoding} but its body cannot be "
+            f"decoded as such ({why}); the server or a proxy on the way is broken"
+        ) from None
     return b"".join(chunks)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it wraps (urllib3 nests the real cause deep)."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        current = todo.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo += [current.__cause__, current.__context__, *current.args]
+        todo += [getattr(current, "reason", None), getattr(current, "original_error", None)]
+
+
+def lasting(
+    url: str, proxy: Proxy | None, exc: urllib3.exceptions.HTTPError
+) -> NetworkError | None:
+    """The error for a failure that every retry would meet again, or None if ``exc``
+    may be transient: a TLS certificate that is not trusted or names another host,
+    response headers longer than any real server sends (a line over 64 KiB, more than
+    100 headers: a header that never ends stops there), and headers that did not end
+    within the stall limit (:mod:`cudaup.net.deadline`)."""
+    host = urlsplit(url).netloc
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            where = (
+                f"the proxy {proxy.url} ({proxy.variable})"
+                if isinstance(exc, urllib3.exceptions.ProxyError) and proxy is not None
+                else host
+            )
+            why = cause.verify_message or cause.reason or str(cause)
+            return NetworkError(
+                f"the TLS certificate of {where} was refused (certificate verify failed: "
+                f"{why}) for {url}; not retried, as it would be refused again "
+                "(SSL_CERT_FILE or SSL_CERT_DIR adds a CA you trust)"
+            )
+        if isinstance(cause, HeadersTooSlowError):
+            return NetworkError(
+                f"the server stalled: {host} sent no complete response headers in "
+                f"{cause.seconds:g} s for {url}; not retried, as the stall limit "
+                "(CUDAUP_STALL_TIMEOUT) is spent"
+            )
+        if isinstance(cause, http.client.LineTooLong) or type(cause) is http.client.HTTPException:
+            return NetworkError(
+                f"{host} sent response headers too long to read ({cause}) for {url}; "
+                "not retried, as the server would send them again"
+            )
+    return None
 
 
 _INCOMPLETE = re.compile(r"IncompleteRead\((\d+) bytes read, (\d+) more expected\)")

@@ -29,7 +29,7 @@ from cudaup.errors import SourceFormatError
 MAX_MANIFEST_BYTES = 10 * 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _MD5 = re.compile(r"^[0-9a-fA-F]{32}$")
-_COMPONENT_FIELDS = {"name", "license", "license_path", "version"}
+_COMPONENT_FIELDS = {"name", "license", "license_path", "version", "cuda_variant"}
 #: Components that belong to the driver branch, not the toolkit: cudaup never installs these.
 DRIVER_COMPONENTS = frozenset(
     {"nvidia_driver", "driver_assistant", "fabricmanager", "imex", "libnvidia_nscq", "nvidia_fs"}
@@ -139,6 +139,44 @@ def _parse_archive(
     )
 
 
+def _variants(component: str, listed: Any, source: str) -> frozenset[str] | None:
+    """The ``cuda_variant`` list (``["12", "13"]``) as the nested keys it allows (``cuda12``)."""
+    if listed is None:
+        return None
+    if not isinstance(listed, list) or not all(
+        isinstance(v, str) and v.isdigit() and len(v) <= 3 for v in listed
+    ):
+        raise SourceFormatError(f"{component} cuda_variant in {source}: expected CUDA majors")
+    return frozenset(f"cuda{v}" for v in listed)
+
+
+def _platform_archives(
+    component: str, platform: str, entry: Any, variants: frozenset[str] | None, source: str
+) -> list[Archive]:
+    """One platform's archives: a direct one (``relative_path`` …), one per CUDA major
+    nested under it (cuDNN: ``{"cuda12": {…}, "cuda13": {…}}``), or both (cuDNN 9.27.0's
+    windows-arm64 has a nested ``cuda13`` beside a direct archive)."""
+    if not isinstance(entry, dict):
+        return [_parse_archive(component, platform, entry, None, source)]
+    nested = {k: v for k, v in entry.items() if isinstance(v, dict)}
+    archives = []
+    if "relative_path" in entry:
+        direct = {k: v for k, v in entry.items() if k not in nested}
+        archives.append(_parse_archive(component, platform, direct, None, source))
+    elif not nested:
+        archives.append(_parse_archive(component, platform, entry, None, source))
+    for variant, archive in nested.items():
+        where = f"{component} {platform} in {source}"
+        check_component(variant, field="variant", where=where)
+        if variants is not None and variant not in variants:
+            raise SourceFormatError(
+                f"{where}: variant {variant!r} is not in its cuda_variant "
+                f"({', '.join(sorted(variants))})"
+            )
+        archives.append(_parse_archive(component, platform, archive, variant, source))
+    return archives
+
+
 def parse_manifest(data: bytes, source: str = "the redist manifest") -> Manifest:
     """Parse one ``redistrib_X.Y.Z.json`` document; ``source`` (its URL) names it in errors."""
     document = load_json(
@@ -156,16 +194,12 @@ def parse_manifest(data: bytes, source: str = "the redist manifest") -> Manifest
         if version is None:
             raise SourceFormatError(f"component {key!r} has no version in {source}")
         check_label(version, field=f"{key} version", where=source)
+        variants = _variants(key, value.get("cuda_variant"), source)
         archives: list[Archive] = []
         for platform, entry in value.items():
             if platform in _COMPONENT_FIELDS or not _is_platform_key(platform):
                 continue
-            if isinstance(entry, dict) and "relative_path" not in entry:
-                # cuDNN-style variants: {"cuda12": {relative_path, ...}, ...}
-                for variant, nested in entry.items():
-                    archives.append(_parse_archive(key, platform, nested, variant, source))
-            else:
-                archives.append(_parse_archive(key, platform, entry, None, source))
+            archives += _platform_archives(key, platform, entry, variants, source)
         name = value.get("name")
         license_name = value.get("license")
         components[key] = Component(

@@ -7,7 +7,7 @@ lists every release, ``probe`` explains a URL, ``snapshot`` answers offline.
 
 from typing import TYPE_CHECKING
 
-from cudaup.util.lazy import exports
+from cudaup.core.lazy import exports
 
 if TYPE_CHECKING:
     from cudaup.resolve.resolver import Resolver

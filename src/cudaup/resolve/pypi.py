@@ -189,12 +189,14 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
     return files
 
 
-class _HttpRangeFile(io.RawIOBase):
-    """A seekable read-only view of a remote file, fetched in ranges (for zipfile)."""
+class HttpRangeFile(io.RawIOBase):
+    """A seekable read-only view of a remote file, fetched in ranges (for zipfile);
+    :attr:`fetched` counts the bytes it received."""
 
     def __init__(self, http: HttpClient, url: str, size: int) -> None:
         self._http, self._url, self._size, self._pos = http, url, size, 0
         self._blocks: dict[int, bytes] = {}
+        self.fetched = 0
 
     def seekable(self) -> bool:
         return True
@@ -234,6 +236,7 @@ class _HttpRangeFile(io.RawIOBase):
             data = raw.read()
         finally:
             raw.release_conn()
+        self.fetched += len(data)
         self._blocks[key] = data
         return data[: end - start]
 
@@ -284,7 +287,7 @@ class PackageIndex:
         """The paths inside a remote wheel, from its zip directory alone (range reads: the
         tail of the file, never its members)."""
         try:
-            opened = io.BufferedReader(_HttpRangeFile(self.http, url, size), buffer_size=65536)
+            opened = io.BufferedReader(HttpRangeFile(self.http, url, size), buffer_size=65536)
             with zipfile.ZipFile(opened) as archive:
                 return archive.namelist()
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
@@ -292,7 +295,7 @@ class PackageIndex:
 
     def _metadata_by_range(self, file: DistFile, size: int) -> Metadata:
         return _metadata_from_wheel(
-            lambda: io.BufferedReader(_HttpRangeFile(self.http, file.url, size), buffer_size=65536),
+            lambda: io.BufferedReader(HttpRangeFile(self.http, file.url, size), buffer_size=65536),
             file.url,
         )
 

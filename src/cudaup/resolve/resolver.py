@@ -23,6 +23,13 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core import components as comp
+from cudaup.core.libraries import (
+    LIBRARIES,
+    LibraryRequest,
+    cuda_major,
+    parse_library,
+    split_libraries,
+)
 from cudaup.core.model import Artifact, Channel, Release, Resolution, SourceRef
 from cudaup.core.platforms import Platform
 from cudaup.core.versions import ReleaseRequest, nearest, nvidia_label, parse_request, release_key
@@ -42,6 +49,12 @@ from cudaup.resolve.choose import (
     choose_redist,
     choose_wheel,
     requirements_for,
+)
+from cudaup.resolve.libraries import (
+    LibraryRelease,
+    library_releases,
+    pypi_library,
+    redist_library,
 )
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.resolve.sources import NvidiaSource, ProbeResult
@@ -123,9 +136,53 @@ class Resolver:
             if components:
                 raise UsageError("--components applies to --channel redist and pypi, not installer")
             return self._resolve_installer(request, platform)
+        names, libraries = split_libraries(tuple(components)) if components else (components, ())
+        # A library's run-time needs from the toolkit (cuDNN loads cuBLAS) come along on
+        # install, where the release has them.
+        also = [n for r in libraries for n in r.library.needs] if closure else []
         if channel == "redist":
-            return self._resolve_redist(request, platform, components, closure)
-        return self._resolve_pypi(request, platform, components, closure)
+            resolution = self._resolve_redist(request, platform, names, closure, also)
+        else:
+            resolution = self._resolve_pypi(request, platform, names, closure, also)
+        return self._with_libraries(resolution, libraries) if libraries else resolution
+
+    def library_releases(self, name: str) -> list[LibraryRelease]:
+        """Every release of the library ``name`` (``cudnn``), with the CUDA majors it builds."""
+        request = parse_library(name)
+        if request is None:
+            raise UsageError(
+                f"{name!r} is not a library cudaup knows ({', '.join(sorted(LIBRARIES))})"
+            )
+        return library_releases(self.nvidia, request.library, self._map)
+
+    def _with_libraries(
+        self, resolution: Resolution, libraries: Sequence[LibraryRequest]
+    ) -> Resolution:
+        """``resolution`` plus each library's build for the release's CUDA major."""
+        major = cuda_major(resolution.release.version)
+        platform = resolution.platform
+
+        def one(request: LibraryRequest) -> list[Artifact]:
+            if resolution.channel == "pypi":
+                return self._probe_all([pypi_library(self.pypi, request, major, platform)])
+            return redist_library(
+                self.nvidia, request, major, platform, lambda a: self._probe(a, "manifest")
+            )
+
+        found = [
+            artifact for artifacts in self._map(one, list(libraries)) for artifact in artifacts
+        ]
+        notes = [
+            f"{r.library.title} {a.component_version} (the CUDA {major} build) from {a.sources[0].kind}"
+            for r in libraries
+            for a in found
+            if a.component == r.library.name
+        ]
+        return replace(
+            resolution,
+            artifacts=(*resolution.artifacts, *found),
+            notes=(*resolution.notes, *dict.fromkeys(notes)),
+        )
 
     # -- installer channel ------------------------------------------------------
     def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
@@ -230,6 +287,7 @@ class Resolver:
         platform: Platform,
         components: Sequence[str] | None,
         closure: bool = False,
+        also: Sequence[str] = (),
     ) -> Resolution:
         if request.exact_label:
             label = request.exact_label
@@ -247,13 +305,20 @@ class Resolver:
                 raise ReleaseNotFoundError(
                     f"the listing names {label} but its manifest answers 404"
                 )
-        artifacts = choose_redist(
-            manifest,
-            platform,
-            components,
-            self.nvidia.redist_url,
-            self.nvidia.manifest_url(label),
-            closure=closure,
+        if components is not None:
+            here = {k for k, c in manifest.components.items() if c.archive_for(platform)}
+            components = (*components, *(n for n in also if n in here and n not in components))
+        artifacts = (
+            []  # only libraries were asked for: the release's own components stay as they are
+            if components == ()
+            else choose_redist(
+                manifest,
+                platform,
+                components,
+                self.nvidia.redist_url,
+                self.nvidia.manifest_url(label),
+                closure=closure,
+            )
         )
         facts = ReleaseFacts(
             label, manifest, self.nvidia.manifest_url(label), None, "", None, "",
@@ -269,6 +334,7 @@ class Resolver:
         platform: Platform,
         components: Sequence[str] | None,
         closure: bool = False,
+        also: Sequence[str] = (),
     ) -> Resolution:
         meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
         by_version: dict[Version, DistFile] = {}
@@ -285,6 +351,9 @@ class Resolver:
         meta_file = by_version[version]
         metadata = self.pypi.metadata(meta_file)
         provided = [str(e) for e in (metadata.provides_extra or [])]
+        if components is not None:
+            needed = [n for n in also if comp.pypi_extra(n) in provided and n not in components]
+            components = (*components, *needed)
         if components is None:
             extras = ["all"] if "all" in provided else provided
         else:
@@ -298,7 +367,7 @@ class Resolver:
                 offered = {comp.nvidia_name(e) for e in provided}
                 extras = [comp.pypi_extra(n) for n in comp.with_closure(extras, offered)]
         requirements = requirements_for(metadata.requires_dist or [], extras, platform)
-        if not requirements:
+        if not requirements and components != ():
             raise ArtifactNotFoundError(
                 f"cuda-toolkit {version} requires no wheels for {platform} with extras {', '.join(extras)}"
             )

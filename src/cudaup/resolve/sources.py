@@ -50,14 +50,16 @@ class NvidiaSource:
         self.settings = http.settings
 
     # -- URLs (NVIDIA's documented locations) --------------------------------
-    def listing_url(self) -> str:
-        return f"{self.settings.download_url}/compute/cuda/redist/"
+    # ``product`` is the directory below /compute/: CUDA's, or a library's (cudnn, cutensor, …),
+    # whose redist trees have the same shape.
+    def listing_url(self, product: str = "cuda") -> str:
+        return f"{self.settings.download_url}/compute/{product}/redist/"
 
-    def manifest_url(self, label: str) -> str:
-        return f"{self.settings.download_url}/compute/cuda/redist/redistrib_{label}.json"
+    def manifest_url(self, label: str, product: str = "cuda") -> str:
+        return f"{self.settings.download_url}/compute/{product}/redist/redistrib_{label}.json"
 
-    def redist_url(self, relative_path: str) -> str:
-        return f"{self.settings.download_url}/compute/cuda/redist/{relative_path}"
+    def redist_url(self, relative_path: str, product: str = "cuda") -> str:
+        return f"{self.settings.download_url}/compute/{product}/redist/{relative_path}"
 
     def md5sum_url(self, label: str) -> str:
         return f"{self.settings.download_url}/compute/cuda/{label}/docs/sidebar/md5sum.txt"
@@ -80,15 +82,15 @@ class NvidiaSource:
             raise NetworkError(f"{url} answered HTTP {response.status}")
         return response
 
-    def listing(self) -> list[ListedRelease]:
-        url = self.listing_url()
+    def listing(self, product: str = "cuda") -> list[ListedRelease]:
+        url = self.listing_url(product)
         response = self._get(url, "listing")
         if response is None:
             raise NetworkError(f"{url} answered 404: is this an NVIDIA mirror?")
         return parse_redist_listing(_html(response, MAX_LISTING_BYTES), url)
 
-    def manifest(self, label: str) -> Manifest | None:
-        url = self.manifest_url(label)
+    def manifest(self, label: str, product: str = "cuda") -> Manifest | None:
+        url = self.manifest_url(label, product)
         response = self._get(url, "manifest")
         return parse_manifest(response.body, url) if response else None
 

@@ -13,7 +13,10 @@ A value is a version request (``13.0``, ``12.8.1``, ``cu128``: the newest
 is, :meth:`Store.find`) or a path to a toolkit directory.  ``cudaup default 12.8`` also accepts a system toolkit that
 identifies as 12.8 when the store has none, and records its path.  The rules
 themselves live in :mod:`cudaup.switch.shim` (standard library only, so that a
-shim starts fast); this module gives them the store's view.
+shim starts fast); this module gives them the store's view.  A pin or a toolkit
+directory another user could have written does not choose
+(:mod:`cudaup.util.trust`): the pin is skipped (``Active.warnings`` says so) and
+the toolkit refused (:class:`UntrustedPathError`, exit 22).
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from cudaup.core.tools import is_toolkit_tool
 from cudaup.core.versions import parse_request
 from cudaup.errors import (
     ArtifactNotFoundError,
     ReleaseNotFoundError,
+    UntrustedPathError,
     UsageError,
 )
 from cudaup.install.store import Store
@@ -58,6 +63,8 @@ class Active:
     path: Path | None = None
     failure: str | None = None
     problem: str | None = None
+    #: the pins skipped on the way, each a sentence naming it and its owner
+    warnings: tuple[str, ...] = ()
 
     @property
     def reason(self) -> str:
@@ -84,6 +91,8 @@ class Active:
         message = self.problem or "no CUDA toolkit is chosen here"
         if self.failure == "not-installed":
             raise ReleaseNotFoundError(message)
+        if self.failure == "untrusted":
+            raise UntrustedPathError(message)
         # Nothing chosen ("none") is the user's to fix too: exit 1 is kept for bugs.
         raise UsageError(message)
 
@@ -96,6 +105,7 @@ class Active:
             "version": self.version,
             "path": str(self.path) if self.path else None,
             "problem": self.problem,
+            "warnings": list(self.warnings),
         }
 
 
@@ -125,6 +135,7 @@ def _active(choice: shim.Choice) -> Active:
         path=Path(choice.path) if choice.path else None,
         failure=choice.failure,
         problem=choice.problem,
+        warnings=tuple(choice.warnings),
     )
 
 
@@ -144,7 +155,7 @@ def select(
     find = _store_finder(store)
     home = _home(store)
     if request is not None:
-        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool))
+        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool, env))
     return _active(shim.choose(home, env, where, find, tool))
 
 
@@ -154,11 +165,15 @@ def resolve_default(store: Store) -> Active | None:
     if not value:
         return None
     home = _home(store)
-    return _active(shim.resolve(home, value, "default", None, home, _store_finder(store)))
+    choice = shim.resolve(home, value, "default", None, home, _store_finder(store), env=os.environ)
+    return _active(choice)
 
 
 def tool_in(active: Active, tool: str) -> Path:
-    """The executable ``tool`` in the active toolkit; raises when there is none."""
+    """The executable ``tool`` in the active toolkit; raises when there is none, or
+    when ``tool`` is not one of NVIDIA's tools (:mod:`cudaup.core.tools`)."""
+    if not is_toolkit_tool(tool):
+        raise ArtifactNotFoundError(f"cannot run {tool}: {shim.not_a_toolkit_tool(tool)}")
     toolkit = active.require()
     found = shim.tool_path(str(toolkit), tool)
     if found is None:
@@ -266,6 +281,7 @@ def choose_default(
         if not path.is_dir():
             raise UsageError(f"{value} is not a directory")
         _require_bin(path)
+        _require_trusted(store, path, env)
         version = shim.version_at(_home(store), str(path))
         return DefaultChoice(str(path), path, version)
     toolkit = store.find(value)
@@ -279,12 +295,20 @@ def choose_default(
             f"`cudaup install {value}` or name a toolkit directory"
         )
     chosen = candidates[0]
+    _require_trusted(store, chosen.real, env)
     shown = root.display(chosen.real)
     note = (
         f"cudaup has not installed CUDA {value}; the default is the system toolkit {shown} "
         f"(CUDA {chosen.identity.describe()})"
     )
     return DefaultChoice(str(chosen.real), chosen.real, None, note)
+
+
+def _require_trusted(store: Store, path: Path, env: Mapping[str, str]) -> None:
+    """:class:`UntrustedPathError` when another user could change the toolkit at ``path``."""
+    checked = shim.resolve(_home(store), str(path), "default", None, str(path), env=env)
+    if checked.failure == "untrusted":
+        raise UntrustedPathError(str(checked.problem))
 
 
 def _require_bin(path: Path) -> None:

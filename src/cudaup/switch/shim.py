@@ -13,7 +13,9 @@ so the directory cudaup was imported from when the shim was written (the first
 argument) is appended to ``sys.path`` instead.  (``python -m cudaup.switch.shim
 HOME TOOL ARGS...`` does the same, more slowly.)
 
-This module runs on every compiler call, so it imports only ``os`` and ``sys``:
+This module runs on every compiler call, so it imports only ``os`` and ``sys``, and
+two modules of cudaup that import nothing else: :mod:`cudaup.core.tools` (the tools
+NVIDIA's toolkits ship) and :mod:`cudaup.util.trust` (who may choose what runs);
 ``pathlib``, ``re`` and ``packaging`` would each cost milliseconds.  It keeps a
 small copy of the request rules of :mod:`cudaup.core.versions` and of
 :meth:`cudaup.install.store.Store.find`; the tests check that the copies agree.
@@ -36,6 +38,13 @@ libraries only.  A value that matches nothing is an error, never a silent
 fall-through to the next source, and a tool the chosen toolkit lacks is an
 error naming the component that ships it, never another toolkit's tool.
 
+Who may choose (:mod:`cudaup.util.trust`, git's ``safe.directory`` rule): a
+``.cuda-version`` another user owns or may write is skipped with a warning that
+names it and its owner; a toolkit named by path that another user owns or may
+write (it, its ``bin``, the tool, or a directory above them) is refused with exit
+22; ``CUDAUP_SAFE_DIRECTORIES`` lists the exceptions.  A tool name that is not one
+of NVIDIA's (:data:`cudaup.core.tools.TOOL_COMPONENTS`) is never run.
+
 With ``CUDAUP_SHIM_QUERY=1`` a shim prints (JSON) what it would run instead of
 running it: ``cudaup doctor`` and ``list`` follow shims on PATH that way.
 """
@@ -47,6 +56,9 @@ from __future__ import annotations
 
 import os
 import sys
+
+from cudaup.core.tools import TOOL_COMPONENTS, is_toolkit_tool
+from cudaup.util import trust
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -61,26 +73,10 @@ PIN_FILE = ".cuda-version"
 #: The tool a floating request prefers a toolkit for when no tool is named (``show``,
 #: ``env``): a toolkit that compiles.  Kept equal to :data:`cudaup.install.store.COMPILER`.
 COMPILER = "nvcc"
-#: Which component ships each tool of a toolkit's ``bin`` (for "install X to get it").
-TOOL_COMPONENTS = {
-    "nvcc": "cuda_nvcc",
-    "ptxas": "cuda_nvcc",
-    "fatbinary": "cuda_nvcc",
-    "nvlink": "cuda_nvcc",
-    "cudafe++": "cuda_nvcc",
-    "bin2c": "cuda_nvcc",
-    "cuobjdump": "cuda_cuobjdump",
-    "nvdisasm": "cuda_nvdisasm",
-    "cu++filt": "cuda_cuxxfilt",
-    "nvprune": "cuda_nvprune",
-    "cuda-gdb": "cuda_gdb",
-    "cuda-gdbserver": "cuda_gdb",
-    "compute-sanitizer": "cuda_sanitizer_api",
-    "nsys": "nsight_systems",
-    "ncu": "nsight_compute",
-}
 #: Exit status when no toolkit or tool can be run (as a shell's "command not found").
 NOT_FOUND = 127
+#: Exit status when what chose the toolkit is not trusted (:class:`cudaup.errors.UntrustedPathError`).
+UNTRUSTED = 22
 HOW_TO_CHOOSE = (
     "choose one with `cudaup default VERSION`, a .cuda-version file (`cudaup pin VERSION`) "
     "or CUDAUP_TOOLKIT=VERSION"
@@ -274,17 +270,40 @@ def find_pin(start: str) -> str | None:
         directory = parent
 
 
-def read_pin(path: str) -> str:
-    """The request in a ``.cuda-version`` file: its first line that is not blank or ``#``."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                text = line.strip()
-                if text and not text.startswith("#"):
-                    return text
-    except OSError:
-        return ""
-    return ""
+def read_pin(path: str, env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """The request in a ``.cuda-version`` file (its first line that is not blank or
+    ``#``) and ``None``; or ``""`` and a warning when :mod:`cudaup.util.trust` refuses
+    the file: the warning names it, its owner and the way to trust it."""
+    env = os.environ if env is None else env
+    text, problem = trust.read_pin_file(path, env)
+    if problem is not None:
+        directory = os.path.dirname(os.path.abspath(path))
+        return "", (
+            f"ignoring {path}: {problem}; a pin another user could write does not choose "
+            f"what runs as you ({trust.SAFE_DIRECTORIES_ENV}={directory} trusts it)"
+        )
+    for line in text.splitlines():
+        request = line.strip()
+        if request and not request.startswith("#"):
+            return request, None
+    return "", None
+
+
+def nearest_pin(start: str, env: Mapping[str, str]) -> tuple[str | None, str, list[str]]:
+    """The nearest pin from ``start`` upwards that may choose, the request in it, and a
+    warning for each nearer one skipped because another user could have written it."""
+    warnings: list[str] = []
+    directory = os.path.abspath(start)
+    while (pin := find_pin(directory)) is not None:
+        request, warning = read_pin(pin, env)
+        if warning is None:
+            return pin, request, warnings
+        warnings.append(warning)
+        above = os.path.dirname(os.path.dirname(pin))
+        if above == os.path.dirname(pin):
+            break
+        directory = above
+    return None, "", warnings
 
 
 def read_default(home: str) -> str:
@@ -300,11 +319,20 @@ class Choice:
 
     ``source`` is ``run``, ``env``, ``file``, ``default`` or ``none``.  When
     ``path`` is ``None``, ``failure`` says why (``none``, ``not-installed``,
-    ``not-a-request``, ``not-a-directory``, ``empty``) and ``problem`` says it
-    in a sentence.
+    ``not-a-request``, ``not-a-directory``, ``empty``, ``untrusted``) and ``problem``
+    says it in a sentence.  ``warnings`` names the pins skipped on the way.
     """
 
-    __slots__ = ("failure", "origin", "path", "problem", "request", "source", "version")
+    __slots__ = (
+        "failure",
+        "origin",
+        "path",
+        "problem",
+        "request",
+        "source",
+        "version",
+        "warnings",
+    )
 
     def __init__(
         self,
@@ -323,6 +351,7 @@ class Choice:
         self.path = path
         self.failure = failure
         self.problem = problem
+        self.warnings: list[str] = []
 
     def where(self) -> str:
         """Who asked: ``CUDAUP_TOOLKIT``, ``/work/.cuda-version``, ``the default``."""
@@ -352,15 +381,24 @@ def resolve(
     base: str,
     find: Finder = find_installed,
     tool: str = COMPILER,
+    env: Mapping[str, str] | None = None,
 ) -> Choice:
     """Turn one request into a :class:`Choice`; ``base`` anchors relative paths, and
-    ``tool`` is what the toolkit is wanted for (see :func:`find_installed`)."""
+    ``tool`` is what the toolkit is wanted for (see :func:`find_installed`).  A path
+    must pass :func:`cudaup.util.trust.toolkit_problem` (``env`` holds the exceptions)."""
     who = asker(source, origin)
     if is_path_request(request):
         path = os.path.normpath(os.path.join(base, os.path.expanduser(request)))
         if not os.path.isdir(path):
             problem = f"{who} names {request}, which is not a directory"
             return Choice(source, request, origin, failure="not-a-directory", problem=problem)
+        why = trust.toolkit_problem(path, tool, os.environ if env is None else env)
+        if why is not None:
+            problem = (
+                f"{who} names the toolkit {path}, which another user could change: {why} "
+                f"({trust.SAFE_DIRECTORIES_ENV}={path} trusts it)"
+            )
+            return Choice(source, request, origin, failure="untrusted", problem=problem)
         return Choice(source, request, origin, version=version_at(home, path), path=path)
     found = find(home, request, tool)
     if found is not None:
@@ -395,19 +433,19 @@ def choose(
     the default."""
     request = env.get(TOOLKIT_ENV, "").strip()
     if request:
-        return resolve(home, request, "env", None, cwd or os.sep, find, tool)
-    pin = find_pin(cwd) if cwd else None
-    if pin is not None:
-        request = read_pin(pin)
-        if not request:
-            return Choice("file", "", pin, failure="empty", problem=f"{pin} names no toolkit")
-        return resolve(home, request, "file", pin, os.path.dirname(pin), find, tool)
-    request = read_default(home)
-    if request:
-        return resolve(home, request, "default", None, home, find, tool)
-    return Choice(
-        "none", failure="none", problem=f"no CUDA toolkit is chosen here; {HOW_TO_CHOOSE}"
-    )
+        return resolve(home, request, "env", None, cwd or os.sep, find, tool, env)
+    pin, request, skipped = nearest_pin(cwd, env) if cwd else (None, "", [])
+    if pin is not None and not request:
+        choice = Choice("file", "", pin, failure="empty", problem=f"{pin} names no toolkit")
+    elif pin is not None:
+        choice = resolve(home, request, "file", pin, os.path.dirname(pin), find, tool, env)
+    elif request := read_default(home):
+        choice = resolve(home, request, "default", None, home, find, tool, env)
+    else:
+        problem = f"no CUDA toolkit is chosen here; {HOW_TO_CHOOSE}"
+        choice = Choice("none", failure="none", problem=problem)
+    choice.warnings = skipped
+    return choice
 
 
 # -- the environment a toolkit's tools run in -------------------------------------------
@@ -490,6 +528,15 @@ def missing_tool(tool: str, toolkit: str, version: str | None) -> str:
     )
 
 
+def not_a_toolkit_tool(tool: str) -> str:
+    """Why ``tool`` is not run from a toolkit's ``bin``: it is not one of NVIDIA's tools,
+    so a name such as ``ls`` or ``sudo`` in a hostile archive never shadows a system command."""
+    return (
+        f"{tool!r} is not one of the tools NVIDIA's CUDA toolkits ship (nvcc, ptxas, "
+        "cuobjdump, ncu and the rest), and cudaup runs no other program from a toolkit's bin"
+    )
+
+
 def _query(tool: str, choice: Choice, executable: str | None, problem: str) -> int:
     import json  # noqa: PLC0415 - doctor's question only
 
@@ -500,6 +547,7 @@ def _query(tool: str, choice: Choice, executable: str | None, problem: str) -> i
         "version": choice.version,
         "source": choice.source,
         "problem": problem or None,
+        "warnings": choice.warnings,
     }
     sys.stdout.write(json.dumps(document) + "\n")
     return 0
@@ -513,11 +561,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     home, tool, args = argv[0], argv[1], argv[2:]
     query = os.environ.get(QUERY_ENV) == "1"
+    if not is_toolkit_tool(tool):
+        problem = f"cannot run {tool}: {not_a_toolkit_tool(tool)}"
+        if query:
+            return _query(tool, Choice("none"), None, problem)
+        sys.stderr.write(f"cudaup: {problem}\n")
+        return NOT_FOUND
     try:
         cwd: str | None = os.getcwd()
     except OSError:  # the current directory was deleted
         cwd = None
     choice = choose(home, os.environ, cwd, tool=tool)
+    if not query:
+        for warning in choice.warnings:
+            sys.stderr.write(f"cudaup: warning: {warning}\n")
     if choice.path is None:
         other = HOW_TO_CHOOSE.replace("choose one", "choose another", 1)
         hint = {
@@ -528,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         if query:
             return _query(tool, choice, None, problem)
         sys.stderr.write(f"cudaup: {problem}\n")
-        return NOT_FOUND
+        return UNTRUSTED if choice.failure == "untrusted" else NOT_FOUND
     executable = tool_path(choice.path, tool)
     shims = os.path.realpath(os.path.join(home, "bin"))
     if executable is None or os.path.realpath(os.path.dirname(executable)) == shims:

@@ -3,10 +3,12 @@
 the active toolkit (:mod:`cudaup.switch.shim`).
 
 Shims exist for ``nvcc`` (always: even before the first install it says how to
-choose a toolkit) and for every tool some installed toolkit, or the default
-toolkit, has in its ``bin``; none for a tool no toolkit has (``nsys``, ``ncu``
-from a system install stay visible), and none for toolkits built for another
-platform.  Files cudaup did not write are never touched."""
+choose a toolkit) and for every tool of NVIDIA's (:mod:`cudaup.core.tools`) some
+installed toolkit, or the default toolkit, has in its ``bin``; none for a tool no
+toolkit has (``nsys``, ``ncu`` from a system install stay visible), none for a name
+that is not one of NVIDIA's tools (an archive's ``ls``, ``sudo`` or ``python3`` must
+never shadow the system's: :func:`foreign_programs` names them), and none for
+toolkits built for another platform.  Files cudaup did not write are never touched."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import cudaup
+from cudaup.core.tools import is_toolkit_tool
 from cudaup.errors import UsageError
 from cudaup.install.store import Store
 from cudaup.machine.toolkits import SHIM_MARK, is_shim
@@ -60,22 +63,30 @@ def shim_text(tool: str, home: Path, python: str | None = None) -> str:
     )
 
 
-def toolkit_tools(toolkit: Path) -> set[str]:
-    """Names of the executables in a toolkit's ``bin``."""
+def _programs(toolkit: Path) -> set[str]:
+    """Names of the executable files in a toolkit's ``bin``."""
     try:
         entries = list((toolkit / "bin").iterdir())
     except OSError:
         return set()
-    return {
-        entry.name
-        for entry in entries
-        if _TOOL_NAME.match(entry.name) and entry.is_file() and os.access(entry, os.X_OK)
-    }
+    return {entry.name for entry in entries if entry.is_file() and os.access(entry, os.X_OK)}
+
+
+def toolkit_tools(toolkit: Path) -> set[str]:
+    """The tools of NVIDIA's in a toolkit's ``bin``: the names that may get a shim."""
+    return {name for name in _programs(toolkit) if is_toolkit_tool(name)}
+
+
+def foreign_programs(toolkit: Path) -> list[str]:
+    """The programs in a toolkit's ``bin`` that are not NVIDIA's tools, sorted: no shim
+    is written for them (``ls``, ``sudo``, ``python3`` in a hostile archive)."""
+    return sorted(name for name in _programs(toolkit) if not is_toolkit_tool(name))
 
 
 def available_tools(store: Store) -> list[str]:
-    """The tools that get a shim: :data:`CORE_TOOLS`, everything in the ``bin`` of an
-    installed toolkit that runs here, and in the default toolkit's when it is a path."""
+    """The tools that get a shim: :data:`CORE_TOOLS`, and NVIDIA's tools in the ``bin``
+    of each installed toolkit that runs here, and of the default toolkit when it is a
+    path."""
     tools = set(CORE_TOOLS)
     for toolkit in store.runnable():
         tools |= toolkit_tools(toolkit.path)
@@ -94,8 +105,8 @@ def write_shims(store: Store, tools: Iterable[str], *, python: str | None = None
     """
     wanted = sorted(set(tools))
     for tool in wanted:
-        if not _TOOL_NAME.match(tool):
-            raise UsageError(f"{tool!r} is not a tool name")
+        if not _TOOL_NAME.match(tool) or not is_toolkit_tool(tool):
+            raise UsageError(f"{tool!r} is not one of the tools NVIDIA's toolkits ship")
     store.bin_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for tool in wanted:

@@ -171,12 +171,12 @@ class Linker:
             loaded.setdefault(target.dynamic.soname, target)
         missing: list[str] = []
         scope += self._closure([target], loaded, missing)
+        driver_missing = tuple(name for name in missing if name in DRIVER_LIBRARIES)
         absent = [name for name in missing if name not in DRIVER_LIBRARIES]
         if absent:
-            return Linkage(
-                f"{absent[0]}: cannot open shared object file: No such file or directory"
-            )
-        patterns = [DRIVER_LIBRARIES[name] for name in missing]
+            line = f"{absent[0]}: cannot open shared object file: No such file or directory"
+            return Linkage(line, driver_missing)
+        patterns = [DRIVER_LIBRARIES[name] for name in driver_missing]
         unique = list({id(o): o for o in scope}.values())
         bound = driver = 0
         for symbol in target.symbols.undefined:
@@ -188,8 +188,9 @@ class Linker:
                 driver += 1
             else:
                 version = f", version {symbol.version}" if symbol.version else ""
-                return Linkage(f"{path}: undefined symbol: {symbol.name}{version}", tuple(missing))
-        return Linkage(None, tuple(missing), driver, bound, len(unique))
+                line = f"{path}: undefined symbol: {symbol.name}{version}"
+                return Linkage(line, driver_missing)
+        return Linkage(None, driver_missing, driver, bound, len(unique))
 
 
 @functools.cache

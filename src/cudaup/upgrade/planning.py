@@ -67,6 +67,8 @@ class UpgradeRequest:
     #: The toolkit's components (None: no toolkit, ``--no-toolkit``).
     components: tuple[str, ...] | None = ("nvcc", "cudart")
     channel: InstallChannel = "auto"
+    #: ``--gpu``: the targets the kernels step checks where no GPU is present
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass

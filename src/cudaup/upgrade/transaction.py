@@ -193,7 +193,7 @@ class Upgrader:
             toolkit = self._toolkit(plan, request, notes)
             bound = self._bind(plan, work, toolkit, notes)
             self.echo("verifying the upgraded environment in its own interpreter")
-            verifier = self.verifier or Verifier(plan.driver)
+            verifier = self.verifier or Verifier(plan.driver, gpus=request.gpus)
             verifier.scratch = scratch
             checks = verifier.verify(
                 work / environment.interpreter.relative_to(environment.root),

@@ -4,8 +4,13 @@ Steps, in order, each an answer (ok, skipped with its reason, or failed with the
 package): ``versions`` (what uv left is what the plan named, and nothing renamed or
 removed remains), ``check`` (``uv pip check``: no broken requirement the environment
 did not already have), ``import`` (every changed distribution's top-level modules
-import), ``line`` (the frameworks report the new line without a GPU: torch's
-``torch/version.py``, CuPy's CUDA runtime version), and ``gpu`` (with a driver found
+import; one this host cannot load for want of the driver is loaded against a stub driver
+library, or bound symbol by symbol to its libraries (:mod:`cudaup.upgrade.linkage`); a
+failure the environment had before, for the same cause, is reported, not fatal), ``line``
+(the frameworks report the new line without a GPU: torch's ``torch/version.py``, CuPy's CUDA
+runtime version), ``kernels`` (the changed CUDA packages carry kernels for every GPU present
+or named by ``--gpu``: exit 20 when one is left without; :mod:`cudaup.upgrade.coverage`),
+and ``gpu`` (with a driver found
 on this machine, a tiny kernel runs through torch or CuPy; a test supplies its own
 script through the same step).
 """
@@ -15,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -30,9 +34,11 @@ from cudaup.machine.doctor import read_torch
 from cudaup.plan.lines import Line, line_text
 from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change
+from cudaup.upgrade.coverage import check_kernels
 from cudaup.upgrade.environment import Distribution, Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
 from cudaup.upgrade.linkage import Linker, is_shared_object
+from cudaup.util.trust import path_problem
 
 #: Importing torch takes seconds; a module that hangs is a failure after this long.
 STEP_TIMEOUT = 600.0
@@ -143,28 +149,11 @@ def find_stub(toolkits: Sequence[Path] | None = None) -> Stub | None:
     for root, label in roots:
         for place in STUB_PLACES:
             for candidate in sorted(root.glob(place)):
-                if _trusted(candidate, root) and is_shared_object(candidate):
+                # A library loaded into the interpreter is code that runs: the one rule for
+                # what decides that (util/trust.py), for the stub and every directory above.
+                if path_problem(str(candidate)) is None and is_shared_object(candidate):
                     return Stub(candidate, label)
     return None
-
-
-def _trusted(path: Path, root: Path) -> bool:
-    """Whether ``path`` and each directory from it up to ``root`` is a real file or
-    directory that this user or root owns and no one else may write: a library loaded into
-    the environment's interpreter is code that runs."""
-    current = path
-    while True:
-        try:
-            status = current.lstat()
-        except OSError:
-            return False
-        if stat.S_ISLNK(status.st_mode) and current == path:
-            return False
-        if status.st_uid not in {os.geteuid(), 0} or status.st_mode & 0o022:
-            return False
-        if current in {root, current.parent}:
-            return current == root
-        current = current.parent
 
 
 def problems(interpreter: Path) -> dict[str, str]:
@@ -193,11 +182,13 @@ class Verifier:
         gpu_script: str | None = None,
         timeout: float = STEP_TIMEOUT,
         stubs: Sequence[Path] | None = None,
+        gpus: Sequence[str] = (),
     ) -> None:
         """``stubs``: the toolkits to take a stub driver library from (default: those
         cudaup installed)."""
         self.driver, self.gpu_script, self.timeout = driver, gpu_script, timeout
         self.stubs = stubs
+        self.gpus = gpus  # --gpu: the targets the kernels step checks where no GPU is present
         #: Where the checks' temporary directories go (the upgrade's own, whose lock tells a
         #: later run that a dead one left them); None: the system's.
         self.scratch: Path | None = None
@@ -219,6 +210,9 @@ class Verifier:
         checks = [self._versions(after, changes, pins), self._check(work_python, before)]
         imported, facts, unimported = self.imports(work_python, after, changes, original)
         checks += [imported, *self._line(after, line, changes, families, facts, unimported)]
+        # kernels (upgrade/coverage.py): every GPU keeps kernels in the changed packages
+        status, detail = check_kernels(after, [c.name for c in changes], self.driver, self.gpus)
+        checks.append(Check("kernels", status, detail))
         return [*checks, self._gpu(work_python, after, families)]
 
     # -- steps ---------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """A package's public names, loaded when first asked for (PEP 562).
 
+It lives in ``core`` (it is pure: ``importlib`` alone) so that every package, the pure
+ones included, can name its public API in one way.
+
 A package whose ``__init__`` imported its public names would make every light
 module inside it (``machine.host``, ``resolve.probe``) pay for the heavy ones
 (the resolver, doctor) the moment anything imports it; commands that need only
