@@ -11,7 +11,11 @@
   made by hand with uv (``uv pip uninstall`` the CUDA 12 names, ``uv pip install`` the 13.0
   builds), both on a warm uv cache.
 
-    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--output docs/performance.md]
+* Issue 21's ML stack (``--stack``: torch, flashinfer, sglang-kernel, cupy; 11 GB from the
+  live PyPI) moved with no line given, and rolled back, beside the same package changes by
+  hand with uv (per-run ratios: the goal is within 1.2x of uv alone).
+
+    .venv/bin/python benchmarks/upgrade.py [--runs 5] [--no-pypi] [--stack | --stack-only] [--output docs/performance.md]
 
 With ``--output`` the results replace the ``upgrade`` section of that file.
 """
@@ -38,9 +42,12 @@ from cudaup.config import Settings  # noqa: E402
 from cudaup.plan.indexes import indexes_for  # noqa: E402
 from cudaup.upgrade import Upgrader, UpgradeRequest  # noqa: E402
 from cudaup.upgrade.clone import clone_tree  # noqa: E402
+from cudaup.upgrade.pairing import pinned  # noqa: E402
 from cudaup.upgrade.snapshots import SnapshotStore  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN upgrade benchmark -->", "<!-- END upgrade benchmark -->"
+STACK_BEGIN = "<!-- BEGIN upgrade-stack benchmark -->"
+STACK_END = "<!-- END upgrade-stack benchmark -->"
 BIN = Path(sys.executable).parent
 STACK = ["cuda-bindings==12.8.0", "nvidia-cuda-runtime-cu12==12.8.90", "cupy-cuda12x==13.4.1"]
 BY_HAND = ["cuda-bindings==13.0.*", "nvidia-cuda-runtime==13.0.*", "cupy-cuda13x"]
@@ -193,11 +200,153 @@ def upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
+#: Issue 21's stack (Python 3.11, 55 distributions, about 11 GB), moved with no line given.
+ML_STACK = [
+    "torch==2.10.0", "flashinfer-python[cu12]==0.6.8.post1", "flashinfer-cubin==0.6.8.post1",
+    "sglang-kernel==0.4.1", "cupy-cuda12x==14.2.0",
+]  # fmt: skip
+
+
+def ml_environment(path: Path, cache: Path) -> Path:
+    uv = str(BIN / "uv")
+    subprocess.run(
+        [uv, "venv", "--quiet", "--no-config", "--python", "3.11", str(path)], check=True
+    )
+    python = path / "bin" / "python"
+    install = [uv, "pip", "install", "--quiet", "--no-config", "--python", str(python)]
+    subprocess.run([*install, "--cache-dir", str(cache), *ML_STACK], check=True)
+    return python
+
+
+def by_hand(python: Path, remove: list[str], install: list[str], cache: Path) -> float:
+    """Seconds for ``uv pip uninstall`` then ``uv pip install`` of pins, on ``cache``."""
+    uv = [str(BIN / "uv"), "pip", "--quiet", "--no-config"]
+    started = time.perf_counter()
+    if remove:
+        subprocess.run([*uv, "uninstall", "--python", str(python), *remove], check=True)
+    subprocess.run(
+        [*uv, "install", "--python", str(python), "--cache-dir", str(cache), *install], check=True
+    )
+    return time.perf_counter() - started
+
+
+def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
+    """Seconds: the ML stack's ``cudaup upgrade`` (no line, driver 590.48.01, PyPI, no
+    toolkit) and ``rollback``, and the same package changes by hand with uv (uninstall what
+    the plan removes or renames, then install the environment's roots at the plan's versions;
+    back: uninstall the new names, install the old pins), each on a fresh environment, all
+    on one warm cache.
+
+    ``work`` should be a short path: the import check keeps the first 1000 characters of an
+    import error, and sgl_kernel's names its directory three times before the loader's line
+    that tells a host reason (no ``libcuda.so.1``)."""
+    cache = work / "cache"
+    os.environ["CUDAUP_CACHE_DIR"] = str(cache)
+    os.environ["CUDAUP_HOME"] = str(work / "home")
+    uv_cache = cache / "plan" / "uv"
+    times: dict[str, list[float]] = {}
+    for run in range(runs + 1):  # the first run warms the caches and is not counted
+        python = ml_environment(work / f"c{run}", uv_cache)
+        settings = Settings.from_env()
+        request = UpgradeRequest(
+            python=str(python), line=None, indexes=indexes_for(settings.pypi_url, ["pypi"], None),
+            platform="linux-x86_64", driver="590.48.01", components=None,
+        )  # fmt: skip
+        at = Stamps()
+
+        def confirm(_plan: object, at: Stamps = at) -> bool:
+            at("confirmed")
+            return True
+
+        upgrader = Upgrader(settings, echo=at)
+        at("start")
+        outcome = upgrader.upgrade(request, confirm)
+        at("end")
+        upgraded = at.span("start", "end")
+        started = time.perf_counter()
+        upgrader.rollback(str(python))
+        rolled = time.perf_counter() - started
+        changes = outcome.plan.changes
+        # By hand, a user who knows the answer asks uv for the environment's roots at the
+        # plan's versions (uv resolves the rest), after uninstalling the old builds.
+        closure = outcome.plan.result.closure
+        new = [
+            str(pinned(r.requirement, package.version))
+            for r in outcome.plan.requests
+            if (package := closure.get(r.requirement.name)) is not None
+        ]
+        old = [f"{c.old}=={c.old_version}" for c in changes if c.old]
+        added = sorted({c.new for c in changes if c.new and c.new != c.old})
+        hand = ml_environment(work / f"h{run}", uv_cache)
+        forth = by_hand(hand, outcome.plan.removals, new, uv_cache)
+        back = by_hand(hand, added, old, uv_cache)
+        for path in (python.parent.parent, hand.parent.parent):
+            shutil.rmtree(path)
+        if run:
+            for phase, (first, last) in PHASES.items():
+                times.setdefault(f"  upgrade: {phase}", []).append(at.span(first, last))
+            for name, value in (
+                ("cudaup upgrade (no line: 13.0)", upgraded),
+                ("uv by hand, the same changes", forth),
+                ("ratio upgrade / by hand", upgraded / forth),
+                ("cudaup rollback (offline)", rolled),
+                ("uv by hand, back", back),
+                ("ratio rollback / by hand", rolled / back),
+            ):
+                times.setdefault(name, []).append(value)
+    return times
+
+
+def publish_stack(times: dict[str, list[float]], runs: int, output: Path | None) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    uv_version = subprocess.run(
+        [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = [
+        STACK_BEGIN,
+        "## Upgrade: issue 21's stack",
+        "",
+        "Command: `.venv/bin/python benchmarks/upgrade.py --stack-only --runs 2 --output "
+        "docs/performance.md`",
+        "",
+        f"Measured {stamp} on {os.cpu_count()} CPUs shared with other jobs, Python "
+        f"{platform.python_version()}, {uv_version}: seconds, median (min-max) of {runs} runs "
+        "after one that warms the caches.",
+        "",
+        "`torch==2.10.0 'flashinfer-python[cu12]==0.6.8.post1' flashinfer-cubin==0.6.8.post1 "
+        "sglang-kernel==0.4.1 cupy-cuda12x==14.2.0` (Python 3.11, 55 distributions, 11 GB): "
+        "`cudaup upgrade` with no line (driver 590.48.01, PyPI, no toolkit: 13.0, torch 2.14.1, "
+        "sglang-kernel 0.4.10, cupy-cuda13x) and `rollback` (offline), beside the same package "
+        "changes by hand with uv on the same warm cache (uninstall what the plan removes or "
+        "renames, then `uv pip install` the environment's roots at the plan's versions, uv "
+        "resolving the rest; back: uninstall the new names, install the old pins), each run on "
+        "fresh environments. The upgrade's phases are timed between the messages it prints. "
+        "The machine is shared with other helpers' builds and tests, so absolute times move "
+        "with its load; the ratios are taken within each run, where both sides share it.",
+        "",
+        "| step | seconds (ratios: x) |",
+        "|---|---|",
+        *(f"| {step} | {_median(values)} |" for step, values in times.items()),
+        "",
+        STACK_END,
+    ]
+    publish(lines, output, STACK_BEGIN, STACK_END)
+
+
 def main() -> None:
     parser = parser_for(__doc__, runs=5)
     parser.add_argument("--no-pypi", action="store_true", help="skip what needs the live PyPI")
     parser.add_argument("--where", type=Path, help="a directory for the 5 GiB tree (default: /tmp)")
+    parser.add_argument(
+        "--stack", action="store_true", help="also issue 21's ML stack (11 GB from PyPI)"
+    )
+    parser.add_argument("--stack-only", action="store_true", help="only issue 21's ML stack")
     args = parser.parse_args()
+    if args.stack or args.stack_only:
+        with tempfile.TemporaryDirectory(prefix="ub-", dir="/tmp") as short:
+            publish_stack(stack_upgrades(args.runs, Path(short)), args.runs, args.output)
+        if args.stack_only:
+            return
     rows = []
     with tempfile.TemporaryDirectory(prefix="upgrade-bench-", dir=args.where) as scratch:
         work = Path(scratch)
@@ -221,6 +370,7 @@ def main() -> None:
         if not args.no_pypi:
             for phase, values in upgrades(args.runs, work / "upgrades").items():
                 upgrade_rows.append(f"| {phase} | {_median(values)} |")
+
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     uv_version = subprocess.run(
         [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False

@@ -34,12 +34,21 @@ def world(
 
 
 def test_json_plan(world: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
-    result = run_cli(
+    # The driver runs 13.0 fully, 13.2 only under minor-version compatibility.
+    default = run_cli(
         capsys, "plan", "torch", "--index", "pypi", "--index", "pytorch", *TARGET, "--json"
     )
+    assert default.code == 0, default.err
+    assert default.json()["cuda_line"] == "13.0"
+    assert default.json()["driver"]["verdict"] == "full"
+    result = run_cli(
+        capsys, "plan", "torch", "--index", "pypi", "--index", "pytorch", *TARGET, "--json",
+        "--allow-minor-compat",
+    )  # fmt: skip
     assert result.code == 0, result.err
     document = result.json()
     assert document["schema"] == 2 and document["cuda_line"] == "13.2"
+    assert "minor-version compatibility (--allow-minor-compat)" in document["notes"][0]
     assert document["release"] == "13.2.0" and document["releases"]["source"] == "pypi"
     assert document["driver"]["verdict"] == "minor-version"
     (package,) = document["packages"]
@@ -63,7 +72,10 @@ def test_text_plan_names_its_release_list(
         == "CUDA 13.0: install 13.0.2 (servellm 1.0 → torch 2.11.0+cu130 → cuda-toolkit 13.0.2 pins it)"
     )
     assert f"releases: the versions of cuda-toolkit on {world.url('pypi')}" in lines
-    assert any(line.startswith("excluded 13.2: no resolution") for line in lines)
+    assert any(
+        line.startswith("excluded 13.2: driver 590.48.01 runs it only under minor-version")
+        for line in lines
+    )
 
 
 def test_exit_codes(world: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,8 +108,9 @@ def test_export_keeps_extras_and_builds(
 ) -> None:
     lock = tmp_path / "stack.lock"  # any name: uv's own naming rule is cudaup's to meet
     result = run_cli(
-        capsys, "plan", "jaxish[cuda13]", "--index", "pypi", *TARGET, "--export", str(lock)
-    )
+        capsys, "plan", "jaxish[cuda13]", "--index", "pypi", *TARGET, "--export", str(lock),
+        "--allow-minor-compat",
+    )  # fmt: skip
     assert result.code == 0, result.err
     packages = {p["name"]: p for p in tomllib.loads(lock.read_text())["packages"]}
     assert set(packages) == {"jaxish", "jaxish-cuda13-plugin", "nvidia-cuda-runtime"}

@@ -90,6 +90,10 @@ def test_a_silent_wheel_is_read_deeper(world: IndexServer, tmp_path: Path) -> No
         plan(world, tmp_path, ["torch==2.11.0", "sgl-kernel"], only=("pypi",))
     assert "torch==2.11.0 resolves on 13.0 only" in str(failed.value)
     assert "sgl-kernel resolves on 12.8-12.9" in str(failed.value)
+    # The project's new name, from the family table's [renamed].
+    assert str(failed.value).endswith(
+        "; sgl-kernel is published as sglang-kernel since 0.4.0: ask for sglang-kernel"
+    )
     details = failed.value.details
     assert details["packages"] == [
         {"requirement": "torch==2.11.0", "lines": ["13.0"], "reason": None},
@@ -121,12 +125,25 @@ def test_what_does_not_exist_is_an_error(
 
 
 def test_extras_ranges_and_names(world: IndexServer, tmp_path: Path) -> None:
+    # 590.48.01 runs 13.0 fully and 13.2 only under minor-version compatibility: 13.0 wins,
+    # and the plan says why 13.2 was passed over.
     thirteen = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
-    assert thirteen.line == (13, 2) and thirteen.pins() == ["jaxish[cuda13]==1.0"]
+    assert thirteen.line == (13, 0) and thirteen.pins() == ["jaxish[cuda13]==1.0"]
     assert thirteen.packages[0].chain[1] == "jaxish-cuda13-plugin 1.0"
-    assert any("590.48.01 runs CUDA 13.2.0 under minor-version" in n for n in thirteen.notes)
+    assert [str(e) for e in thirteen.excluded] == [
+        "13.2: driver 590.48.01 runs it only under minor-version compatibility, and it runs "
+        "13.0 fully (--allow-minor-compat takes the newer line)"
+    ]
+    assert not any("minor-version" in n for n in thirteen.notes)
+    allowed = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",), allow_minor_compat=True)
+    assert allowed.line == (13, 2) and allowed.excluded == []
+    assert allowed.notes[0].startswith(
+        "CUDA 13.2 is taken under minor-version compatibility (--allow-minor-compat): driver "
+        "590.48.01 runs it"
+    )
+    assert any("590.48.01 runs CUDA 13.2.0 under minor-version" in n for n in allowed.notes)
     assert plan(world, tmp_path, ["jaxish[cuda12]"], only=("pypi",)).line == (12, 9)
-    plain = plan(world, tmp_path, ["jaxish"], only=("pypi",))
+    plain = plan(world, tmp_path, ["jaxish"], only=("pypi",), allow_minor_compat=True)
     assert plain.line == (13, 2) and plain.packages[0].note is not None
     assert any("nothing in the resolution names a CUDA line" in n for n in plain.notes)
     assert plan(world, tmp_path, ["cupy-cuda12x"], only=("pypi",)).line == (12, 9)

@@ -206,10 +206,14 @@ def plan(
     refresh: bool = False,
     offline: bool = False,
     pre: bool = False,
+    allow_minor_compat: bool = False,
 ) -> PlanResult:
     target = Target(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
     planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))
     table = arrange(indexes(server, *only), only, pre=pre)
-    return planner.plan(parse_requirements(packages), table, target, line=line, pre=pre)
+    return planner.plan(
+        parse_requirements(packages), table, target, line=line, pre=pre,
+        allow_minor_compat=allow_minor_compat,
+    )  # fmt: skip

@@ -341,3 +341,43 @@ def test_odd_distributions_are_kept_out_and_said() -> None:
     assert legacy.version is None and legacy.requires == () and legacy.modules == ("ok",)
     assert legacy.shared_objects == ("legacy/ok.so",)
     assert len(parsed.notes) == 3
+
+
+def test_what_links_libtorch_and_what_is_a_companion() -> None:
+    """What links libtorch (read from its objects' needed libraries) is named, torch aside;
+    a companion moves with its package though it carries no line and requires nothing."""
+    env = environment(
+        dist("torch", "2.10.0", ("nvidia-cuda-runtime-cu12==12.8.90",), shared=("torch/lib/libtorch.so",)),
+        dist("nvidia-cuda-runtime-cu12", "12.8.90"),
+        dist("sglang-kernel", "0.4.1", shared=("sgl_kernel/ops.abi3.so",)),
+        dist("flashinfer-python", "0.6.8", ("torch",)),
+        dist("flashinfer-cubin", "0.6.8"),
+        dist("fastlock", "1.0"),
+    )  # fmt: skip
+    linked = {
+        "torch": ["libc10.so", "libcudart.so.12"],
+        "sglang-kernel": ["libtorch.so", "libc10_cuda.so", "libcuda.so.1", "libcudart.so.12"],
+    }
+    census = take_census(env, FAMILIES, lambda d: linked.get(d.name, []))
+    assert census.torch_linked == {"sglang-kernel": ("libc10_cuda.so", "libtorch.so")}
+    assert {"flashinfer-python", "flashinfer-cubin"} <= census.dependents
+    assert "fastlock" not in census.moving
+    assert [str(r.requirement) for r in census.requests(13, FAMILIES)] == [
+        "flashinfer-cubin", "flashinfer-python", "sglang-kernel"
+    ]  # fmt: skip
+
+
+def test_an_extra_that_names_the_old_major() -> None:
+    env = environment(
+        dist("flashinfer-python", "0.6.8", ("torch", 'oldkernels; extra == "cu12"',
+             'newkernels; extra == "cu13"'), extras=("cu12", "cu13")),
+        dist("oldkernels", "1.0"),
+        dist("torch", "2.10.0", ("nvidia-cuda-runtime-cu12==12.8.90",)),
+        dist("nvidia-cuda-runtime-cu12", "12.8.90"),
+    )  # fmt: skip
+    census = take_census(env, FAMILIES)
+    assert census.extras["flashinfer-python"] == ("cu12",)
+    assert census.moved_extras(13, FAMILIES) == {
+        "oldkernels": "required by flashinfer-python[cu12], which becomes [cu13]"
+    }
+    assert census.moved_extras(12, FAMILIES) == {}  # the extra stays: nothing goes

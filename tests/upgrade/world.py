@@ -45,6 +45,7 @@ def wheel(
     *,
     files: Mapping[str, str | bytes] | None = None,
     scripts: dict[str, str] | None = None,
+    extras: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
     """An installable wheel: METADATA, WHEEL, entry points and a RECORD with hashes."""
     stem = re.sub(r"[-.]+", "_", name)
@@ -54,6 +55,7 @@ def wheel(
     )
     members[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Provides-Extra: {e}\n" for e in extras)
         + "".join(f"Requires-Dist: {r}\n" for r in requires)
     )
     members[f"{info}/WHEEL"] = (
@@ -89,12 +91,16 @@ def cupy(name: str, version: str, runtime: int, *, broken: bool = False) -> tupl
     return wheel(name, version, ("fastlock>=1.0",), files=files)
 
 
-def torch(version: str, cuda: str, requires: tuple[str, ...]) -> tuple[str, bytes]:
-    files = {
+def torch(
+    version: str, cuda: str, requires: tuple[str, ...], *, libtorch: bytes | None = None
+) -> tuple[str, bytes]:
+    files: dict[str, str | bytes] = {
         "torch/__init__.py": "from torch.version import __version__\n",
         "torch/version.py": f"__version__ = '{version}'\ncuda = '{cuda}'\n",
         "torch/run.py": "def main():\n    print('torchrun ok')\n",
     }
+    if libtorch is not None:
+        files["torch/lib/libtorch.so"] = libtorch
     return wheel("torch", version, requires, files=files, scripts={"torchrun": "torch.run:main"})
 
 
@@ -143,15 +149,18 @@ def index_table(server: IndexServer, home: Path) -> None:
     )
 
 
-def make_environment(server: IndexServer, path: Path, packages: list[str], cache: Path) -> Path:
-    """A virtual environment at ``path`` holding ``packages`` from the world; its python."""
+def make_environment(
+    server: IndexServer, path: Path, packages: list[str], cache: Path, *, per_line: bool = True
+) -> Path:
+    """A virtual environment at ``path`` holding ``packages`` from the world (``per_line``:
+    PyTorch's cu128 index before ``pypi``, as a user of it installs); its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
     if packages:
         argv = [
             find_uv(), "pip", "install", "--python", str(python), "--no-config", "--quiet",
             "--cache-dir", str(cache), "--index-url", server.url("pypi"),
-            "--index", server.url("torch-cu128"), *packages,
+            *(["--index", server.url("torch-cu128")] if per_line else []), *packages,
         ]  # fmt: skip
         environment = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
         subprocess.run(argv, check=True, env=environment)

@@ -61,6 +61,15 @@ def add_platform(parser: argparse.ArgumentParser, what: str = "(default: this ho
     )
 
 
+def add_allow_minor_compat(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-minor-compat",
+        action="store_true",
+        help="take the newest line even when the driver runs it only under minor-version "
+        "compatibility (default: such a line only when no line the driver runs fully fits)",
+    )
+
+
 def add_channel(parser: argparse.ArgumentParser, *, auto: bool) -> None:
     choices = ("auto", "installer", "redist", "pypi") if auto else ("installer", "redist", "pypi")
     parser.add_argument(

@@ -19,7 +19,7 @@ from pathlib import Path
 from cudaup.cli import output
 from cudaup.cli.commands import COMMANDS
 from cudaup.cli.main import OFFLINE_COMMANDS, command_name
-from cudaup.errors import CudaupError, HostUnreachableError, UsageError
+from cudaup.errors import CudaupError, HostUnreachableError, NoCommonLineError, UsageError
 from cudaup.util.faults import explain, known_places
 
 
@@ -53,7 +53,13 @@ def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> 
     if debug:
         raise exc
     if json_wanted:
-        error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
+        error: dict[str, object] = {
+            "kind": exc.kind,
+            "message": str(exc),
+            "exit_code": exc.exit_code,
+        }
+        if isinstance(exc, NoCommonLineError):  # the exclusions and lines, as data
+            error["details"] = dict(exc.details)
         sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
     sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")
     return exc.exit_code

@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from cudaup.binaries.coverage import Gpu
-from cudaup.cli.common import add_platform, emit_json, platform_of, settings_of
+from cudaup.cli.common import (
+    add_allow_minor_compat,
+    add_platform,
+    emit_json,
+    platform_of,
+    settings_of,
+)
 from cudaup.core.driver import DriverVersion
 from cudaup.core.gpus import parse_gpu
 from cudaup.errors import GpuUnsupportedError, NoCommonLineError
@@ -31,6 +37,7 @@ def add_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--driver", help="plan for this driver (default: this machine's)")
     parser.add_argument("--python", help="X.Y or an interpreter path (default: python3 on PATH)")
     parser.add_argument("--cuda", metavar="LINE", help="plan for this CUDA line only (13.0, cu130)")
+    add_allow_minor_compat(parser)
     add_platform(parser)
     parser.add_argument(
         "--index",
@@ -65,7 +72,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     try:
-        result = Planner(settings).plan(requirements, indexes, target, line=line, pre=args.pre)
+        result = Planner(settings).plan(
+            requirements, indexes, target, line=line, pre=args.pre,
+            allow_minor_compat=args.allow_minor_compat,
+        )  # fmt: skip
     except NoCommonLineError as exc:
         if not args.json:
             raise

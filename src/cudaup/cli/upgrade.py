@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudaup.cli.common import (
+    add_allow_minor_compat,
     add_channel,
     add_components,
     add_platform,
@@ -71,6 +72,7 @@ def add_upgrade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="move even to a line the driver or the GPUs cannot run"
     )
+    add_allow_minor_compat(parser)
     parser.add_argument(
         "--gpu",
         help="where no GPU is present: the targets (sm_70,sm_90) the new kernels must cover",
@@ -120,6 +122,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         platform=platform_of(args),
         driver=args.driver,
         force=args.force,
+        allow_minor_compat=args.allow_minor_compat,
         components=None
         if args.no_toolkit
         else split_components(args.components) or DEFAULT_COMPONENTS,

@@ -220,6 +220,22 @@ class CompatTable:
             reason = f"needs a driver ≥ {needs}"
         return Compatibility(release, "no", needs, floor, f"{reason}; or {FORWARD_NOTE}")
 
+    def line_support(
+        self,
+        driver: DriverVersion,
+        releases: list[str],
+        os_name: OS = "linux",
+        reported: CudaVersion | None = None,
+    ) -> Compatibility | None:
+        """How ``driver`` runs a line (its ``releases``): the best verdict any of them has
+        (full, then minor-version, then unknown, then no), newest release first among
+        equals; None when the line has no release."""
+        rank = {"full": 0, "minor-version": 1, "unknown": 2, "no": 3}
+        verdicts = [
+            self.check(driver, r, os_name, reported) for r in sorted(releases, key=Version)[::-1]
+        ]
+        return min(verdicts, key=lambda v: rank[v.verdict], default=None)
+
     def reported_cuda(self, driver: DriverVersion, os_name: OS = "linux") -> CudaVersion | None:
         """The CUDA version a driver for ``os_name`` runs fully by this table: the newest
         line whose toolkit driver for that OS it meets."""

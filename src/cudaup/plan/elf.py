@@ -8,7 +8,7 @@ it sits behind the code (hundreds of megabytes into a kernel library).  So this
 reads what it can from a prefix: the ``DT_NEEDED`` entries when ``.dynamic``
 and the string table are both inside it, else every ``lib….so.N`` string of the
 first segment (the dynamic string table holds the needed names, version needs
-and the object's own soname; nothing else there looks like a soname).
+and the object's own soname; nothing else there looks like a soname, versioned or not).
 
 :func:`scan` says how many bytes from the start it needs for a complete answer,
 so a reader fetches only that much.  When the first segment also holds code, only
@@ -29,7 +29,9 @@ from typing import Any
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 PF_X = 1
-_SONAME = re.compile(rb"(?<=\x00)(lib[A-Za-z0-9_+.-]*?\.so(?:\.\d+)+)\x00")
+#: A soname in the dynamic string table: versioned (``libcudart.so.12``) or not
+#: (``libtorch.so``, ``libc10.so``: what extensions built against torch link).
+_SONAME = re.compile(rb"(?<=\x00)(lib[A-Za-z0-9_+.-]*?\.so(?:\.\d+)*)\x00")
 #: Any string a DT_NEEDED entry can name (``ld-linux-x86-64.so.2`` too), at its offset.
 _NEEDED_NAME = re.compile(rb"(?<=\x00)([A-Za-z0-9_+.-]{1,200}\.so(?:\.[0-9]+)*)\x00")
 #: A CUDA library named in a string, as a ``dlopen`` call names it.

@@ -17,7 +17,7 @@ bundled toolchain (a GPU build that fits any line).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -96,6 +96,25 @@ def describe_lines(lines: Iterable[Line], every: Sequence[Line]) -> str:
         for run in runs
     ]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def line_tiers(
+    lines: Sequence[Line], support: Mapping[Line, str | None], allow_minor_compat: bool = False
+) -> list[list[Line]]:
+    """The order lines are tried in, as groups, each newest first (``lines``' order kept).
+
+    The rule an engineer follows: the newest line the driver runs *fully* (NVIDIA's
+    per-release table) wins; a line it runs only under minor-version compatibility
+    (``support`` says ``"minor-version"``: the application runs, but PTX JIT and features
+    that need the newer driver do not) is tried only when no fully supported line fits,
+    or at once with ``allow_minor_compat``.  A line whose support is not known (no driver,
+    None) counts as fully supported: nothing says otherwise, and the driver check that
+    follows still stands.  Empty groups are left out."""
+    if allow_minor_compat:
+        return [list(lines)] if lines else []
+    minor = [line for line in lines if support.get(line) == "minor-version"]
+    full = [line for line in lines if line not in minor]
+    return [tier for tier in (full, minor) if tier]
 
 
 # ----------------------------------------------------------------------------

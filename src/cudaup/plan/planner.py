@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
+from cudaup.core.driver import DriverVersion
 from cudaup.core.wheels import marker_environment
 from cudaup.errors import (
     OfflineError,
@@ -44,6 +45,7 @@ from cudaup.plan.lines import (
     Line,
     line_tag,
     line_text,
+    line_tiers,
     release_line,
 )
 from cudaup.plan.listing import plan_releases
@@ -112,8 +114,12 @@ class Planner:
         held: Sequence[str] = (),
         preferences: Sequence[str] = (),
         pre: bool = False,
+        allow_minor_compat: bool = False,
     ) -> PlanResult:
-        """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on.
+        """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on,
+        lines the driver runs fully before those it runs under minor-version compatibility
+        (:func:`~cudaup.plan.lines.line_tiers`; ``allow_minor_compat``: newest first, all
+        alike).
 
         ``held``: projects whose version is their CUDA release, held to each line like
         the runtime; ``preferences``: versions kept where the resolution allows; ``pre``:
@@ -125,6 +131,7 @@ class Planner:
             run = _Run(self, tuple(requirements), indexes, target, Path(work))
             run.lines.held, run.lines.preferences = tuple(held), tuple(preferences)
             run.lines.pre = pre
+            run.allow_minor_compat = allow_minor_compat
             return run.plan(line, compat, lines)
 
 
@@ -155,6 +162,7 @@ class _Run:
         default = next((i for i in flat if i.name == "pypi"), flat[-1])
         self.flat_names = {i.urls[""].rstrip("/"): i.name for i in flat}
         self.tagged = [i for i in indexes.values() if not i.flat]
+        self.allow_minor_compat = False
         self.lines = LineResolver(
             planner,
             target,
@@ -194,7 +202,14 @@ class _Run:
                 candidates.append(line)
             else:
                 exclusions.append(excluded)
-        chosen, attempts = self._search(candidates, exclusions, live, table)
+        support = line_support(candidates, live, table, self.target)
+        chosen: Attempt | None = None
+        attempts: dict[Line, Attempt] = {}
+        for tier in line_tiers(candidates, support, self.allow_minor_compat):
+            chosen, tried = self._search(tier, exclusions, live, table)
+            attempts.update(tried)
+            if chosen is not None:
+                break
         if chosen is None:
             raise explain(
                 self.requirements,
@@ -205,7 +220,18 @@ class _Run:
                 live,
                 table,
             )
-        return self._result(chosen, exclusions, live, table)
+        exclusions += passed_over(chosen.line, support, self.target.driver)
+        result = self._result(chosen, exclusions, live, table)
+        if support.get(chosen.line) == "minor-version":
+            why = (
+                "as asked"
+                if wanted is not None
+                else "--allow-minor-compat"
+                if self.allow_minor_compat
+                else "no line the driver runs fully fits"
+            )
+            result.notes.insert(0, minor_compat_note(chosen.line, self.target.driver, why))
+        return result
 
     def _survey(self) -> None:
         wanted = [
@@ -481,3 +507,43 @@ def named_release(attempt: Attempt, live: LiveReleases) -> str:
     """The toolkit release a plan names: the one the closure pins, else the line's newest."""
     pinned = next((e.release for e in attempt.evidence.values() if e.release), None)
     return pinned or live.newest(attempt.line) or f"{line_text(attempt.line)}.0"
+
+
+def line_support(
+    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: Target
+) -> dict[Line, str | None]:
+    """How the target's driver runs each line, by its releases (None: no driver to ask)."""
+    if target.driver is None:
+        return dict.fromkeys(lines)
+    support: dict[Line, str | None] = {}
+    for line in lines:
+        releases = [r for r in live.versions if release_line(r) == line]
+        verdict = table.line_support(target.driver, releases, reported=target.reported)
+        support[line] = verdict.verdict if verdict else None
+    return support
+
+
+def passed_over(
+    chosen: Line, support: Mapping[Line, str | None], driver: DriverVersion | None
+) -> list[Exclusion]:
+    """The newer lines not taken because the driver runs them only under minor-version
+    compatibility while it runs ``chosen`` fully (empty when ``chosen`` is such a line)."""
+    if support.get(chosen) == "minor-version":
+        return []
+    return [
+        Exclusion(
+            line,
+            "driver",
+            f"driver {driver} runs it only under minor-version compatibility, and it runs "
+            f"{line_text(chosen)} fully (--allow-minor-compat takes the newer line)",
+        )
+        for line, verdict in sorted(support.items(), reverse=True)
+        if verdict == "minor-version" and line > chosen
+    ]
+
+
+def minor_compat_note(line: Line, driver: DriverVersion | None, why: str) -> str:
+    return (
+        f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
+        f"{driver} runs it, but PTX JIT and features that need a newer driver do not"
+    )

@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion, GpuInfo
 from cudaup.core.platforms import Platform
+from cudaup.core.renames import shipped_renames
 from cudaup.errors import NoCommonLineError
 from cudaup.plan.closure import Closure, Resolved
 from cudaup.plan.lines import Evidence, Line, describe_lines, line_text
@@ -317,6 +318,10 @@ def explain(
         parts.append(
             f"driver {target.driver} runs {describe_lines(ran, lines) if ran else 'none of them'}"
         )
+    for requirement in requirements:
+        renamed = shipped_renames().get(canonicalize_name(requirement.name))
+        if renamed is not None:
+            parts.append(f"{renamed.describe()}: ask for {renamed.new}")
     message = "no CUDA line fits every package and the driver: " + "; ".join([head, *parts])
     details = {
         "packages": [

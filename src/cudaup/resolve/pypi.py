@@ -295,6 +295,16 @@ class PackageIndex:
             )
         return _metadata_from_wheel(lambda: io.BytesIO(response.body), file.url)
 
+    def members(self, url: str, size: int) -> list[str]:
+        """The paths inside a remote wheel, from its zip directory alone (range reads: the
+        tail of the file, never its members)."""
+        try:
+            opened = io.BufferedReader(HttpRangeFile(self.http, url, size), buffer_size=65536)
+            with zipfile.ZipFile(opened) as archive:
+                return archive.namelist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
+            raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
+
     def _metadata_by_range(self, file: DistFile, size: int) -> Metadata:
         return _metadata_from_wheel(
             lambda: io.BufferedReader(HttpRangeFile(self.http, file.url, size), buffer_size=65536),

@@ -11,10 +11,18 @@ torch): it moves with them.  The requests for a target major are the roots of bo
 sets, renamed for that major (``cupy-cuda12x`` → ``cupy-cuda13x``) with their
 installed extras renamed too (``jax[cuda12]`` → ``jax[cuda13]``); everything else the
 environment has installed is a *preference*, kept where the resolution allows.
+
+Two kinds of distributions move with another whatever their own signals say: a
+*companion* (the family table's ``[companions]``: ``flashinfer-cubin`` with
+``flashinfer-python``) with its package, and one whose extension modules link libtorch
+(``libtorch*.so``/``libc10*.so`` among their needed libraries: ``sglang-kernel``,
+``torchvision``) with torch; the latter are :attr:`Census.torch_linked`, whose new build
+must be proven to pair with the new torch.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +81,8 @@ class Census:
     #: name → the installed names it requires (markers evaluated, installed extras included).
     edges: dict[str, set[str]]
     notes: list[str] = field(default_factory=list)
+    #: What links libtorch (name → the libtorch libraries it needs), torch itself aside.
+    torch_linked: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def moving(self) -> set[str]:
@@ -153,6 +163,30 @@ class Census:
             requests.append(Request(Requirement(text), dist, held))
         return requests
 
+    def moved_extras(self, major: int, table: FamilyTable) -> dict[str, str]:
+        """What only an extra that names another major required → why it may go
+        (``flashinfer-python[cu12]`` becomes ``[cu13]``: what its ``cu12`` alone needed)."""
+        found: dict[str, str] = {}
+        for name in sorted(self.moving):
+            dist = self.environment.distributions[name]
+            for extra in self.extras.get(name, ()):
+                renamed = table.rename_extra(name, extra, major)
+                if renamed == extra:
+                    continue
+                for requirement in dist.requires:
+                    needed = canonicalize_name(requirement.name)
+                    markers = self.environment.markers
+                    if (
+                        requirement.marker is not None
+                        and _applies(requirement, markers, (extra,))
+                        and not _applies(requirement, markers, ())
+                        and needed in self.environment.distributions
+                    ):
+                        found.setdefault(
+                            needed, f"required by {dist.name}[{extra}], which becomes [{renamed}]"
+                        )
+        return found
+
     def preferences(self, per_line: Callable[[str], bool] = lambda _: False) -> list[str]:
         """``name==version`` of what carries no line: it stays unless the resolution must
         move it.  What a per-line index publishes is a CUDA build whatever its version
@@ -232,11 +266,17 @@ def take_census(
         applying = [r for r in dist.requires if _applies(r, environment.markers, extras[name])]
         edges[name] = {str(canonicalize_name(r.name)) for r in applying} & set(dists) - {name}
     signals: dict[str, Signal] = {}
+    libraries: dict[str, Sequence[str]] = {}
     for name, dist in dists.items():
-        # Reading shared objects costs I/O: only for what says nothing otherwise.
-        signal = signal_of(dist, table, ())
-        if signal is None and linked is not None and dist.shared_objects:
-            signal = signal_of(dist, table, linked(dist))
+        # Reading shared objects costs I/O: only for what says nothing otherwise, and for
+        # what requires torch (its extension modules may link libtorch).
+        if (
+            linked is not None
+            and dist.shared_objects
+            and (TORCH in edges[name] or signal_of(dist, table, ()) is None)
+        ):
+            libraries[name] = linked(dist)
+        signal = signal_of(dist, table, libraries.get(name, ()))
         if signal is not None:
             signals[name] = signal
     dependents: set[str] = set()
@@ -246,10 +286,27 @@ def take_census(
         for name in dists:
             if name in signals or name in dependents:
                 continue
-            if edges[name] & (set(signals) | dependents):
+            package = table.companions.get(name)
+            if edges[name] & (set(signals) | dependents) or package in {*signals, *dependents}:
                 dependents.add(name)
                 changed = True
-    return Census(environment, signals, dependents, extras, edges, list(environment.notes))
+    torch_linked = {
+        name: found
+        for name, libs in sorted(libraries.items())
+        if name != TORCH and (found := tuple(sorted(filter(is_torch_library, libs))))
+    }
+    return Census(
+        environment, signals, dependents, extras, edges, list(environment.notes), torch_linked
+    )
+
+
+TORCH = "torch"
+_TORCH_LIBRARY = re.compile(r"^lib(?:torch[A-Za-z0-9_]*|c10[A-Za-z0-9_]*)\.so(?:\.|$)")
+
+
+def is_torch_library(name: str) -> bool:
+    """``libtorch_cpu.so``, ``libtorch_python.so``, ``libc10_cuda.so``: torch's own libraries."""
+    return _TORCH_LIBRARY.match(name) is not None
 
 
 def _installed_extras(dist: Distribution, environment: Environment) -> tuple[str, ...]:

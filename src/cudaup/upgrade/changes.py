@@ -5,7 +5,8 @@ Each package of the closure is compared with what is installed: a new version
 (``change``), a new name for an installed package (``rename``: ``cupy-cuda12x`` →
 ``cupy-cuda13x``), or a new package (``add``).  Every installed package that carries
 another line and is no longer required is removed (``remove``), so two builds of one
-package (two ``cupy``) never share the environment.
+package (two ``cupy``) never share the environment; so is what only an extra naming the
+old major required (``flashinfer-python[cu12]`` → ``[cu13]``) once nothing needs it.
 """
 
 from __future__ import annotations
@@ -84,9 +85,11 @@ def change_set(
     origins: Mapping[str, Origin],
     index_names: Mapping[str, str],
     rename: Callable[[str], str | None],
+    moved_extras: Mapping[str, str] | None = None,
 ) -> list[Change]:
     """Every change moving ``census``'s environment onto ``line`` makes (see the module doc);
-    ``rename`` names a project's build for the line's major (the family table's)."""
+    ``rename`` names a project's build for the line's major (the family table's);
+    ``moved_extras``: what only an extra that names the old major required, and why."""
     installed = census.environment.distributions
     renamed: dict[str, Request] = {
         canonicalize_name(r.requirement.name): r
@@ -132,9 +135,30 @@ def change_set(
             Change("remove", name, dist.version_text, None, None, None, None,
                    f"{signal.cuda()} ({signal.how}); nothing on CUDA {line_text(line)} requires it")
         )  # fmt: skip
+    changes += _extras_left(census, closure, moved_extras or {}, {c.old for c in changes})
     changes = _pair(changes, rename, line[0])
     order = {"rename": 0, "change": 1, "add": 2, "remove": 3}
     return sorted(changes, key=lambda c: (order[c.kind], c.name))
+
+
+def _extras_left(
+    census: Census, closure: Closure, moved: Mapping[str, str], changed: set[str | None]
+) -> list[Change]:
+    """What an extra naming the old major alone required, that nothing needs any more: not
+    in the new resolution and required by nothing that stays."""
+    installed = census.environment.distributions
+    staying = [n for n in installed if n not in census.moving and n not in moved]
+    changes = []
+    for name, why in sorted(moved.items()):
+        if name in changed or closure.get(name) is not None:
+            continue
+        if any(name in census.edges[other] for other in staying):
+            continue
+        changes.append(
+            Change("remove", name, installed[name].version_text, None, None, None, None,
+                   f"{why}; nothing else requires it")
+        )  # fmt: skip
+    return changes
 
 
 def _pair(changes: list[Change], rename: Callable[[str], str | None], major: int) -> list[Change]:

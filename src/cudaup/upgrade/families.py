@@ -4,7 +4,10 @@ which project is one package's build for each CUDA major.
 A family names its project per major (``cupy-cuda12x``, ``cupy-cuda13x``); one marked
 ``line = "version"`` is versioned by release (``nvidia-cuda-runtime`` 13.0.96 is CUDA
 13.0), so its version says the line and an environment's own copy is held to the
-target line.  ``[extras]`` lists the extras that name a major (``jax[cuda12]``).
+target line.  ``[extras]`` lists the extras that name a major (``jax[cuda12]``);
+``[renamed]`` the projects published under a new name (``sgl-kernel`` → ``sglang-kernel``),
+which a move takes to the new name; ``[companions]`` the packages released with another at
+its version (``flashinfer-cubin`` with ``flashinfer-python``), which move with it.
 Projects outside the table whose name carries a major (``…-cu12``, ``…-cuda12x``,
 ``jax-cuda12-…``) are renamed by that pattern, which ``plan`` reads the same way.
 """
@@ -21,6 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaup.core.documents import load_toml
+from cudaup.core.renames import Renamed, parse_renamed
 from cudaup.errors import SourceFormatError, UsageError
 from cudaup.plan.lines import Line, name_stem
 
@@ -54,17 +58,32 @@ class FamilyTable:
     families: tuple[Family, ...]
     #: canonical project → the extra templates naming a major (``cuda{major}``).
     extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: old project → its rename.
+    renamed: Mapping[str, Renamed] = field(default_factory=dict)
+    #: companion project → the project whose version it always has.
+    companions: Mapping[str, str] = field(default_factory=dict)
 
     def family_of(self, project: str) -> Family | None:
         name = canonicalize_name(project)
         return next((f for f in self.families if name in f.names.values()), None)
 
+    def versioned_by_line(self, major: int) -> list[str]:
+        """The projects of ``major`` whose version is their CUDA release (``cuda-bindings``,
+        ``nvidia-cuda-runtime``): held to the target line whoever requires them, so that a
+        dependency's loose ``cuda-bindings`` never floats onto another line or major."""
+        return sorted(
+            {f.names[major] for f in self.families if f.versioned_by_line and major in f.names}
+        )
+
     def rename(self, project: str, major: int) -> str | None:
         """The project that is ``project``'s build for ``major``; None when nothing says.
 
-        The table first; else a name that carries a major (``…-cu12``, ``cupy-cuda12x``,
+        A renamed project first takes its new name (``sgl-kernel`` → ``sglang-kernel``).
+        Then the table; else a name that carries a major (``…-cu12``, ``cupy-cuda12x``,
         ``jax-cuda12-plugin``) with the major replaced; a name that carries none stays."""
-        name = canonicalize_name(project)
+        name: str = canonicalize_name(project)
+        if name in self.renamed:
+            name = self.renamed[name].new
         family = self.family_of(name)
         if family is not None:
             return family.names.get(major)
@@ -93,6 +112,8 @@ def load_families(extra: Path | None = None) -> FamilyTable:
             raise UsageError(f"cannot read {extra} ({exc.strerror})") from None
     families: dict[str, Family] = {}
     extras: dict[str, tuple[str, ...]] = {}
+    renamed: dict[str, Renamed] = {}
+    companions: dict[str, str] = {}
     for where, data in documents:
         try:
             document = load_toml(data, what=where, max_bytes=MAX_TABLE_BYTES)
@@ -102,7 +123,14 @@ def load_families(extra: Path | None = None) -> FamilyTable:
             families[name] = _family(name, _table(entry, where, f"families.{name}"), where)
         for project, templates in _table(document.get("extras", {}), where, "extras").items():
             extras[_project(project, where)] = _templates(templates, where, project)
-    return FamilyTable(tuple(families.values()), extras)
+        renamed.update(parse_renamed(document.get("renamed", {}), where))
+        for companion, package in _table(
+            document.get("companions", {}), where, "companions"
+        ).items():
+            if _project(companion, where) == _project(package, where):
+                raise UsageError(f"{where}: companions.{companion} names itself")
+            companions[_project(companion, where)] = _project(package, where)
+    return FamilyTable(tuple(families.values()), extras, renamed, companions)
 
 
 def _table(value: object, where: str, key: str) -> dict[str, object]:

@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packaging.requirements import Requirement
+
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
 from cudaup.core.driver import DriverInfo
@@ -37,12 +39,17 @@ from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
 from cudaup.plan import Planner, PlanResult, Target
 from cudaup.plan.indexes import Index
-from cudaup.plan.lines import Line, line_text, release_line
+from cudaup.plan.lines import TOOLKIT, Line, line_text, line_tiers, release_line
+from cudaup.plan.planner import line_support, passed_over
 from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
+from cudaup.upgrade.blame import name_blocker
 from cudaup.upgrade.census import Census, Request, take_census
 from cudaup.upgrade.changes import Change, change_set, removals
 from cudaup.upgrade.environment import Environment, read_environment, read_linked
 from cudaup.upgrade.families import load_families
+from cudaup.upgrade.pairing import IndexCatalog, settle
+from cudaup.upgrade.toolkit import check_toolkit
+from cudaup.util.cachedir import CacheLayout
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class UpgradeRequest:
     platform: Platform
     driver: str | None = None
     force: bool = False
+    #: Take a line the driver runs only under minor-version compatibility like any other.
+    allow_minor_compat: bool = False
     #: The toolkit's components (None: no toolkit, ``--no-toolkit``).
     components: tuple[str, ...] | None = ("nvcc", "cudart")
     channel: InstallChannel = "auto"
@@ -130,46 +139,94 @@ def plan_upgrade(
         notes.append("--force: the driver and the GPUs were not checked")
         target = replace(target, driver=None, reported=None, gpus=())
     if request.line is not None:
-        majors = [request.line[0]]
         _check_line(request.line, live, compat, target)
+        passes = [[ln for ln in live.lines() if ln[0] == request.line[0]]]
+        support = line_support([request.line], live, compat, target)
     else:
-        majors = sorted({line[0] for line in live.lines()}, reverse=True)
+        # The line rule (plan's): lines the driver runs fully first, across the majors.  A
+        # line the driver or the GPUs rule out has no say (its major is skipped for it).
+        support = line_support(_runnable(live, compat, target), live, compat, target)
+        passes = line_tiers(live.lines(), support, request.allow_minor_compat)
     planner = planner or Planner(settings)
+    cache = CacheLayout(settings.cache_root).plan
     tagged = [i for i in request.indexes.values() if not i.flat]
 
     def per_line(project: str) -> bool:
         return any(i.serves(project) for i in tagged)
 
     failures: list[CudaupError] = []
-    for major in majors:
-        lines = [line for line in live.lines() if line[0] == major]
+    for major, lines in _by_major(passes):
         skipped = _major_skipped(major, lines, live, compat, target)
         if skipped is not None:
             failures.append(skipped)
             continue
-        try:
-            requests = census.requests(major, families, per_line)
-            result = planner.plan(
-                [r.requirement for r in requests],
+        requests = census.requests(major, families, per_line)
+
+        def resolve(asked: list[Request], line: Line | None, among: list[Line]) -> PlanResult:
+            return planner.plan(
+                [r.requirement for r in asked],
                 request.indexes,
                 target,
-                line=request.line,
-                lines=lines,
-                held=[r.requirement.name for r in requests if r.held],
+                line=line,
+                lines=among,
+                held=_held(asked, families.versioned_by_line(major)),  # noqa: B023
                 preferences=census.preferences(per_line),
+                allow_minor_compat=request.allow_minor_compat,
             )
+
+        try:
+            result = resolve(requests, request.line, lines)
+            linked = {
+                renamed: libs
+                for name, libs in census.torch_linked.items()
+                if (renamed := families.rename(name, major)) is not None
+            }
+            catalog = IndexCatalog(
+                planner.http, result, target, cache / "uv", cache, settings.timeout
+            )
+            requests, result, proven = settle(
+                requests, result, families.companions, linked, catalog,
+                lambda asked, line: resolve(asked, line, [line]),
+                {n: d.version for n, d in environment.distributions.items()},
+            )  # fmt: skip
         except (NoCommonLineError, PackageNotFoundError, ReleaseNotFoundError) as exc:
-            if request.line is not None:
+            if request.line is None:
+                failures.append(exc)
+                continue
+            if not isinstance(exc, NoCommonLineError):
                 raise
-            failures.append(exc)
-            continue
+            wanted = request.line
+
+            def alone(requirement: Requirement) -> CudaupError | None:
+                try:
+                    resolve([Request(requirement, None)], wanted, [wanted])  # noqa: B023
+                except (NoCommonLineError, PackageNotFoundError) as failed:
+                    return failed
+                return None
+
+            rename = functools.partial(families.rename, major=major)
+            raise name_blocker(exc, census, requests, wanted, rename, alone) from None
         changes = change_set(
             census, result.line, requests, result.closure, result.evidence, result.origins,
             {i.urls[""]: i.name for i in request.indexes.values() if i.flat},
             functools.partial(families.rename, major=result.line[0]),
+            census.moved_extras(result.line[0], families),
         )  # fmt: skip
         if failures:
             notes.append(f"newer majors did not fit: {'; '.join(map(str, failures))}")
+        result.excluded = sorted(
+            {
+                e.line: e
+                for e in [*result.excluded, *passed_over(result.line, support, info.version)]
+            }.values(),
+            key=lambda e: e.line,
+            reverse=True,
+        )
+        installed = Store.from_env().get(result.release) is not None
+        if request.components is not None and not installed:
+            notes += check_toolkit(
+                settings, result.release, request.components, request.platform, request.channel
+            )
         return UpgradePlan(
             environment=environment,
             census=census,
@@ -179,10 +236,40 @@ def plan_upgrade(
             requests=requests,
             changes=changes,
             driver=info,
-            toolkit_installed=Store.from_env().get(result.release) is not None,
-            notes=[*notes, *census.notes, *result.notes],
+            toolkit_installed=installed,
+            notes=[*notes, *census.notes, *result.notes, *proven],
         )
     raise failures[0] if failures else ReleaseNotFoundError("no CUDA release is known")
+
+
+def _held(requests: list[Request], versioned: list[str]) -> list[str]:
+    """What is held to the line: the environment's release-versioned requests, and every
+    release-versioned project of the major that the resolution may pull in (the toolkit
+    meta-package is held by the line's own constraints)."""
+    names = {r.requirement.name for r in requests if r.held} | set(versioned)
+    return sorted(name for name in names if name != TOOLKIT)
+
+
+def _runnable(live: LiveReleases, compat: CompatTable, target: Target) -> list[Line]:
+    """The lines neither the driver nor the GPUs rule out."""
+    runnable = []
+    for line in live.lines():
+        try:
+            _check_line(line, live, compat, target)
+        except (DriverTooOldError, GpuUnsupportedError):
+            continue
+        runnable.append(line)
+    return runnable
+
+
+def _by_major(passes: list[list[Line]]) -> list[tuple[int, list[Line]]]:
+    """Each pass's lines grouped by major, newest major first: what one resolution tries
+    (its packages are renamed for that major)."""
+    return [
+        (major, [line for line in lines if line[0] == major])
+        for lines in passes
+        for major in sorted({line[0] for line in lines}, reverse=True)
+    ]
 
 
 def _check_line(line: Line, live: LiveReleases, compat: CompatTable, target: Target) -> None:
