@@ -343,8 +343,8 @@ def main() -> None:
     parser.add_argument("--stack-only", action="store_true", help="only issue 21's ML stack")
     args = parser.parse_args()
     if args.stack or args.stack_only:
-        with tempfile.TemporaryDirectory(prefix="ub-", dir="/tmp") as short:
-            publish_stack(stack_upgrades(args.runs, Path(short)), args.runs, args.output)
+        with tempfile.TemporaryDirectory(prefix="ub-", dir="/tmp") as place:
+            publish_stack(stack_upgrades(args.runs, Path(place)), args.runs, args.output)
         if args.stack_only:
             return
     rows = []

@@ -329,3 +329,21 @@ def test_options_and_defaults(
         unknown.code == EXIT_CODES["conflict"]
         and "no snapshot 20000101T000000000000Z-000000" in unknown.err
     )
+
+
+def test_pre_lets_the_upgrade_take_a_pre_release(
+    make_env: MakeEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As plan --pre: without it a release candidate is never chosen, with it the newest is."""
+    python = make_env(["cupy-cuda12x==13.4.1"], name="pre")
+    stable = upgrade(capsys, python, "13.0", "--dry-run", "--json").json()
+    chosen = {
+        (c["new"] or {}).get("name"): (c["new"] or {}).get("version") for c in stable["changes"]
+    }
+    assert chosen["cupy-cuda13x"] == "14.0.0"
+    pre = upgrade(capsys, python, "13.0", "--dry-run", "--json", "--pre")
+    assert pre.code == 0, pre.err
+    chosen = {
+        (c["new"] or {}).get("name"): (c["new"] or {}).get("version") for c in pre.json()["changes"]
+    }
+    assert chosen["cupy-cuda13x"] == "15.0.0rc1"

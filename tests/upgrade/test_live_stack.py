@@ -50,15 +50,17 @@ def workplace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Where the environment, its snapshot, cudaup's cache (uv's with it) and home live,
     removed at the end whatever happened (pytest would keep the last runs' tens of GB).
 
-    A short path of its own: the import check keeps the first 1000 characters of an import
-    error, and sgl_kernel's names its directory three times before the loader's own line
-    (``libcuda.so.1: cannot open shared object file``) that tells a host reason; under
-    pytest's long temporary paths that line is cut off (reported to the verify owner)."""
-    place = Path(tempfile.mkdtemp(prefix="c21-", dir="/tmp"))
+    A long path on purpose: sgl_kernel's import error names its directory three times before
+    the loader's own line (``libcuda.so.1: cannot open shared object file``) that tells a
+    host reason, and the check must read that line wherever it falls (it once kept only the
+    first 1000 characters, and an environment under a long path failed the upgrade)."""
+    top = Path(tempfile.mkdtemp(prefix="c21-", dir="/tmp"))
+    place = top / ("a-project-directory-with-a-long-name-as-real-ones-have-" * 3)
+    place.mkdir()
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(place / "cache"))
     monkeypatch.setenv("CUDAUP_HOME", str(place / "home"))
     yield place
-    shutil.rmtree(place, ignore_errors=True)
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def build(root: Path, cache: Path, packages: list[str]) -> Path:

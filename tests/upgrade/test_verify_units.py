@@ -70,3 +70,33 @@ def test_the_stub_comes_from_the_newest_toolkit_cudaup_installed_that_has_one(
     newer.chmod(0o666)  # a library anyone may write is code anyone may run: not loaded
     found = find_stub()
     assert found is not None and found.path == older
+
+
+def test_a_long_import_error_keeps_the_loaders_line(tmp_path: Path) -> None:
+    """sglang-kernel's error names its directory three times before the loader's line: in an
+    environment with a long path the line sat past the first 1000 characters, and "this host
+    has no driver" read as a real failure.  The check reads the whole error; a message shows
+    its start and its end."""
+    import json
+    import sys
+
+    from cudaup.upgrade.verify import IMPORTS, SHOWN_CHARACTERS, shown
+
+    where = "/very/long/environment/" + "x" * 400 + "/site-packages/sgl_kernel/common_ops.so"
+    (tmp_path / "deep_extension.py").write_text(
+        f"raise ImportError({where!r} * 3 + ': libcuda.so.1: cannot open shared object file: "
+        "No such file or directory')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS, json.dumps(["deep_extension"])],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    error = json.loads(done.stdout)["failures"]["deep_extension"]
+    assert len(error) > SHOWN_CHARACTERS and host_reason(error)
+    message = shown(error)
+    assert len(message) <= SHOWN_CHARACTERS + 3
+    assert message.startswith("ImportError: /very/long/environment/")
+    assert message.endswith(
+        "libcuda.so.1: cannot open shared object file: No such file or directory"
+    )

@@ -120,6 +120,7 @@ def build(server: IndexServer) -> IndexServer:
             "cuda/bindings/__init__.py": f"__version__ = '{version}'\n"}))  # fmt: skip
     server.add(pypi, *cupy("cupy-cuda12x", "13.4.1", 12080))
     server.add(pypi, *cupy("cupy-cuda13x", "14.0.0", 13000))
+    server.add(pypi, *cupy("cupy-cuda13x", "15.0.0rc1", 13000))  # only `--pre` takes it
     for version in ("1.0", "1.1"):
         server.add(pypi, *wheel("fastlock", version))
     server.add(pypi, *wheel("servellm", "1.0", ("torch>=2.9",)))

@@ -58,7 +58,7 @@ def add_upgrade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index",
         action="append",
-        help="pypi, pytorch, flashinfer, sglang, vllm or a URL (repeatable; default: all)",
+        help="pypi, pytorch, pytorch-nightly, flashinfer, sglang, vllm or a URL (repeatable; default: all; the nightly ones only with --pre)",
     )
     add_platform(parser, "(the toolkit's; default: this host)")
     add_components(parser)
@@ -73,6 +73,11 @@ def add_upgrade(parser: argparse.ArgumentParser) -> None:
         "--force", action="store_true", help="move even to a line the driver or the GPUs cannot run"
     )
     add_allow_minor_compat(parser)
+    parser.add_argument(
+        "--pre",
+        action="store_true",
+        help="let the resolver take pre-releases, from the nightly indexes too (as plan --pre)",
+    )
     parser.add_argument(
         "--gpu",
         help="where no GPU is present: the targets (sm_70,sm_90) the new kernels must cover",
@@ -118,7 +123,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     request = UpgradeRequest(
         python=_python(args),
         line=parse_line(args.line) if args.line else None,
-        indexes=indexes_for(settings.pypi_url, args.index or [], settings.user_indexes),
+        indexes=indexes_for(
+            settings.pypi_url, args.index or [], settings.user_indexes, pre=args.pre
+        ),
+        pre=args.pre,
         platform=platform_of(args),
         driver=args.driver,
         force=args.force,

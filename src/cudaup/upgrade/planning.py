@@ -64,6 +64,8 @@ class UpgradeRequest:
     force: bool = False
     #: Take a line the driver runs only under minor-version compatibility like any other.
     allow_minor_compat: bool = False
+    #: ``--pre``: the resolver may take pre-releases (a nightly built for a new line).
+    pre: bool = False
     #: The toolkit's components (None: no toolkit, ``--no-toolkit``).
     components: tuple[str, ...] | None = ("nvcc", "cudart")
     channel: InstallChannel = "auto"
@@ -172,6 +174,7 @@ def plan_upgrade(
                 held=_held(asked, families.versioned_by_line(major)),  # noqa: B023
                 preferences=census.preferences(per_line),
                 allow_minor_compat=request.allow_minor_compat,
+                pre=request.pre,
             )
 
         try:

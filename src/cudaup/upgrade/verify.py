@@ -64,7 +64,7 @@ for name in json.loads(sys.argv[1]):
     try:
         importlib.import_module(name)
     except BaseException as exc:
-        failures[name] = ("%s: %s" % (type(exc).__name__, exc))[:1000]
+        failures[name] = ("%s: %s" % (type(exc).__name__, exc))[-65536:]
 facts = {}
 if "cupy" in sys.modules:
     try:
@@ -265,8 +265,8 @@ class Verifier:
             before = self._import_in(original.interpreter, original, earlier, _Words())
             for module, error in sorted(outcome.failures.items()):
                 if before.failures.get(module) != error:
-                    _fail("import", owners.get(module), f"import {module}: {error}")
-                kept[module] = error
+                    _fail("import", owners.get(module), f"import {module}: {shown(error)}")
+                kept[module] = shown(error)
         count = f"{len(owners)} modules of {len(set(owners.values()))} distributions"
         notes = [*outcome.notes]
         notes += [f"import {m} failed before the upgrade too, for the same cause ({e})"
@@ -478,6 +478,21 @@ def _cupys(families: FamilyTable, environment: Environment) -> set[str]:
 def _last(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no message"
+
+
+#: How much of an import error a message shows: its start (the exception) and its end, where
+#: the loader's own line stands (``libcuda.so.1: cannot open shared object file``).
+SHOWN_CHARACTERS = 1000
+
+
+def shown(error: str) -> str:
+    """``error`` for a message: whole when short, else its start and its end.  The whole
+    text (up to 64 KiB) is what the host-reason check reads: an extension whose error names
+    its own directory three times before the loader's line must not lose that line."""
+    if len(error) <= SHOWN_CHARACTERS:
+        return error
+    head, tail = SHOWN_CHARACTERS // 4, SHOWN_CHARACTERS * 3 // 4
+    return f"{error[:head]} … {error[-tail:]}"
 
 
 def _fail(step: str, package: str | None, detail: str) -> NoReturn:
