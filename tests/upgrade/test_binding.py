@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cudaup.install.store import Store
 from cudaup.upgrade.binding import BINDING, read_binding, write_binding
+from tests.fakenvidia.products import with_products
+from tests.fakenvidia.site import build_site
 from tests.helpers import point_env_at, run_cli
 from tests.upgrade.conftest import MakeEnv
 from tests.upgrade.world import tree_state, upgrade
@@ -99,3 +102,32 @@ def test_without_a_toolkit_of_the_new_line_an_old_binding_goes_and_says_so(
     assert f"was bound to {old}, not a CUDA 13.0 toolkit: no longer" in " ".join(outcome["notes"])
     assert run_cli(capsys, "rollback", "--python", str(python)).code == 0
     assert read_binding(_site(python)) == old
+
+
+def test_the_old_toolkits_libraries_move_with_the_line(
+    make_env: MakeEnv,
+    make_fake_nvidia: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An environment bound to a 12.8 toolkit with cuDNN (its cuda12 build) moves to 13.0: the
+    new line's toolkit gets cuDNN's cuda13 build, as the library's own manifest offers it."""
+    point_env_at(monkeypatch, make_fake_nvidia(with_products(build_site())))
+    installed = run_cli(
+        capsys, "--json", "install", "12.8.1", "--channel", "redist",
+        "--components", "nvcc,cudnn", "--platform", "linux-x86_64",
+    )  # fmt: skip
+    assert installed.code == 0, installed.err
+    old = Path(installed.json()["path"])
+    python = make_env(["cupy-cuda12x==13.4.1", "cuda-bindings==12.8.0"])
+    write_binding(_site(python), old)
+
+    result = upgrade(capsys, python, "13.0", "--yes", "--channel", "redist", "--json")
+    assert result.code == 0, result.err
+    outcome = result.json()
+    assert "cudnn" in outcome["toolkit"]["components"]
+    assert any("cudnn of" in note and "move with the line" in note for note in outcome["notes"])
+    record = Store.from_env().at(Path(outcome["toolkit"]["path"]))
+    assert record is not None and record.record is not None
+    assert record.record["libraries"]["cudnn"]["cuda_variant"] == "cuda13"
+    assert (old / "cudaup-record.json").is_file()  # the old toolkit stays, side by side

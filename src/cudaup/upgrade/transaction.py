@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.config import Settings
+from cudaup.core.libraries import LIBRARIES
 from cudaup.download import Progress
 from cudaup.errors import (
     ConflictError,
@@ -325,15 +326,16 @@ class Upgrader:
     ) -> InstallResult | None:
         if request.components is None:
             return None
-        self.echo(f"installing CUDA {plan.release} ({','.join(request.components)}) side by side")
+        store = Store.from_env()
+        components = (*request.components, *self._libraries_of_old(plan, store, notes))
+        self.echo(f"installing CUDA {plan.release} ({','.join(components)}) side by side")
         options = InstallOptions(
             platform=request.platform,
             channel=request.channel,
-            components=request.components,
+            components=components,
             force=request.force,
             driver=request.driver,
         )
-        store = Store.from_env()
         empty = store.is_empty()
         result = install(
             plan.release, options, settings=self.settings, store=store, progress=self.progress
@@ -341,6 +343,20 @@ class Upgrader:
         if (default := store.adopt_first(store.at(result.path), empty)) is not None:
             notes.append(f"default: {default} (the first toolkit cudaup installed)")
         return result
+
+    def _libraries_of_old(self, plan: UpgradePlan, store: Store, notes: list[str]) -> list[str]:
+        """The libraries (cuDNN, NCCL, …) of the toolkit the environment was bound to: they
+        move with the line, each as the new major's build (cuDNN's cuda12 → cuda13)."""
+        bound = read_binding(plan.environment.purelib)
+        old = store.at(bound) if bound is not None else None
+        libraries = sorted(((old.record or {}).get("libraries") or {}) if old else {})
+        names = [name for name in libraries if name in LIBRARIES]
+        if names:
+            notes.append(
+                f"{', '.join(names)} of {bound} move with the line: the CUDA "
+                f"{line_text(plan.line).split('.')[0]} builds are installed beside the toolkit"
+            )
+        return names
 
     # -- rollback -------------------------------------------------------------------------
     def rollback(self, python: str, snapshot_id: str | None = None) -> RollbackOutcome:
