@@ -13,7 +13,7 @@ import pytest
 from cudaup.errors import EXIT_CODES
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import Site
-from tests.helpers import point_env_at, run_cli
+from tests.helpers import point_env_at, require_tool, run_cli
 
 WRONG_GUESS = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_570.124.06_linux.run"
 
@@ -299,7 +299,8 @@ def _without_privileges() -> list[str]:
     directory's mode then binds, as it does for every other user."""
     if os.geteuid() != 0:
         return []
-    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
+    setpriv = require_tool("setpriv", "util-linux")
+    return [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
 
 
 def test_a_directory_the_user_may_not_write(tmp_path: Path) -> None:

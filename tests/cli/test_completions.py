@@ -22,7 +22,7 @@ def script(capsys: pytest.CaptureFixture[str], tmp_path: Path, shell: str) -> Pa
 
 
 def bash_complete(path: Path, *words: str) -> list[str]:
-    require_tool("/usr/bin/bash", "bash")
+    require_tool("bash", "bash")
     quoted = " ".join(f"'{w}'" for w in words)
     program = (
         f"source {path}; COMP_WORDS=(cudaup {quoted}); COMP_CWORD={len(words)}; "
@@ -55,7 +55,7 @@ def test_bash_completes_commands_options_and_choices(
 def test_fish_completes_commands_with_their_descriptions(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    require_tool("/usr/bin/fish", "fish")
+    require_tool("fish", "fish")
     path = script(capsys, tmp_path, "fish")
 
     def complete(line: str) -> list[str]:
@@ -85,7 +85,7 @@ def test_fish_completes_commands_with_their_descriptions(
 
 
 def test_zsh_function_offers_the_same(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    require_tool("/usr/bin/zsh", "zsh")
+    require_tool("zsh", "zsh")
     path = script(capsys, tmp_path, "zsh")
     stubs = (
         'compdef() { :; }; _files() { print -r -- "FILES"; }; '

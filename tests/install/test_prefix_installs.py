@@ -71,6 +71,75 @@ def test_two_prefixes_of_one_release_are_both_listed_and_removed_by_path(
     assert nothing.code == EXIT_CODES["artifact-not-found"]
 
 
+def test_a_prefix_holding_another_release_is_replaced_only_with_force(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "opt" / "cuda"
+    x86 = ("--platform", "linux-x86_64", "--prefix", str(prefix))
+    assert install(capsys, "12.8.1", *x86).code == 0
+    before = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*"))
+    refused = run_cli(
+        capsys, "--json", "install", "13.0.1", "--channel", "redist", "--components", "nvcc", *x86
+    )
+    assert refused.code == EXIT_CODES["conflict"]
+    says = (
+        f"{prefix} holds CUDA 12.8.1 (cuda_cudart, cuda_nvcc), "
+        "not 13.0.1; --force replaces it with CUDA 13.0.1, or choose another --prefix"
+    )
+    assert refused.err.strip() == f"cudaup: error: {says}"
+    assert refused.json()["error"] == {"kind": "conflict", "message": says, "exit_code": 16}
+    assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == before
+    # --lock installs through the same check
+    lock = tmp_path / "cuda.lock.toml"
+    made = run_cli(
+        capsys, "lock", "13.0.1", "--channel", "redist", "--components", "nvcc",
+        "--platform", "linux-x86_64", "-o", str(lock),
+    )  # fmt: skip
+    assert made.code == 0, made.err
+    locked = run_cli(capsys, "install", "--lock", str(lock), "--prefix", str(prefix))
+    assert locked.code == EXIT_CODES["conflict"] and says in locked.err
+    assert json.loads((prefix / "version.json").read_text())["cuda"]["version"] == "12.8.1"
+    forced = run_cli(
+        capsys, "--json", "install", "--lock", str(lock), "--prefix", str(prefix), "--force"
+    )
+    assert forced.code == 0, forced.err
+    result = forced.json()
+    assert result["skipped"] is False and result["version"] == "13.0.1"
+    assert f"replaced CUDA 12.8.1 at {prefix} (--force)" in result["notes"]
+    assert json.loads((prefix / "version.json").read_text())["cuda"]["version"] == "13.0.1"
+    assert [(t["version"], t["path"]) for t in run_cli(capsys, "list", "--json").json()[
+        "installed"]] == [("13.0.1", str(prefix))]  # fmt: skip
+    # the same release again is still "already installed", with or without --force
+    again = install(capsys, "13.0.1", *x86)
+    assert again.code == 0 and run_cli(capsys, "list").code == 0
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_prefix_holding_what_cudaup_did_not_install_is_never_replaced(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    prefix = tmp_path / "project"
+    prefix.mkdir()
+    for name in ("notes.txt", "a", "b", "c", "d", "e"):
+        (prefix / name).write_text("mine")
+    done = install(
+        capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(prefix),
+        *(["--force"] if force else []),
+    )  # fmt: skip
+    assert done.code == EXIT_CODES["conflict"], done.err
+    assert done.err.strip() == (
+        f"cudaup: error: {prefix} holds a, b, c, d, e and 1 more, not a toolkit this cudaup "
+        "installed, so cudaup will not replace it (not even with --force): choose another "
+        "--prefix, or empty that directory"
+    )
+    assert sorted(p.name for p in prefix.iterdir()) == ["a", "b", "c", "d", "e", "notes.txt"]
+    assert store.installed() == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert install(capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(empty)).code == 0
+    assert (empty / "bin" / "nvcc").is_file()
+
+
 def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

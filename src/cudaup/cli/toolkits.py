@@ -57,7 +57,9 @@ def add_install(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", help="a Linux platform (default: this host)")
     parser.add_argument("--driver", help="check against this driver instead of the detected one")
     parser.add_argument(
-        "--force", action="store_true", help="install even if the driver cannot run it"
+        "--force",
+        action="store_true",
+        help="install even if the driver cannot run it, or over another release at --prefix",
     )
     parser.add_argument(
         "--allow-unverified", action="store_true", help="install files with no published checksum"

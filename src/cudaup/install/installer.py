@@ -15,7 +15,9 @@ A component that lacks the tool its name promises (``cuda_nvcc`` without
 ``bin/nvcc``: PyPI's CUDA 12 nvcc wheels hold only ptxas) is refused before
 anything is published, naming the archive and the channel that has it.  A
 toolkit for another platform than this machine's (``--platform linux-sbsa`` on
-x86_64) goes only to a ``--prefix``: the store holds what runs here.  Files get
+x86_64) goes only to a ``--prefix``: the store holds what runs here.  A ``--prefix``
+holding another release is replaced only with ``force``, and one holding anything but
+a toolkit cudaup installed never (:func:`check_prefix`).  Files get
 pip's modes (0755 when executable, else 0644) whatever the archive stored.
 
 The redist and pypi channels take each archive's tree from the unpacked cache
@@ -45,7 +47,13 @@ from cudaup.core.components import REQUIRED_TOOLS
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
-from cudaup.errors import ArtifactNotFoundError, CudaupError, DriverTooOldError, UsageError
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    ConflictError,
+    CudaupError,
+    DriverTooOldError,
+    UsageError,
+)
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
@@ -295,8 +303,13 @@ def materialize(
     ):
         store.sweep(final.parent, final.name)
         existing = store.at(final)
+        if options.prefix is not None and check_prefix(final, existing, release, options.force):
+            assert existing is not None
+            notes.append(f"replaced CUDA {existing.version} at {final} (--force)")
+            existing = None  # nothing of another release is kept or merged
         if (
             existing is not None
+            and existing.version == release
             and wanted <= set(existing.components)
             and _same_channel(existing, channel)
         ):
@@ -306,6 +319,7 @@ def materialize(
             )  # fmt: skip
         if (
             existing is not None
+            and existing.version == release
             and existing.record
             and channel != "installer"
             and resolver is not None
@@ -357,6 +371,45 @@ def materialize(
             foreign = options.platform if options.platform != host_platform() else None
             store.add_external(release, final, foreign)
     return InstallResult(release, final, channel, sorted(versions), False, notes)
+
+
+def check_prefix(
+    prefix: Path, existing: InstalledToolkit | None, release: str, force: bool
+) -> bool:
+    """Whether installing ``release`` at ``prefix`` replaces another release there.
+
+    An absent or empty directory takes the install; so does this release's own toolkit
+    (components are added).  Another release cudaup installed there is replaced only
+    with ``force``; a directory holding anything else is never replaced: cudaup deletes
+    only what it installed."""
+    if existing is not None and existing.record is not None:
+        if existing.version == release:
+            return False
+        if force:
+            return True
+        components = ", ".join(existing.components) or "no components"
+        raise ConflictError(
+            f"{prefix} holds CUDA {existing.version} ({components}), not {release}; "
+            f"--force replaces it with CUDA {release}, or choose another --prefix"
+        )
+    try:
+        entries = sorted(entry.name for entry in prefix.iterdir())
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        entries = None
+    if entries == []:
+        return False
+    holds = "is a file" if entries is None else f"holds {_named(entries)}"
+    raise ConflictError(
+        f"{prefix} {holds}, not a toolkit this cudaup installed, so cudaup will not replace "
+        "it (not even with --force): choose another --prefix, or empty that directory"
+    )
+
+
+def _named(entries: list[str], shown: int = 5) -> str:
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def check_tools(tree: Path, resolution: Resolution, notes: Sequence[str]) -> None:
