@@ -141,7 +141,10 @@ def test_a_prefix_holding_what_cudaup_did_not_install_is_never_replaced(
 
 
 def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: Store,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     refused = install(capsys, "13.0.1", "--platform", "linux-sbsa")
     assert refused.code == EXIT_CODES["usage"]
@@ -163,6 +166,30 @@ def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
     assert sorted(p.name for p in store.bin_dir.iterdir()) == ["nvcc"]  # no shims for it
     chosen = run_cli(capsys, "default", "13.0.1")
     assert chosen.code != 0
+    # Named by its path it is refused too, with the reason, wherever it would be selected.
+    why = (
+        f"{prefix} holds CUDA 13.0.1 for linux-sbsa (installed with --platform linux-sbsa), "
+        "which cannot run on this linux-x86_64 machine; cudaup never selects it: name a "
+        "toolkit for this machine"
+    )
+    for argv in (
+        ["default", str(prefix)],
+        ["pin", str(prefix)],
+        ["run", str(prefix), "--", "nvcc", "--version"],
+        ["env", str(prefix)],
+    ):
+        refused = run_cli(capsys, "--json", *argv)
+        assert refused.code == EXIT_CODES["usage"], (argv, refused.err)
+        assert refused.json()["error"]["message"] == why, argv
+    assert store.default() is None and not (Path.cwd() / ".cuda-version").exists()
+    monkeypatch.setenv("CUDAUP_TOOLKIT", str(prefix))
+    shown = run_cli(capsys, "show", "--json").json()
+    assert shown["active"]["path"] is None and shown["active"]["problem"] == why
+    assert [t["active"] for t in shown["installed"]] == [False]
+    assert f"active     none: {why}" in run_cli(capsys, "show").out
+    which = run_cli(capsys, "which", "nvcc")
+    assert which.code == EXIT_CODES["usage"] and why in which.err
+    monkeypatch.delenv("CUDAUP_TOOLKIT")
     assert run_cli(capsys, "uninstall", str(prefix)).code == 0
     assert not prefix.exists() and store.installed() == []
 

@@ -234,8 +234,14 @@ def cmd_pin(args: argparse.Namespace) -> int:
         else:
             print(f"{pin}: {request}")
         return 0
+    value = selection.check_request(args.value)
+    if shim.is_path_request(value):
+        problem = selection.foreign_problem(
+            store, selection.real_path(SystemRoot.from_env(), value, here)
+        )
+        if problem is not None:
+            raise UsageError(problem)
     path = pins.write_pin(here, args.value)
-    value = args.value.strip()
     without_env = {k: v for k, v in os.environ.items() if k != selection.TOOLKIT_ENV}
     pinned = selection.select(store, env=without_env, cwd=here)
     if pinned.path is None:

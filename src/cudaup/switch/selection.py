@@ -34,6 +34,7 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.install.store import Store
+from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits
 from cudaup.switch import shim
@@ -116,15 +117,30 @@ def _store_finder(store: Store) -> shim.Finder:
     return find
 
 
-def _active(choice: shim.Choice) -> Active:
+def _active(choice: shim.Choice, store: Store) -> Active:
+    foreign = foreign_problem(store, Path(choice.path)) if choice.path else None
     return Active(
         source=_SOURCES.get(choice.source, "none"),
         request=choice.request,
         origin=Path(choice.origin) if choice.origin else None,
         version=choice.version,
-        path=Path(choice.path) if choice.path else None,
-        failure=choice.failure,
-        problem=choice.problem,
+        path=Path(choice.path) if choice.path and foreign is None else None,
+        failure="foreign" if foreign else choice.failure,
+        problem=foreign or choice.problem,
+    )
+
+
+def foreign_problem(store: Store, path: Path) -> str | None:
+    """Why the toolkit at ``path`` is never selected, when cudaup installed it for another
+    platform (``install --platform linux-sbsa --prefix DIR``): its tools cannot run here.
+    The one check behind ``default``, ``pin``, ``run``, ``env``, ``which`` and ``show``."""
+    toolkit = store.at(path)
+    if toolkit is None or toolkit.foreign is None:
+        return None
+    return (
+        f"{toolkit.path} holds CUDA {toolkit.version} for {toolkit.foreign} (installed with "
+        f"--platform {toolkit.foreign}), which cannot run on this {host_platform()} machine; "
+        "cudaup never selects it: name a toolkit for this machine"
     )
 
 
@@ -144,8 +160,8 @@ def select(
     find = _store_finder(store)
     home = _home(store)
     if request is not None:
-        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool))
-    return _active(shim.choose(home, env, where, find, tool))
+        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool), store)
+    return _active(shim.choose(home, env, where, find, tool), store)
 
 
 def resolve_default(store: Store) -> Active | None:
@@ -154,7 +170,8 @@ def resolve_default(store: Store) -> Active | None:
     if not value:
         return None
     home = _home(store)
-    return _active(shim.resolve(home, value, "default", None, home, _store_finder(store)))
+    chosen = shim.resolve(home, value, "default", None, home, _store_finder(store))
+    return _active(chosen, store)
 
 
 def tool_in(active: Active, tool: str) -> Path:
@@ -266,6 +283,9 @@ def choose_default(
         if not path.is_dir():
             raise UsageError(f"{value} is not a directory")
         _require_bin(path)
+        problem = foreign_problem(store, path)
+        if problem is not None:
+            raise UsageError(problem)
         version = shim.version_at(_home(store), str(path))
         return DefaultChoice(str(path), path, version)
     toolkit = store.find(value)
