@@ -360,6 +360,44 @@ def test_default_system_and_undo_with_a_plain_link(
     assert "nothing to undo" in err
 
 
+def test_uninstalling_the_toolkit_the_system_link_leads_to_undoes_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    real_link_untouched: None,
+) -> None:  # fmt: skip
+    root = tmp_path / "root"
+    home = root / "opt" / "cudaup"  # a store inside the system root: /opt/cudaup
+    monkeypatch.setenv("CUDAUP_HOME", str(home))
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(root))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    store = Store.from_env()
+    for version in ("12.8.1", "13.0.1"):
+        make_toolkit(store, version)
+    system = SystemRoot.from_env()
+    make_tree(system.path("/usr/local/cuda-12.4"), "12.4")
+    system.path("/usr/local/cuda").symlink_to("/usr/local/cuda-12.4")
+    assert cudaup(capsys, "default", "--system", "13.0.1")[0] == 0
+    assert readlink(system.path("/usr/local/cuda")) == "/opt/cudaup/toolkits/13.0.1"
+    code, out, err = cudaup(capsys, "uninstall", "13.0.1")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:2] == [
+        f"removed CUDA 13.0.1 from {home}/toolkits/13.0.1",
+        "note: /usr/local/cuda led to it (`cudaup default --system`): undone, "
+        "/usr/local/cuda → /usr/local/cuda-12.4 again",
+    ]
+    assert readlink(system.path("/usr/local/cuda")) == "/usr/local/cuda-12.4"
+    assert cudaup(capsys, "undo")[0] == EXIT_CODES["conflict"]  # nothing left to undo
+    # A link someone else set is left as it is, and the uninstall says it now dangles.
+    system.path("/usr/local/cuda").unlink()
+    system.path("/usr/local/cuda").symlink_to("/opt/cudaup/toolkits/12.8.1")
+    document = cudaup_json(capsys, "uninstall", "12.8.1")
+    assert document["system_link"] == []
+    assert document["notes"] == [
+        f"/usr/local/cuda leads to {home}/toolkits/12.8.1 and cudaup did not set it so; it "
+        "leads nowhere now: point it elsewhere with `cudaup default --system VERSION`"
+    ]
+    assert readlink(system.path("/usr/local/cuda")) == "/opt/cudaup/toolkits/12.8.1"
+
+
 def test_default_system_refuses_a_real_directory(
     store: Store, capsys: pytest.CaptureFixture[str], real_link_untouched: None
 ) -> None:

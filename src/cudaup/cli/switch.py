@@ -98,19 +98,6 @@ def _answer(value: str, path: Path | None, version: str | None) -> str:
     return value if value == str(path) else f"{value} → {path}"
 
 
-def _link_words(state: system_link.LinkState) -> str:
-    if state.kind == "absent":
-        return "does not exist"
-    if state.kind != "link":
-        return f"is a real {state.kind}, not a link"
-    if state.alternative:
-        return (
-            f"→ {state.value} (update-alternatives '{state.alternative}', "
-            f"{state.status or 'unknown'} mode)"
-        )
-    return f"→ {state.target}"
-
-
 def _override_note(active: selection.Active) -> str | None:
     """A note when something above the default decides here."""
 
@@ -135,8 +122,8 @@ def cmd_default(args: argparse.Namespace) -> int:
             emit_json({"schema": 1, **change.to_json()})
             return 0
         via = " through update-alternatives" if change.method == "update-alternatives" else ""
-        print(f"{system_link.LINK} {_link_words(change.after)}{via}")
-        print(f"  was {_link_words(change.before)}; `cudaup undo` puts it back")
+        print(f"{system_link.LINK} {change.after.words()}{via}")
+        print(f"  was {change.before.words()}; `cudaup undo` puts it back")
         return 0
     if args.unset:
         if args.value is not None:
@@ -195,7 +182,7 @@ def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
     if args.json:
         emit_json({"schema": 1, "link": system_link.LINK, "state": state.to_json()})
     else:
-        print(f"{system_link.LINK} {_link_words(state)}")
+        print(f"{system_link.LINK} {state.words()}")
     return 0
 
 
@@ -449,7 +436,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"{head:<9} {mark} {toolkit.version:<8} {toolkit.path}")
     where = "on PATH" if on_path else "not on PATH: add it so that nvcc runs the active toolkit"
     print(f"shims      {store.bin_dir} ({where})")
-    print(f"system     {system_link.LINK} {_link_words(link)}")
+    print(f"system     {system_link.LINK} {link.words()}")
     return 0
 
 
@@ -461,7 +448,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"schema": 1, **change.to_json()})
         return 0
-    print(f"{system_link.LINK} {_link_words(change.after)} again")
+    print(f"{system_link.LINK} {change.after.words()} again")
     if change.note:
         print(f"note: {change.note}")
     return 0

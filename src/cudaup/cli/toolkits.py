@@ -29,7 +29,7 @@ from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
-from cudaup.switch import shim
+from cudaup.switch import shim, system_link
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
 from cudaup.switch.shims import refresh_shims, shims_on_path
@@ -232,6 +232,9 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
         raise ArtifactNotFoundError(
             f"cudaup has no CUDA {args.version} installed (installed: {installed})"
         )
+    # The system link goes back to what it was before `default --system` made it lead
+    # here (refused, with nothing removed, where that needs root).
+    link_changes, link_note = system_link.release_link_to(store, toolkit.path)
     store.remove(toolkit)
     unset = None
     chosen = resolve_default(store)
@@ -241,17 +244,25 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
     refresh_shims(store)
 
+    notes = [link_note] if link_note else []
+    if link_changes:
+        after = link_changes[-1].after
+        notes.insert(0, f"{system_link.LINK} led to it (`cudaup default --system`): undone, "
+                        f"{system_link.LINK} {after.words()} again")  # fmt: skip
     # Its unpacked archives stay in the cache (hard links kept them shared until now).
     reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
         emit_json({
             "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
             "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
+            "system_link": [change.to_json() for change in link_changes], "notes": notes,
         })  # fmt: skip
     else:
         print(f"removed CUDA {toolkit.version} from {toolkit.path}")
         if unset is not None:
             print(f"note: the default ({unset}) named it; there is no default now")
+        for note in notes:
+            print(f"note: {note}")
         if reclaimable:
             print(
                 f"cudaup's cache keeps {human_size(reclaimable)} that no installed toolkit "
