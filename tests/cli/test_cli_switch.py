@@ -235,6 +235,31 @@ def test_env_for_each_shell_and_json(
     assert "no CUDA toolkit is chosen here" in err
 
 
+def test_env_takes_other_toolkits_libraries_off_ld_library_path(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile's /usr/local/cuda/lib64 (what doctor calls mixing toolkits) goes; what
+    is not a toolkit's library directory stays, in its order."""
+    root = SystemRoot.from_env()
+    for line in ("12.4", "12.6"):
+        tree = make_tree(root.path(f"/usr/local/cuda-{line}"), line)
+        (tree / "nvvm").mkdir()
+        (tree / "targets" / "x86_64-linux" / "lib").mkdir(parents=True)
+    root.path("/usr/local/cuda").symlink_to("/usr/local/cuda-12.4")
+    make_tree(root.path("/opt/cuda-notes"), "notes")  # named cuda, but no toolkit
+    kept = ["/opt/mine/lib", "/opt/cuda-notes/lib64", "/usr/lib/x86_64-linux-gnu"]
+    monkeypatch.setenv(
+        "LD_LIBRARY_PATH",
+        ":".join([
+            "/usr/local/cuda/lib64", kept[0], "/usr/local/cuda-12.6/targets/x86_64-linux/lib",
+            kept[1], "/usr/local/cuda-12.4/lib", kept[2],
+        ]),
+    )  # fmt: skip
+    document = cudaup_json(capsys, "env", "13.0", "--shell", "bash")
+    toolkit = store.toolkits_dir / "13.0.1"
+    assert document["variables"]["LD_LIBRARY_PATH"] == ":".join([f"{toolkit}/lib64", *kept])
+
+
 def test_evaluating_env_in_bash_sets_it_and_does_not_stack(store: Store, tmp_path: Path) -> None:
     base = [
         sys.executable,
