@@ -63,6 +63,8 @@ class Settings:
     speed_limit: int = DEFAULT_SPEED_LIMIT
     speed_time: float = DEFAULT_SPEED_TIME
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    #: what ``install`` brings when no components are named (``CUDAUP_PROFILE``)
+    profile: str = "default"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -83,6 +85,7 @@ class Settings:
             speed_limit=int(_number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True)),
             speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
             stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),
+            profile=env.get("CUDAUP_PROFILE", "").strip() or "default",
         )
         mirror = overrides.pop("mirror", None)
         if isinstance(mirror, str) and mirror:

@@ -265,3 +265,45 @@ def test_external_json_of_the_first_format_is_still_read(
     assert [t.path for t in store.installed()] == [prefix]
     assert run_cli(capsys, "uninstall", str(prefix)).code == 0
     assert json.loads((store.home / "external.json").read_text())["toolkits"] == {}
+
+
+# -- profiles -------------------------------------------------------------------------------------
+def test_profiles_choose_what_an_install_brings(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = ("install", "13.0.1", "--channel", "redist", "--platform", "linux-x86_64", "--json")
+    minimal = run_cli(capsys, *base, "--profile", "minimal").json()
+    assert minimal["components"] == ["cuda_cudart", "cuda_nvcc"]
+    assert "profile minimal" in minimal["notes"]
+    assert not any("offers no" in n for n in minimal["notes"])
+    run_cli(capsys, "uninstall", "13.0.1")
+    # complete is --all: every toolkit component the release has (not the driver)
+    complete = run_cli(capsys, *base, "--profile", "complete").json()
+    run_cli(capsys, "uninstall", "13.0.1")
+    everything = run_cli(capsys, *base, "--all").json()
+    assert complete["components"] == everything["components"] == ["cuda_cudart", "cuda_nvcc"]
+    run_cli(capsys, "uninstall", "13.0.1")
+    # the setting: CUDAUP_PROFILE, named as the origin
+    monkeypatch.setenv("CUDAUP_PROFILE", "minimal")
+    chosen = run_cli(capsys, *base[:-1])
+    assert chosen.code == 0, chosen.err
+    assert "note: profile minimal (from CUDAUP_PROFILE)" in chosen.out.splitlines()
+    monkeypatch.setenv("CUDAUP_PROFILE", "everything")
+    wrong = run_cli(capsys, *base)
+    assert wrong.code == EXIT_CODES["usage"]
+    assert wrong.json()["error"]["message"] == (
+        "CUDAUP_PROFILE names no profile 'everything'; the profiles are minimal, default, complete"
+    )
+    both = run_cli(capsys, *base, "--profile", "minimal", "--components", "nvcc")
+    assert both.code == EXIT_CODES["usage"] and "give one" in both.err
+    bad = run_cli(capsys, "install", "13.0.1", "--profile", "huge")
+    assert bad.code == EXIT_CODES["usage"] and "invalid choice: 'huge'" in bad.err
+
+
+def test_every_profile_names_known_components() -> None:
+    from cudaup.core.components import ALIASES, PROFILES
+
+    assert PROFILES["minimal"] == ("nvcc", "cudart") and PROFILES["complete"] is None
+    for names in PROFILES.values():
+        assert all(name in ALIASES for name in names or ())
+    assert set(PROFILES["minimal"]) < set(PROFILES["default"] or ())

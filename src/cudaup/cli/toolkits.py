@@ -21,7 +21,7 @@ from cudaup.cli.common import (
     settings_of,
 )
 from cudaup.cli.progress import display_for
-from cudaup.core.components import split_components
+from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
 from cudaup.fleet.apply import install_locked
 from cudaup.install.installer import InstallOptions, InstallResult, install
@@ -53,6 +53,12 @@ def add_install(parser: argparse.ArgumentParser) -> None:
     )
     add_components(parser)
     parser.add_argument("--all", action="store_true", help="the whole toolkit")
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        help="minimal: nvcc, cudart; default: those, nvrtc and the math libraries; "
+        "complete: --all (default: CUDAUP_PROFILE, else default)",
+    )
     parser.add_argument("--prefix", help="install there instead of the cudaup store")
     parser.add_argument("--platform", help="a Linux platform (default: this host)")
     parser.add_argument("--driver", help="check against this driver instead of the detected one")
@@ -106,6 +112,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         connections=args.connections,
         link_mode=args.link_mode,
         verify=args.verify,
+        profile=args.profile,
     )
     pin: Path | None = None
     version = args.version
@@ -114,9 +121,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     empty = not store.runnable() and store.default() is None
     with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
-            if args.version or args.components or args.all:
+            if args.version or args.components or args.all or args.profile:
                 raise UsageError(
-                    "--lock decides the release and its files; give no VERSION, --components or --all"
+                    "--lock decides the release and its files; give no VERSION, --components, "
+                    "--all or --profile"
                 )
             result = install_locked(
                 Path(args.lock), options, settings=settings_of(args), store=store,

@@ -43,7 +43,13 @@ from typing import Any, Literal
 from cudaup import __version__
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
-from cudaup.core.components import REQUIRED_TOOLS
+from cudaup.core.components import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    REQUIRED_TOOLS,
+    check_profile,
+    nvidia_name,
+)
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
@@ -106,6 +112,8 @@ class InstallOptions:
     link_mode: LinkMode = "hardlink"
     #: check the sha256 of every cached file before it is used, whatever its stamp says
     verify: bool = False
+    #: ``--profile``: what to install when no components are named (else the setting's)
+    profile: str | None = None
 
 
 def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]) -> Channel:
@@ -246,16 +254,31 @@ def install(
     channel = choose_channel(settings, options.channel, notes)
     if channel == "installer" and options.components:
         raise UsageError("the installer channel installs the whole toolkit; drop --components")
+    if options.profile is not None and (options.components or options.everything):
+        raise UsageError("--profile, --components and --all each say what to install: give one")
+    if channel == "installer" and options.profile is not None:
+        raise UsageError("the installer channel installs the whole toolkit; drop --profile")
     components = None if options.everything else options.components
+    profile: tuple[str, tuple[str, ...]] | None = None
     if components is None and not options.everything and channel != "installer":
-        raise UsageError(
-            "name what to install: --components nvcc,cudart (with what they need), or --all"
-        )
+        name, wanted = install_profile(options.profile, settings.profile)
+        if wanted is not None:
+            profile, components = (name, wanted), wanted
+        notes.append(f"profile {name}{_profile_origin(options.profile, settings.profile)}")
     # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
     resolver = Resolver(replace(settings, probe=False), http)
     resolution = resolver.resolve(
-        request, platform=options.platform, channel=channel, components=components, closure=True
-    )
+        request, platform=options.platform, channel=channel, components=components,
+        closure=True, only_offered=profile is not None,
+    )  # fmt: skip
+    if profile is not None:
+        got = {a.component for a in resolution.artifacts}
+        lacking = [nvidia_name(n) for n in profile[1] if nvidia_name(n) not in got]
+        if lacking:
+            notes.append(
+                f"CUDA {resolution.release.version} offers no {', '.join(lacking)} for "
+                f"{options.platform}: profile {profile[0]} goes without"
+            )
     return materialize(
         resolution,
         resolver,
@@ -266,6 +289,21 @@ def install(
         progress=progress,
         notes=notes,
     )
+
+
+def install_profile(given: str | None, setting: str) -> tuple[str, tuple[str, ...] | None]:
+    """The profile an install with no components uses (``--profile``, else the
+    ``CUDAUP_PROFILE`` setting), and its components (``None``: the whole toolkit)."""
+    name = check_profile(given, "--profile") if given else check_profile(setting, "CUDAUP_PROFILE")
+    return name, PROFILES[name]
+
+
+def _profile_origin(given: str | None, setting: str) -> str:
+    if given:
+        return ""
+    if setting != DEFAULT_PROFILE:
+        return " (from CUDAUP_PROFILE)"
+    return " (the default: --profile minimal|default|complete or CUDAUP_PROFILE chooses)"
 
 
 def materialize(

@@ -116,16 +116,19 @@ class Resolver:
         channel: Channel = "installer",
         components: Sequence[str] | None = None,
         closure: bool = False,
+        only_offered: bool = False,
     ) -> Resolution:
-        """Resolve a request; with ``closure``, components bring what they need (install)."""
+        """Resolve a request; with ``closure``, components bring what they need (install).
+        With ``only_offered`` (an install profile), components the release does not offer
+        for ``platform`` are left out instead of refused."""
         request = parse_request(request_text)
         if channel == "installer":
             if components:
                 raise UsageError("--components applies to --channel redist and pypi, not installer")
             return self._resolve_installer(request, platform)
         if channel == "redist":
-            return self._resolve_redist(request, platform, components, closure)
-        return self._resolve_pypi(request, platform, components, closure)
+            return self._resolve_redist(request, platform, components, closure, only_offered)
+        return self._resolve_pypi(request, platform, components, closure, only_offered)
 
     # -- installer channel ------------------------------------------------------
     def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
@@ -230,6 +233,7 @@ class Resolver:
         platform: Platform,
         components: Sequence[str] | None,
         closure: bool = False,
+        only_offered: bool = False,
     ) -> Resolution:
         if request.exact_label:
             label = request.exact_label
@@ -247,6 +251,9 @@ class Resolver:
                 raise ReleaseNotFoundError(
                     f"the listing names {label} but its manifest answers 404"
                 )
+        if only_offered and components is not None:
+            offered = {k for k, c in manifest.components.items() if c.archive_for(platform)}
+            components = [n for n in components if comp.nvidia_name(n) in offered]
         artifacts = choose_redist(
             manifest,
             platform,
@@ -269,6 +276,7 @@ class Resolver:
         platform: Platform,
         components: Sequence[str] | None,
         closure: bool = False,
+        only_offered: bool = False,
     ) -> Resolution:
         meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
         by_version: dict[Version, DistFile] = {}
@@ -292,6 +300,8 @@ class Resolver:
             for name in components:
                 extra = comp.pypi_extra(name)
                 if extra not in provided:
+                    if only_offered:
+                        continue
                     raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
                 extras.append(extra)
             if closure:
