@@ -320,3 +320,23 @@ def test_a_directory_the_user_may_not_write(tmp_path: Path) -> None:
     assert f"permission denied: {locked / '.cuda-version'}" in done.stderr
     assert json.loads(done.stdout)["error"]["kind"] == "permission-denied"
     assert not (locked / ".cuda-version").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["install", "13.0", "--chanel", "pypi"],
+         "unrecognized arguments: --chanel pypi; did you mean --channel?"),
+        (["--jsn", "versions"], "unrecognized arguments: --jsn; did you mean --json?"),
+        (["resolve", "13.0", "--zzzz"], "unrecognized arguments: --zzzz"),
+        (["install", "--channel", "pypx"],
+         "install: argument --channel: invalid choice: 'pypx' (choose from 'auto', "
+         "'installer', 'redist', 'pypi')"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_command_line_is_named_once_with_the_nearest_option(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    done = run_cli(capsys, *argv)
+    assert done.code == EXIT_CODES["usage"]
+    assert done.err == f"cudaup: error: {says}\n"  # "cudaup" once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,7 +97,12 @@ def test_bare_url_without_checksum_is_refused(
 ) -> None:
     fault_server.add("/cuda.run", BODY)
     result = run_cli(capsys, "download", fault_server.url + "/cuda.run", "-o", str(tmp_path))
-    assert result.code == EXIT_CODES["integrity"] and "--allow-unverified" in result.err
+    assert result.code == EXIT_CODES["usage"]  # an option left out: the user's to fix
+    assert result.err.strip() == (
+        "cudaup: error: a bare URL needs the checksum to check it against: --sha256 HEX or "
+        f"--md5 HEX (--allow-unverified downloads {fault_server.url}/cuda.run unchecked)"
+    )
+    assert fault_server.requests() == [] and fault_server.requests(method="HEAD") == []
     quiet = run_cli(
         capsys,
         "download",
@@ -183,6 +189,16 @@ def test_ctrl_c_says_resume_only_when_something_was_kept(
     )
     assert (tmp_path / "dl/cuda.run.part").exists()
     assert (tmp_path / "dl/cuda.run.part.json").exists()
+    fault_server.resources["/cuda.run"].faults.clear()
+    again = subprocess.run(
+        [str(Path(sys.executable).parent / "cudaup"), "download", fault_server.url + "/cuda.run",
+         "--sha256", hashlib.sha256(BODY).hexdigest(), "-o", str(tmp_path / "dl"), "-q"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "CUDAUP_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    # the resume point in the same binary units as the rest of the line
+    assert re.search(r", resumed at \d+\.\d (KiB|MiB)$", again.stdout.strip()), again.stdout
 
 
 def test_ctrl_c_against_a_server_that_ignores_ranges_says_start_over(
@@ -245,3 +261,21 @@ def test_an_http_error_from_a_host_that_answers_names_no_mirror(
     )
     assert done.code == EXIT_CODES["network"], done.err
     assert "--mirror" not in done.err
+
+
+def test_a_wrong_checksum_from_the_user_is_blamed_on_the_value_given(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fault_server.add("/cuda.run", BODY)
+    wrong = "ab" * 32
+    done = run_cli(
+        capsys, "download", fault_server.url + "/cuda.run", "--sha256", wrong, "-o", str(tmp_path),
+        "-q",
+    )  # fmt: skip
+    assert done.code == EXIT_CODES["integrity"]
+    digest = hashlib.sha256(BODY).hexdigest()
+    assert done.err.strip() == (
+        f"cudaup: error: cuda.run: sha256 mismatch: expected {wrong}, got {digest}; the "
+        "download was deleted (the --sha256 given is not this file's: check it, and the URL)"
+    )
+    assert not (tmp_path / "cuda.run").exists() and not (tmp_path / "cuda.run.part").exists()

@@ -60,6 +60,11 @@ def cmd_download(args: argparse.Namespace) -> int:
     if "://" in args.target:
         if args.target.startswith("https:"):
             warm_up()  # the CA certificates load in the background while the request is prepared
+        if not (args.sha256 or args.md5 or args.allow_unverified):
+            raise UsageError(
+                f"a bare URL needs the checksum to check it against: --sha256 HEX or --md5 HEX "
+                f"(--allow-unverified downloads {args.target} unchecked)"
+            )
         # NVIDIA's own hosts go to the configured base or mirror, as `probe` sends them.
         url = settings.rewrite(args.target)
         requests = [DownloadRequest.from_url(url, sha256=args.sha256, md5=args.md5)]
@@ -102,7 +107,7 @@ def cmd_download(args: argparse.Namespace) -> int:
             rate = result.fetched / result.seconds / 2**20 if result.seconds else 0.0
             how = f"{result.fetched / 2**20:.1f} MiB in {result.seconds:.1f} s ({rate:.0f} MiB/s)"
             if result.resumed_from:
-                how += f", resumed at {result.resumed_from} bytes"
+                how += f", resumed at {human_size(result.resumed_from)}"
         check = (
             f"{result.algorithm} verified"
             if result.algorithm
