@@ -326,8 +326,13 @@ def test_which(
     assert err == "CUDA 13.0.1, from CUDAUP_TOOLKIT (13.0)\n"
     monkeypatch.setenv("CUDAUP_TOOLKIT", "12.8")
     code, _, err = cudaup(capsys, "which", "ptxas")
-    assert code == 4
-    assert "ptxas is not in CUDA 12.8.1" in err
+    assert code == 127  # as `cudaup run 12.8 -- ptxas` and the ptxas shim answer
+    assert err == (
+        f"cudaup: error: ptxas is not in CUDA 12.8.1 ({store.toolkits_dir / '12.8.1'}), "
+        "chosen by CUDAUP_TOOLKIT; its cuda_nvcc is installed but holds no ptxas: reinstall it\n"
+    )
+    ran = cudaup_process("run", "12.8", "--", "ptxas", cwd=Path.cwd())
+    assert ran.returncode == 127
     document = cudaup_json(capsys, "which", "nvcc")
     assert document["path"] == str(store.toolkits_dir / "12.8.1" / "bin" / "nvcc")
     assert document["toolkit"]["source"] == "env"
@@ -342,8 +347,8 @@ def test_show_reasons(
     store.set_default("13.0")
     out = cudaup(capsys, "show")[1].splitlines()
     assert out[1] == "           the default (13.0)"
-    assert out[3] == f"installed * 13.0.1   {store.toolkits_dir / '13.0.1'}"
-    assert out[4] == f"            12.8.1   {store.toolkits_dir / '12.8.1'}"
+    assert out[3] == f"installed  13.0.1   {store.toolkits_dir / '13.0.1'}  (active, default)"
+    assert out[4] == f"           12.8.1   {store.toolkits_dir / '12.8.1'}"
     nested = Path.cwd() / "a" / "b"
     nested.mkdir(parents=True)
     (Path.cwd() / ".cuda-version").write_text("12.8\n")
@@ -351,6 +356,11 @@ def test_show_reasons(
     out = cudaup(capsys, "show")[1].splitlines()
     assert out[1] == f"           from {nested.parent.parent / '.cuda-version'} (12.8)"
     monkeypatch.setenv("CUDAUP_TOOLKIT", "12.8.1")
+    out = cudaup(capsys, "show")[1].splitlines()  # the active one and the default, in words
+    assert out[3:5] == [
+        f"installed  13.0.1   {store.toolkits_dir / '13.0.1'}  (default)",
+        f"           12.8.1   {store.toolkits_dir / '12.8.1'}  (active)",
+    ]
     document = cudaup_json(capsys, "show")
     assert document["active"]["reason"] == "from CUDAUP_TOOLKIT"
     assert document["default"] == "13.0"
@@ -481,8 +491,8 @@ def test_list_marks_a_default_given_as_a_request(
     assert document["default"] == "13.0"
     code, out, _ = cudaup(capsys, "list")
     assert code == 0
-    marked = [line.split()[1] for line in out.splitlines() if line.startswith("* ")]
-    assert marked == ["13.0.2"]
+    marked = [line.split()[0] for line in out.splitlines() if line.endswith(" (default)")]
+    assert marked == ["13.0.2"] and "*" not in out
 
 
 def test_uninstall_names_who_owns_a_toolkit_cudaup_did_not_install(

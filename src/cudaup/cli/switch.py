@@ -376,7 +376,7 @@ def _refuse_other_toolkits(
     beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
     found = shutil.which(program, path=beyond)  # what PATH would have run
     instead = f"; cudaup does not run {found} instead" if found and not is_shim(Path(found)) else ""
-    raise CommandNotRunError(selection.missing_tool(active, program) + instead, 127)
+    raise CommandNotRunError(selection.missing_tool(active, program, store) + instead, 127)
 
 
 # -- which / show -----------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ def cmd_which(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
     active = selection.select(store, tool=args.tool)
-    path = selection.tool_in(active, args.tool)
+    path = selection.tool_in(active, args.tool, store)
     if args.json:
         emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
         return 0
@@ -430,10 +430,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"default    {store.default() or 'none'}")
     if not installed:
         print("installed  none")
+    default = selection.resolve_default(store)
     for index, toolkit in enumerate(installed):
-        mark = "*" if active.path is not None and toolkit.path == active.path else " "
+        marks = [
+            word
+            for word, chosen in (("active", active), ("default", default))
+            if chosen is not None and chosen.path is not None and toolkit.path == chosen.path
+        ]
         head = "installed" if index == 0 else ""
-        print(f"{head:<9} {mark} {toolkit.version:<8} {toolkit.path}")
+        mark = f"  ({', '.join(marks)})" if marks else ""
+        print(f"{head:<10} {toolkit.version:<8} {toolkit.path}{mark}")
     where = "on PATH" if on_path else "not on PATH: add it so that nvcc runs the active toolkit"
     print(f"shims      {store.bin_dir} ({where})")
     print(f"system     {system_link.LINK} {link.words()}")

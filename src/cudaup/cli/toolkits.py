@@ -316,12 +316,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not installed:
         print("installed by cudaup: none")
     for toolkit in installed:
-        mark = "*" if toolkit.path.resolve() == default_path else " "
+        # In words, as `show` marks them: a `*` meant the default here and "active" there.
+        mark = " (default)" if toolkit.path.resolve() == default_path else ""
         channel = (toolkit.record or {}).get("channel", "?")
         foreign = f"; for {toolkit.foreign}, not run here" if toolkit.foreign else ""
         print(
-            f"{mark} {toolkit.version:<9} {toolkit.path}  "
-            f"({channel}: {', '.join(toolkit.components)}{foreign})"
+            f"  {toolkit.version:<9} {toolkit.path}  "
+            f"({channel}: {', '.join(toolkit.components)}{foreign}){mark}"
         )
     for other in others:
         owner = f" · {other.owner}" if other.owner else ""

@@ -29,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaup.core.versions import parse_request
 from cudaup.errors import (
-    ArtifactNotFoundError,
+    CommandNotRunError,
     ReleaseNotFoundError,
     UsageError,
 )
@@ -174,22 +174,37 @@ def resolve_default(store: Store) -> Active | None:
     return _active(chosen, store)
 
 
-def tool_in(active: Active, tool: str) -> Path:
-    """The executable ``tool`` in the active toolkit; raises when there is none."""
+def tool_in(active: Active, tool: str, store: Store) -> Path:
+    """The executable ``tool`` in the active toolkit; raises when there is none (exit
+    127, as ``cudaup run`` and the shims answer for the same tool)."""
     toolkit = active.require()
     found = shim.tool_path(str(toolkit), tool)
     if found is None:
-        raise ArtifactNotFoundError(missing_tool(active, tool))
+        raise CommandNotRunError(missing_tool(active, tool, store), 127)
     return Path(found)
 
 
-def missing_tool(active: Active, tool: str) -> str:
-    """``nvcc is not in CUDA 12.8.1 (…), chosen by …; it comes with the cuda_nvcc component …``"""
-    return (
+def missing_tool(active: Active, tool: str, store: Store) -> str:
+    """``nvcc is not in CUDA 12.8.1 (…), chosen by …; it comes with the cuda_nvcc component …``
+
+    When that component is installed already, it says so instead of suggesting it."""
+    said = (
         f"{tool} is not in {active.describe()}, chosen by "
         f"{shim.asker(active.source, str(active.origin))}; "
-        f"{shim.missing_tool(tool, str(active.path), active.version)}"
     )
+    advice = shim.missing_tool(tool, str(active.path), active.version)
+    component = shim.TOOL_COMPONENTS.get(tool)
+    installed = store.at(active.path) if active.path is not None else None
+    suggests_it = advice.startswith("it comes with the")  # not the PyPI-nvcc case
+    if suggests_it and installed is not None and component in installed.components:
+        if (installed.record or {}).get("channel") == "pypi":
+            return said + (
+                f"its {component} is installed, but PyPI's {component} has no {tool}; "
+                f"NVIDIA's may: `cudaup install {installed.version} --channel redist "
+                f"--components {component}`"
+            )
+        return said + f"its {component} is installed but holds no {tool}: reinstall it"
+    return said + advice
 
 
 # -- requests: versions, paths, system toolkits ------------------------------------------
