@@ -340,3 +340,11 @@ def test_a_mistyped_command_line_is_named_once_with_the_nearest_option(
     done = run_cli(capsys, *argv)
     assert done.code == EXIT_CODES["usage"]
     assert done.err == f"cudaup: error: {says}\n"  # "cudaup" once
+
+
+def test_the_readme_documents_every_area_cache_info_shows() -> None:
+    from cudaup.util.cachedir import AREAS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### `cudaup cache dir|info|prune|clean`", 1)[1].split("\n### ", 1)[0]
+    assert [area for area in AREAS if f"`{area}/`" not in section] == []
