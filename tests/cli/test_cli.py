@@ -348,3 +348,21 @@ def test_the_readme_documents_every_area_cache_info_shows() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### `cudaup cache dir|info|prune|clean`", 1)[1].split("\n### ", 1)[0]
     assert [area for area in AREAS if f"`{area}/`" not in section] == []
+
+
+def test_the_offline_snapshot_names_13_4_0_a_developer_preview(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its installers are on NVIDIA's preview host, as the live listing says."""
+    resolved = run_cli(
+        capsys, "--json", "resolve", "13.4.0", "--offline", "--platform", "windows-x86_64"
+    ).json()["release"]
+    assert (resolved["label"], resolved["preview"]) == ("CUDA 13.4 Developer Preview", True)
+    listed = {r["version"]: r for r in run_cli(capsys, "--json", "versions", "--offline").json()[
+        "releases"]}  # fmt: skip
+    assert (listed["13.4.0"]["label"], listed["13.4.0"]["preview"]) == (
+        "CUDA 13.4 Developer Preview", True,
+    )  # fmt: skip
+    assert (listed["13.4.1"]["label"], listed["13.4.1"]["preview"]) == (
+        "CUDA 13.4 Update 1", False,
+    )  # fmt: skip
