@@ -371,6 +371,38 @@ def test_show_reasons(
     assert document["active"]["reason"].startswith("none: CUDAUP_TOOLKIT asks for CUDA 11.0")
 
 
+# -- shims -----------------------------------------------------------------------------------------------------
+def test_shims_of_a_moved_cudaup_say_so_and_shims_rebuild_repairs_them(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkout (or virtual environment) moved after writing the shims: each shim
+    names the way out instead of sh's "not found", and `shims --rebuild` rewrites them."""
+    store.set_default("13.0.1")
+    gone = tmp_path / "old-checkout" / ".venv" / "bin" / "python"
+    shims.write_shims(store, shims.available_tools(store), python=str(gone))
+    env = {"PATH": f"{store.bin_dir}:/usr/bin:/bin", "CUDAUP_HOME": str(store.home)}
+    broken = subprocess.run(
+        ["nvcc", "--version"], env=env, capture_output=True, text=True, check=False
+    )
+    assert broken.returncode == 127
+    assert broken.stderr == (
+        f"cudaup: the nvcc shim's cudaup ({gone}, {shims.package_root()}) is gone (moved?); "
+        "run `cudaup shims --rebuild` with the cudaup you use now\n"
+    )
+    listed = cudaup_json(capsys, "shims")
+    assert listed["stale"] == ["nvcc", "ptxas"] and listed["rebuilt"] == []
+    code, out, _ = cudaup(capsys, "shims")
+    assert code == 0 and "`cudaup shims --rebuild` rewrites them" in out
+    rebuilt = cudaup_json(capsys, "shims", "--rebuild")
+    assert rebuilt["rebuilt"] == ["nvcc", "ptxas"] and rebuilt["stale"] == []
+    assert cudaup_json(capsys, "shims")["stale"] == []
+    works = subprocess.run(
+        ["nvcc", "--version"], env=env, capture_output=True, text=True, check=False
+    )
+    assert works.returncode == 0, works.stderr
+    assert works.stdout.startswith("nvcc from 13.0.1")
+
+
 # -- default --system / undo --------------------------------------------------------------------------------
 def test_default_system_and_undo_with_a_plain_link(
     store: Store, capsys: pytest.CaptureFixture[str], real_link_untouched: None

@@ -446,6 +446,43 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- shims ------------------------------------------------------------------------------------------
+def add_shims(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rewrite them for this cudaup (after moving a checkout or a virtual environment)",
+    )
+    parser.set_defaults(handler=cmd_shims)
+
+
+def cmd_shims(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    stale = shims.stale_shims(store)
+    if args.rebuild:
+        shims.refresh_shims(store)
+    listed = store.bin_dir.iterdir() if store.bin_dir.is_dir() else iter(())
+    written = sorted(p for p in listed if is_shim(p))
+    rebuilt = [p.name for p in stale] if args.rebuild else []
+    still = [] if args.rebuild else [p.name for p in stale]
+    if args.json:
+        emit_json({
+            "schema": 1, "dir": str(store.bin_dir), "shims": [p.name for p in written],
+            "stale": still, "rebuilt": rebuilt, "on_path": shims.shims_on_path(store),
+        })  # fmt: skip
+        return 0
+    print(f"{store.bin_dir}: {', '.join(p.name for p in written) or 'no shims'}")
+    if rebuilt:
+        print(f"rewrote {', '.join(rebuilt)} for this cudaup ({sys.executable})")
+    if still:
+        print(
+            f"note: {', '.join(still)} run another cudaup (a checkout or environment since "
+            "moved?); `cudaup shims --rebuild` rewrites them for this one"
+        )
+    return 0
+
+
 # -- undo --------------------------------------------------------------------------------------------
 def cmd_undo(args: argparse.Namespace) -> int:
 
