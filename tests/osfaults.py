@@ -125,7 +125,14 @@ def _readable_environment() -> Path:
          "--python", str(venv / "bin" / "python"), "--constraint", str(pins), str(source)],
     ]  # fmt: skip
     for step in steps:
-        done = subprocess.run(step, env=environment, capture_output=True, text=True, check=False)
+        # uv's cache first (a machine offline since its last run), else PyPI
+        done = subprocess.run(
+            [*step, "--offline"], env=environment, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            done = subprocess.run(
+                step, env=environment, capture_output=True, text=True, check=False
+            )
         if done.returncode != 0:
             pytest.fail(f"building a cudaup every user can run failed: {shlex.join(step)}\n"
                         f"{done.stderr}")  # fmt: skip
