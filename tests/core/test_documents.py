@@ -87,9 +87,7 @@ def test_nesting_is_refused_the_same_however_little_stack_is_left(
 ) -> None:
     """The limit is counted, not found by running out of stack: the same answer from a
     test's shallow stack and from one with 40 frames to spare."""
-    says = (
-        f"^{re.escape(WHAT)} is nested too deeply to be a real document \\(more than 100 levels\\)$"
-    )
+    says = f"^{re.escape(WHAT)} is nested too deeply to be a real document \\(more than 1000 levels\\)$"
     with pytest.raises(SourceFormatError, match=says):
         load()
     with pytest.raises(SourceFormatError, match=says):

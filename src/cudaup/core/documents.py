@@ -14,10 +14,13 @@ Pure: bytes in, values out.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, Literal
 
 from cudaup.errors import SourceFormatError
@@ -25,10 +28,13 @@ from cudaup.errors import SourceFormatError
 _BOM = b"\xef\xbb\xbf"
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
-#: Arrays and tables (objects) inside each other: NVIDIA's manifests, PyPI's pages and
-#: cudaup's own locks nest fewer than ten deep; a hundred is far from any of them and far
-#: below what the recursive decoders reach with the interpreter's recursion limit.
-MAX_NESTING = 100
+#: Arrays and tables (objects) inside each other: about what ``json`` allows by default
+#: (NVIDIA's archive page nests its React props deep; manifests, PyPI's pages and locks
+#: fewer than ten).  Deeper is refused by counting, before parsing; up to it, the parse
+#: is given the stack it needs (:func:`_room_for_nesting`), wherever it is called from.
+MAX_NESTING = 1000
+#: Interpreter frames the recursive decoders use per level (tomllib's value/array/table).
+_FRAMES_PER_LEVEL = 4
 # Tokens that can hold a bracket without opening anything (strings, TOML comments) match
 # whole, so only the brackets outside them count.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -57,6 +63,25 @@ def _refuse_deep_nesting(text: str, tokens: re.Pattern[str], what: str) -> None:
                 )
         elif token in ("]", "}"):
             depth -= 1
+
+
+@contextlib.contextmanager
+def _room_for_nesting() -> Iterator[None]:
+    """Raise the recursion limit, for this parse, to what ``MAX_NESTING`` levels need on
+    top of the caller's stack, so the answer does not depend on where it is called."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    needed = depth + MAX_NESTING * _FRAMES_PER_LEVEL + 100
+    before = sys.getrecursionlimit()
+    if needed > before:
+        sys.setrecursionlimit(needed)
+    try:
+        yield
+    finally:
+        if needed > before:
+            sys.setrecursionlimit(before)
 
 
 def decode_text(
@@ -89,7 +114,10 @@ def load_json(
         raise SourceFormatError(f"{what} starts with a byte-order mark")
     _refuse_deep_nesting(text, _JSON_TOKENS, what)
     try:
-        return json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
+        with _room_for_nesting():
+            return json.loads(
+                text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants
+            )
     except RecursionError:
         raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
     except ValueError as exc:  # JSONDecodeError, int() over 4300 digits, NaN
@@ -101,7 +129,8 @@ def load_toml(data: bytes, *, what: str, max_bytes: int) -> dict[str, Any]:
     text = decode_text(data, what=what, max_bytes=max_bytes)
     _refuse_deep_nesting(text, _TOML_TOKENS, what)
     try:
-        return tomllib.loads(text)
+        with _room_for_nesting():
+            return tomllib.loads(text)
     except RecursionError:
         raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
     except ValueError as exc:  # TOMLDecodeError, int() over 4300 digits
