@@ -2,7 +2,8 @@
 
 Every test gets its own ``CUDAUP_CACHE_DIR`` and ``CUDAUP_HOME``, and no other
 ``CUDAUP_*`` variable (nor a proxy) from the developer's shell.  Connections to anything but loopback
-are refused unless the test is marked ``pypi`` (the live-PyPI tests).
+are refused unless the test is marked ``pypi`` (the live-PyPI tests).  Under CI a skip is a
+failure (``tests/cipolicy.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.cipolicy import pytest_runtest_makereport  # noqa: F401 - hook
 from tests.fakenvidia.fixtures import *  # noqa: F403 - fixtures: fake_nvidia, make_fake_nvidia, ...
 from tests.faultserver import fault_server  # noqa: F401 - fixture
 from tests.plan.pyindex import index_server  # noqa: F401 - fixture

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,10 +55,17 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> CliResult:
     return CliResult(code, captured.out, captured.err)
 
 
-def require_tool(path: str, package: str) -> None:
-    """Fail (never skip) when a system tool a test starts for real is missing:
-    ``.ci/run`` installs it, and a developer is told how."""
-    import os
-
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} is needed for this test: apt-get install {package}")
+def require_tool(program: str, package: str) -> str:
+    """The path of ``program`` (a name looked up on PATH, or an absolute path), which a
+    test starts for real.  When the machine lacks it the test skips, naming the package
+    that gives it; under CI every skip is a failure (``tests/cipolicy.py``)."""
+    if Path(program).is_absolute():
+        found = program if os.access(program, os.X_OK) else None
+    else:
+        found = shutil.which(program)
+    if found is None:
+        pytest.skip(
+            f"{program} is not installed: apt-get install {package} "
+            "(the README's Development section lists what the whole suite starts)"
+        )
+    return found

@@ -16,11 +16,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.helpers import require_tool
+
 NGINX = "/usr/sbin/nginx"
-
-
-def available() -> bool:
-    return Path(NGINX).exists() or shutil.which("nginx") is not None
 
 
 def _free_port() -> int:
@@ -32,8 +30,7 @@ def _free_port() -> int:
 
 class Nginx:
     def __init__(self, root: Path, rate_limits: dict[str, str | None] | None = None) -> None:
-        if not available():
-            raise RuntimeError("nginx is needed here: apt-get install nginx-light")
+        require_tool(NGINX if Path(NGINX).exists() else "nginx", "nginx-light")
         self.root = root
         self.limits = rate_limits or {"plain": None}
         self.ports = {name: _free_port() for name in self.limits}

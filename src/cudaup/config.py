@@ -89,6 +89,8 @@ class Settings:
     speed_time: float = DEFAULT_SPEED_TIME
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     max_size: int = DEFAULT_MAX_SIZE
+    #: what ``install`` brings when no components are named (``CUDAUP_PROFILE``)
+    profile: str = "default"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -111,6 +113,7 @@ class Settings:
             speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
             stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),
             max_size=parse_size(max_size, "CUDAUP_MAX_SIZE") if max_size else DEFAULT_MAX_SIZE,
+            profile=env.get("CUDAUP_PROFILE", "").strip() or "default",
         )
         mirror = overrides.pop("mirror", None)
         if isinstance(mirror, str) and mirror:

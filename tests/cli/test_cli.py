@@ -13,7 +13,7 @@ import pytest
 from cudaup.errors import EXIT_CODES
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import Site
-from tests.helpers import point_env_at, run_cli
+from tests.helpers import point_env_at, require_tool, run_cli
 
 WRONG_GUESS = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_570.124.06_linux.run"
 
@@ -299,7 +299,8 @@ def _without_privileges() -> list[str]:
     directory's mode then binds, as it does for every other user."""
     if os.geteuid() != 0:
         return []
-    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
+    setpriv = require_tool("setpriv", "util-linux")
+    return [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
 
 
 def test_a_directory_the_user_may_not_write(tmp_path: Path) -> None:
@@ -319,3 +320,49 @@ def test_a_directory_the_user_may_not_write(tmp_path: Path) -> None:
     assert f"permission denied: {locked / '.cuda-version'}" in done.stderr
     assert json.loads(done.stdout)["error"]["kind"] == "permission-denied"
     assert not (locked / ".cuda-version").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["install", "13.0", "--chanel", "pypi"],
+         "unrecognized arguments: --chanel pypi; did you mean --channel?"),
+        (["--jsn", "versions"], "unrecognized arguments: --jsn; did you mean --json?"),
+        (["resolve", "13.0", "--zzzz"], "unrecognized arguments: --zzzz"),
+        (["install", "--channel", "pypx"],
+         "install: argument --channel: invalid choice: 'pypx' (choose from 'auto', "
+         "'installer', 'redist', 'pypi')"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_command_line_is_named_once_with_the_nearest_option(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    done = run_cli(capsys, *argv)
+    assert done.code == EXIT_CODES["usage"]
+    assert done.err == f"cudaup: error: {says}\n"  # "cudaup" once
+
+
+def test_the_readme_documents_every_area_cache_info_shows() -> None:
+    from cudaup.util.cachedir import AREAS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### `cudaup cache dir|info|prune|clean`", 1)[1].split("\n### ", 1)[0]
+    assert [area for area in AREAS if f"`{area}/`" not in section] == []
+
+
+def test_the_offline_snapshot_names_13_4_0_a_developer_preview(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its installers are on NVIDIA's preview host, as the live listing says."""
+    resolved = run_cli(
+        capsys, "--json", "resolve", "13.4.0", "--offline", "--platform", "windows-x86_64"
+    ).json()["release"]
+    assert (resolved["label"], resolved["preview"]) == ("CUDA 13.4 Developer Preview", True)
+    listed = {r["version"]: r for r in run_cli(capsys, "--json", "versions", "--offline").json()[
+        "releases"]}  # fmt: skip
+    assert (listed["13.4.0"]["label"], listed["13.4.0"]["preview"]) == (
+        "CUDA 13.4 Developer Preview", True,
+    )  # fmt: skip
+    assert (listed["13.4.1"]["label"], listed["13.4.1"]["preview"]) == (
+        "CUDA 13.4 Update 1", False,
+    )  # fmt: skip

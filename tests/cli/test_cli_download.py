@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import EXIT_CODES
+from cudaup.net import backoff
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import Site
 from tests.faultserver import Fault, FaultServer, payload
@@ -95,7 +97,12 @@ def test_bare_url_without_checksum_is_refused(
 ) -> None:
     fault_server.add("/cuda.run", BODY)
     result = run_cli(capsys, "download", fault_server.url + "/cuda.run", "-o", str(tmp_path))
-    assert result.code == EXIT_CODES["integrity"] and "--allow-unverified" in result.err
+    assert result.code == EXIT_CODES["usage"]  # an option left out: the user's to fix
+    assert result.err.strip() == (
+        "cudaup: error: a bare URL needs the checksum to check it against: --sha256 HEX or "
+        f"--md5 HEX (--allow-unverified downloads {fault_server.url}/cuda.run unchecked)"
+    )
+    assert fault_server.requests() == [] and fault_server.requests(method="HEAD") == []
     quiet = run_cli(
         capsys,
         "download",
@@ -182,6 +189,16 @@ def test_ctrl_c_says_resume_only_when_something_was_kept(
     )
     assert (tmp_path / "dl/cuda.run.part").exists()
     assert (tmp_path / "dl/cuda.run.part.json").exists()
+    fault_server.resources["/cuda.run"].faults.clear()
+    again = subprocess.run(
+        [str(Path(sys.executable).parent / "cudaup"), "download", fault_server.url + "/cuda.run",
+         "--sha256", hashlib.sha256(BODY).hexdigest(), "-o", str(tmp_path / "dl"), "-q"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "CUDAUP_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    # the resume point in the same binary units as the rest of the line
+    assert re.search(r", resumed at \d+\.\d (KiB|MiB)$", again.stdout.strip()), again.stdout
 
 
 def test_ctrl_c_against_a_server_that_ignores_ranges_says_start_over(
@@ -195,3 +212,70 @@ def test_ctrl_c_against_a_server_that_ignores_ranges_says_start_over(
         "resume it); run the same command again to start over"
     )
     assert "resume (kept" not in err and not (tmp_path / "dl/cuda.run.part").exists()
+
+
+@pytest.mark.parametrize("how", ["env", "--mirror"])
+def test_a_url_on_nvidias_host_goes_to_the_configured_base_or_mirror(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, how: str,
+) -> None:  # fmt: skip
+    fault_server.add("/compute/cuda/13.0.1/local_installers/cuda.run", BODY)
+    sha = hashlib.sha256(BODY).hexdigest()
+    url = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda.run"
+    if how == "env":
+        monkeypatch.setenv("CUDAUP_NVIDIA_DOWNLOAD_URL", fault_server.url)
+        flags: list[str] = []
+    else:
+        flags = ["--mirror", fault_server.url]
+    done = run_cli(capsys, *flags, "--json", "download", url, "--sha256", sha, "-o", str(tmp_path))
+    assert done.code == 0, done.err
+    [result] = done.json()["files"]
+    assert result["url"] == fault_server.url + "/compute/cuda/13.0.1/local_installers/cuda.run"
+    assert (tmp_path / "cuda.run").read_bytes() == BODY
+    assert fault_server.requests("/compute/cuda/13.0.1/local_installers/cuda.run")
+
+
+def test_nvidias_host_out_of_reach_names_the_mirror(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No base configured and NVIDIA's host unreachable (here: the test's network guard,
+    or no DNS): the error says a --mirror gets round it.  A host that answers does not."""
+    monkeypatch.setattr(backoff, "DEFAULT", backoff.Backoff(base=0.01, cap=0.01))
+    url = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda.run"
+    out = tmp_path / "out"
+    done = run_cli(capsys, "download", url, "--sha256", "0" * 64, "-o", str(out))
+    assert done.code == EXIT_CODES["network"], done.err
+    assert url in done.err
+    assert done.err.rstrip().endswith("(no network here? --mirror URL fetches from a mirror)")
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_an_http_error_from_a_host_that_answers_names_no_mirror(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(backoff, "DEFAULT", backoff.Backoff(base=0.01, cap=0.01))
+    fault_server.add("/f.run", BODY, Fault(status=503))
+    done = run_cli(
+        capsys, "download", fault_server.url + "/f.run", "--sha256", "0" * 64, "-o", str(tmp_path)
+    )
+    assert done.code == EXIT_CODES["network"], done.err
+    assert "--mirror" not in done.err
+
+
+def test_a_wrong_checksum_from_the_user_is_blamed_on_the_value_given(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fault_server.add("/cuda.run", BODY)
+    wrong = "ab" * 32
+    done = run_cli(
+        capsys, "download", fault_server.url + "/cuda.run", "--sha256", wrong, "-o", str(tmp_path),
+        "-q",
+    )  # fmt: skip
+    assert done.code == EXIT_CODES["integrity"]
+    digest = hashlib.sha256(BODY).hexdigest()
+    assert done.err.strip() == (
+        f"cudaup: error: cuda.run: sha256 mismatch: expected {wrong}, got {digest}; the "
+        "download was deleted (the --sha256 given is not this file's: check it, and the URL)"
+    )
+    assert not (tmp_path / "cuda.run").exists() and not (tmp_path / "cuda.run.part").exists()

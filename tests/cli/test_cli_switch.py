@@ -235,6 +235,31 @@ def test_env_for_each_shell_and_json(
     assert "no CUDA toolkit is chosen here" in err
 
 
+def test_env_takes_other_toolkits_libraries_off_ld_library_path(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile's /usr/local/cuda/lib64 (what doctor calls mixing toolkits) goes; what
+    is not a toolkit's library directory stays, in its order."""
+    root = SystemRoot.from_env()
+    for line in ("12.4", "12.6"):
+        tree = make_tree(root.path(f"/usr/local/cuda-{line}"), line)
+        (tree / "nvvm").mkdir()
+        (tree / "targets" / "x86_64-linux" / "lib").mkdir(parents=True)
+    root.path("/usr/local/cuda").symlink_to("/usr/local/cuda-12.4")
+    make_tree(root.path("/opt/cuda-notes"), "notes")  # named cuda, but no toolkit
+    kept = ["/opt/mine/lib", "/opt/cuda-notes/lib64", "/usr/lib/x86_64-linux-gnu"]
+    monkeypatch.setenv(
+        "LD_LIBRARY_PATH",
+        ":".join([
+            "/usr/local/cuda/lib64", kept[0], "/usr/local/cuda-12.6/targets/x86_64-linux/lib",
+            kept[1], "/usr/local/cuda-12.4/lib", kept[2],
+        ]),
+    )  # fmt: skip
+    document = cudaup_json(capsys, "env", "13.0", "--shell", "bash")
+    toolkit = store.toolkits_dir / "13.0.1"
+    assert document["variables"]["LD_LIBRARY_PATH"] == ":".join([f"{toolkit}/lib64", *kept])
+
+
 def test_evaluating_env_in_bash_sets_it_and_does_not_stack(store: Store, tmp_path: Path) -> None:
     base = [
         sys.executable,
@@ -301,8 +326,13 @@ def test_which(
     assert err == "CUDA 13.0.1, from CUDAUP_TOOLKIT (13.0)\n"
     monkeypatch.setenv("CUDAUP_TOOLKIT", "12.8")
     code, _, err = cudaup(capsys, "which", "ptxas")
-    assert code == 4
-    assert "ptxas is not in CUDA 12.8.1" in err
+    assert code == 127  # as `cudaup run 12.8 -- ptxas` and the ptxas shim answer
+    assert err == (
+        f"cudaup: error: ptxas is not in CUDA 12.8.1 ({store.toolkits_dir / '12.8.1'}), "
+        "chosen by CUDAUP_TOOLKIT; its cuda_nvcc is installed but holds no ptxas: reinstall it\n"
+    )
+    ran = cudaup_process("run", "12.8", "--", "ptxas", cwd=Path.cwd())
+    assert ran.returncode == 127
     document = cudaup_json(capsys, "which", "nvcc")
     assert document["path"] == str(store.toolkits_dir / "12.8.1" / "bin" / "nvcc")
     assert document["toolkit"]["source"] == "env"
@@ -317,8 +347,8 @@ def test_show_reasons(
     store.set_default("13.0")
     out = cudaup(capsys, "show")[1].splitlines()
     assert out[1] == "           the default (13.0)"
-    assert out[3] == f"installed * 13.0.1   {store.toolkits_dir / '13.0.1'}"
-    assert out[4] == f"            12.8.1   {store.toolkits_dir / '12.8.1'}"
+    assert out[3] == f"installed  13.0.1   {store.toolkits_dir / '13.0.1'}  (active, default)"
+    assert out[4] == f"           12.8.1   {store.toolkits_dir / '12.8.1'}"
     nested = Path.cwd() / "a" / "b"
     nested.mkdir(parents=True)
     (Path.cwd() / ".cuda-version").write_text("12.8\n")
@@ -326,6 +356,11 @@ def test_show_reasons(
     out = cudaup(capsys, "show")[1].splitlines()
     assert out[1] == f"           from {nested.parent.parent / '.cuda-version'} (12.8)"
     monkeypatch.setenv("CUDAUP_TOOLKIT", "12.8.1")
+    out = cudaup(capsys, "show")[1].splitlines()  # the active one and the default, in words
+    assert out[3:5] == [
+        f"installed  13.0.1   {store.toolkits_dir / '13.0.1'}  (default)",
+        f"           12.8.1   {store.toolkits_dir / '12.8.1'}  (active)",
+    ]
     document = cudaup_json(capsys, "show")
     assert document["active"]["reason"] == "from CUDAUP_TOOLKIT"
     assert document["default"] == "13.0"
@@ -334,6 +369,38 @@ def test_show_reasons(
     monkeypatch.setenv("CUDAUP_TOOLKIT", "11.0")
     document = cudaup_json(capsys, "show")
     assert document["active"]["reason"].startswith("none: CUDAUP_TOOLKIT asks for CUDA 11.0")
+
+
+# -- shims -----------------------------------------------------------------------------------------------------
+def test_shims_of_a_moved_cudaup_say_so_and_shims_rebuild_repairs_them(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkout (or virtual environment) moved after writing the shims: each shim
+    names the way out instead of sh's "not found", and `shims --rebuild` rewrites them."""
+    store.set_default("13.0.1")
+    gone = tmp_path / "old-checkout" / ".venv" / "bin" / "python"
+    shims.write_shims(store, shims.available_tools(store), python=str(gone))
+    env = {"PATH": f"{store.bin_dir}:/usr/bin:/bin", "CUDAUP_HOME": str(store.home)}
+    broken = subprocess.run(
+        ["nvcc", "--version"], env=env, capture_output=True, text=True, check=False
+    )
+    assert broken.returncode == 127
+    assert broken.stderr == (
+        f"cudaup: the nvcc shim's cudaup ({gone}, {shims.package_root()}) is gone (moved?); "
+        "run `cudaup shims --rebuild` with the cudaup you use now\n"
+    )
+    listed = cudaup_json(capsys, "shims")
+    assert listed["stale"] == ["nvcc", "ptxas"] and listed["rebuilt"] == []
+    code, out, _ = cudaup(capsys, "shims")
+    assert code == 0 and "`cudaup shims --rebuild` rewrites them" in out
+    rebuilt = cudaup_json(capsys, "shims", "--rebuild")
+    assert rebuilt["rebuilt"] == ["nvcc", "ptxas"] and rebuilt["stale"] == []
+    assert cudaup_json(capsys, "shims")["stale"] == []
+    works = subprocess.run(
+        ["nvcc", "--version"], env=env, capture_output=True, text=True, check=False
+    )
+    assert works.returncode == 0, works.stderr
+    assert works.stdout.startswith("nvcc from 13.0.1")
 
 
 # -- default --system / undo --------------------------------------------------------------------------------
@@ -358,6 +425,44 @@ def test_default_system_and_undo_with_a_plain_link(
     code, _, err = cudaup(capsys, "undo")
     assert code == EXIT_CODES["conflict"]
     assert "nothing to undo" in err
+
+
+def test_uninstalling_the_toolkit_the_system_link_leads_to_undoes_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    real_link_untouched: None,
+) -> None:  # fmt: skip
+    root = tmp_path / "root"
+    home = root / "opt" / "cudaup"  # a store inside the system root: /opt/cudaup
+    monkeypatch.setenv("CUDAUP_HOME", str(home))
+    monkeypatch.setenv("CUDAUP_SYSTEM_ROOT", str(root))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    store = Store.from_env()
+    for version in ("12.8.1", "13.0.1"):
+        make_toolkit(store, version)
+    system = SystemRoot.from_env()
+    make_tree(system.path("/usr/local/cuda-12.4"), "12.4")
+    system.path("/usr/local/cuda").symlink_to("/usr/local/cuda-12.4")
+    assert cudaup(capsys, "default", "--system", "13.0.1")[0] == 0
+    assert readlink(system.path("/usr/local/cuda")) == "/opt/cudaup/toolkits/13.0.1"
+    code, out, err = cudaup(capsys, "uninstall", "13.0.1")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:2] == [
+        f"removed CUDA 13.0.1 from {home}/toolkits/13.0.1",
+        "note: /usr/local/cuda led to it (`cudaup default --system`): undone, "
+        "/usr/local/cuda → /usr/local/cuda-12.4 again",
+    ]
+    assert readlink(system.path("/usr/local/cuda")) == "/usr/local/cuda-12.4"
+    assert cudaup(capsys, "undo")[0] == EXIT_CODES["conflict"]  # nothing left to undo
+    # A link someone else set is left as it is, and the uninstall says it now dangles.
+    system.path("/usr/local/cuda").unlink()
+    system.path("/usr/local/cuda").symlink_to("/opt/cudaup/toolkits/12.8.1")
+    document = cudaup_json(capsys, "uninstall", "12.8.1")
+    assert document["system_link"] == []
+    assert document["notes"] == [
+        f"/usr/local/cuda leads to {home}/toolkits/12.8.1 and cudaup did not set it so; it "
+        "leads nowhere now: point it elsewhere with `cudaup default --system VERSION`"
+    ]
+    assert readlink(system.path("/usr/local/cuda")) == "/opt/cudaup/toolkits/12.8.1"
 
 
 def test_default_system_refuses_a_real_directory(
@@ -418,8 +523,8 @@ def test_list_marks_a_default_given_as_a_request(
     assert document["default"] == "13.0"
     code, out, _ = cudaup(capsys, "list")
     assert code == 0
-    marked = [line.split()[1] for line in out.splitlines() if line.startswith("* ")]
-    assert marked == ["13.0.2"]
+    marked = [line.split()[0] for line in out.splitlines() if line.endswith(" (default)")]
+    assert marked == ["13.0.2"] and "*" not in out
 
 
 def test_uninstall_names_who_owns_a_toolkit_cudaup_did_not_install(

@@ -5,12 +5,15 @@ generated function with its completion builtins replaced by ones that print what
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cudaup.cli.commands import COMMANDS
+from cudaup.install.store import Store
 from tests.helpers import require_tool, run_cli
+from tests.switch.test_switch import make_toolkit
 
 
 def script(capsys: pytest.CaptureFixture[str], tmp_path: Path, shell: str) -> Path:
@@ -22,7 +25,7 @@ def script(capsys: pytest.CaptureFixture[str], tmp_path: Path, shell: str) -> Pa
 
 
 def bash_complete(path: Path, *words: str) -> list[str]:
-    require_tool("/usr/bin/bash", "bash")
+    require_tool("bash", "bash")
     quoted = " ".join(f"'{w}'" for w in words)
     program = (
         f"source {path}; COMP_WORDS=(cudaup {quoted}); COMP_CWORD={len(words)}; "
@@ -55,7 +58,7 @@ def test_bash_completes_commands_options_and_choices(
 def test_fish_completes_commands_with_their_descriptions(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    require_tool("/usr/bin/fish", "fish")
+    require_tool("fish", "fish")
     path = script(capsys, tmp_path, "fish")
 
     def complete(line: str) -> list[str]:
@@ -85,7 +88,7 @@ def test_fish_completes_commands_with_their_descriptions(
 
 
 def test_zsh_function_offers_the_same(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    require_tool("/usr/bin/zsh", "zsh")
+    require_tool("zsh", "zsh")
     path = script(capsys, tmp_path, "zsh")
     stubs = (
         'compdef() { :; }; _files() { print -r -- "FILES"; }; '
@@ -118,3 +121,58 @@ def test_zsh_function_offers_the_same(capsys: pytest.CaptureFixture[str], tmp_pa
         "clean",
         "FILES",
     ]
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Two toolkits in the test's store, and this cudaup on PATH for the scripts to ask."""
+    store = Store.from_env()
+    for version in ("12.8.1", "13.0.1"):
+        make_toolkit(store, version)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    return ["13.0.1", "12.8.1"]  # newest first, as `list` shows them
+
+
+def test_values_complete_for_global_choices_platforms_and_installed_toolkits(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, installed: list[str]
+) -> None:
+    require_tool("fish", "fish")
+    require_tool("zsh", "zsh")
+    bash = script(capsys, tmp_path, "bash")
+    assert bash_complete(bash, "--color", "") == ["auto", "always", "never"]
+    assert bash_complete(bash, "install", "--platform", "linux-s") == ["linux-sbsa"]
+    for command in ("default", "pin", "run", "env", "uninstall"):
+        assert bash_complete(bash, command, "") == installed, command
+    assert bash_complete(bash, "default", "13") == ["13.0.1"]
+    fish = script(capsys, tmp_path, "fish")
+
+    def fish_complete(line: str) -> list[str]:
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", f"source {fish}; complete -C '{line}'"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return [entry.split("\t")[0] for entry in done.stdout.splitlines()]
+
+    assert fish_complete("cudaup --color ") == ["always", "auto", "never"]
+    assert "linux-sbsa" in fish_complete("cudaup lock --platform ")
+    offered = fish_complete("cudaup default ")  # the releases, and paths (a toolkit's too)
+    assert set(installed) <= set(offered)
+    zsh = script(capsys, tmp_path, "zsh")
+    stubs = 'compdef() { :; }; _files() { :; }; compadd() { shift; print -rl -- "$@"; }; '
+    stubs += "_describe() { :; }; "
+    program = f"{stubs} source {zsh}; words=(cudaup --color ''); CURRENT=3; _cudaup"
+    done = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, check=False)
+    assert done.stdout.split() == ["auto", "always", "never"], done.stderr
+    program = f"{stubs} source {zsh}; words=(cudaup pin ''); CURRENT=3; _cudaup"
+    done = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, check=False)
+    assert done.stdout.split() == installed, done.stderr
+
+
+def test_json_completions_is_an_object_holding_the_script(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plain = run_cli(capsys, "completions", "fish").out
+    document = run_cli(capsys, "--json", "completions", "fish").json()
+    assert document == {"schema": 1, "shell": "fish", "script": plain}
+    missing = run_cli(capsys, "completions")
+    assert missing.code == 2 and "name the shell" in missing.err

@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,13 +42,13 @@ from cudaup.util.faults import cache_place
 from cudaup.util.locks import locked
 from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
-from tests.helpers import require_tool, run_cli
+from tests.helpers import run_cli
+from tests.osfaults import as_nobody, nobody_argv, readable_python
 
 MIB = 1024 * 1024
 SIZE = 3 * MIB
 BODY = payload(SIZE, seed=21)
 SHA = hashlib.sha256(BODY).hexdigest()
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="mounting a tmpfs and switching to another user need root"
 )
@@ -283,8 +282,8 @@ else:
 """
 
 
-def as_nobody(args: list[str], cache: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    require_tool("/usr/bin/setpriv", "util-linux")
+def python_as_nobody(args: list[str], cache: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` as nobody, with a cudaup that user can read."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -292,14 +291,7 @@ def as_nobody(args: list[str], cache: Path, home: Path) -> subprocess.CompletedP
         "PYTHONDONTWRITEBYTECODE": "1",
         "LC_ALL": "C.UTF-8",
     }
-    return subprocess.run(
-        [*NOBODY, sys.executable, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return as_nobody([readable_python(), *args], env, timeout=120)
 
 
 @needs_root
@@ -311,12 +303,12 @@ def test_a_directory_another_user_may_not_write(fault_server: FaultServer, share
     cache.mkdir(mode=0o777)
     cache.chmod(0o777)
     url = fault_server.url + "/f.run"
-    library = as_nobody(["-c", FETCH_AS_LIBRARY, url, SHA, str(out)], cache, shared)
+    library = python_as_nobody(["-c", FETCH_AS_LIBRARY, url, SHA, str(out)], cache, shared)
     assert library.stdout.strip() == (
         f"PermissionDeniedError|14|cannot write in {out}: permission denied: {out} (owned by "
         "uid 0; cudaup runs as uid 65534); choose another -o directory, or fix its permissions"
     ), library.stderr
-    cli = as_nobody(
+    cli = python_as_nobody(
         ["-m", "cudaup", "download", url, "--sha256", SHA, "-o", str(out)], cache, shared
     )
     assert cli.returncode == 14, cli.stderr
@@ -337,7 +329,7 @@ def test_a_cache_another_user_may_not_write(fault_server: FaultServer, shared: P
     cache = shared / "cache"  # root's, 0755: no lock file can be made there
     cache.mkdir()
     url = fault_server.url + "/f.run"
-    cli = as_nobody(
+    cli = python_as_nobody(
         ["-m", "cudaup", "download", url, "--sha256", SHA, "-o", str(out)], cache, shared
     )
     assert cli.returncode == 14, cli.stderr
@@ -412,15 +404,15 @@ def test_a_lock_file_root_made_is_taken_by_another_user(shared: Path) -> None:
         os.umask(old)
     assert lock.stat().st_mode & 0o7777 == 0o666
     assert lock.parent.stat().st_mode & 0o7777 == 0o1777  # as shared as the cache
-    taken = as_nobody(["-c", TAKE_LOCK, str(lock)], cache, shared)
+    taken = python_as_nobody(["-c", TAKE_LOCK, str(lock)], cache, shared)
     assert taken.stdout == "took it\n", taken.stderr
     # a lock file an older cudaup left, readable only: taken read-only (flock needs no more)
     lock.chmod(0o644)
-    taken = as_nobody(["-c", TAKE_LOCK, str(lock)], cache, shared)
+    taken = python_as_nobody(["-c", TAKE_LOCK, str(lock)], cache, shared)
     assert taken.stdout == "took it\n", taken.stderr
     # and a lock file nobody made, in the shared locks directory, root can take
     new = lock.with_name("made-by-nobody.lock")
-    made = as_nobody(["-c", TAKE_LOCK, str(new)], cache, shared)
+    made = python_as_nobody(["-c", TAKE_LOCK, str(new)], cache, shared)
     assert made.stdout == "took it\n" and new.stat().st_uid == 65534
     with locked(new, busy="busy", wait=1, place=cache_place(new.parent)):
         pass
@@ -433,7 +425,7 @@ def test_a_lock_held_by_another_users_killed_process_does_not_block(shared: Path
     cache.chmod(0o1777)
     lock = cachedir.CacheLayout(cache).unpacked_lock
     holder = subprocess.Popen(
-        [*NOBODY, sys.executable, "-c", HOLD_LOCK, str(lock)],
+        nobody_argv([readable_python(), "-c", HOLD_LOCK, str(lock)]),
         env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"},
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -483,7 +475,7 @@ def test_cli_another_user_downloads_where_root_left_its_lock(
     finally:
         os.umask(old)
     assert first.code == 0, first.err
-    again = as_nobody(
+    again = python_as_nobody(
         ["-m", "cudaup", "download", fault_server.url + "/f.run", "--sha256", SHA, "-o", str(out)],
         cache, shared,
     )  # fmt: skip

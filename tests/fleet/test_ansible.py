@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import threading
@@ -331,11 +330,6 @@ def test_example_playbook_installs_a_lock_from_a_mirror(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """playbooks/site.yml as shipped: facts, the lock copied over, installed via the mirror."""
-    usage = subprocess.run(
-        [str(CUDAUP), "install", "--help"], capture_output=True, text=True, check=False
-    )
-    if "--lock" not in usage.stdout:
-        pytest.skip("this cudaup has no install --lock")
     if platform.machine().lower() not in {"x86_64", "amd64", "aarch64", "arm64"}:
         pytest.skip("the fake NVIDIA site has toolkits for x86_64 and sbsa only")
     point_env_at(monkeypatch, fake_nvidia)
@@ -409,9 +403,7 @@ def test_module_documentation_matches_its_arguments(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What ``ansible-doc`` shows is what the module accepts (names, types, defaults, choices)."""
-    program = shutil.which("ansible-doc", path=str(Path(sys.executable).parent))
-    if program is None:
-        pytest.skip("ansible-doc is not installed next to this Python")
+    program = require_tool(str(Path(sys.executable).parent / "ansible-doc"), "(pip) ansible-core")
     done = subprocess.run(
         [program, "--json", f"cudaup.toolkit.{name}"],
         env=_ansible_env(tmp_path),
@@ -538,9 +530,9 @@ def test_cudaup_message_is_the_error(cli_utils: ModuleType) -> None:
 
 
 def test_example_playbook_parses_and_is_the_guides(tmp_path: Path) -> None:
-    program = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent))
-    if program is None:
-        pytest.skip("ansible-playbook is not installed next to this Python")
+    program = require_tool(
+        str(Path(sys.executable).parent / "ansible-playbook"), "(pip) ansible-core"
+    )
     env = _ansible_env(tmp_path)
     playbooks = COLLECTION / "playbooks"
     guide = (REPO / "docs" / "ansible.md").read_text()

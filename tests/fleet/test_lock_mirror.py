@@ -82,10 +82,10 @@ def test_lock_round_trip_and_check(
     text = (env / "cuda.lock.toml").read_text()
     document = tomllib.loads(text)
     assert document["lock-version"] == 1 and [t["platform"] for t in document["toolkits"]] == [
-        "linux-x86_64",
         "linux-sbsa",
-    ]
-    files = document["toolkits"][0]["files"]
+        "linux-x86_64",
+    ]  # sorted, whatever the order of --platform
+    files = document["toolkits"][1]["files"]
     assert {f["component"] for f in files} == {"cuda_nvcc", "cuda_cudart"}  # nvcc brings cudart
     assert all(len(f["sha256"]) == 64 and f["size"] > 0 for f in files)
     lock = read_lock(env / "cuda.lock.toml")
@@ -109,6 +109,33 @@ def test_lock_round_trip_and_check(
     assert gone.code == EXIT_CODES["integrity"]
     reported = [c for c in gone.json()["changes"] if "is no longer served (HTTP 404" in c]
     assert sorted(c.split(":")[1].split()[0] for c in reported) == ["cuda_cudart", "cuda_nvcc"]
+
+
+def test_the_same_lock_asked_in_another_order_is_the_same_bytes(
+    fake_nvidia: FakeNvidiaServer,
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    point_env_at(monkeypatch, fake_nvidia)
+    one = run_lock(
+        capsys, "13.0.1", "redist", "nvcc,cudart,nvidia_driver", "linux-x86_64", "linux-sbsa",
+        extra=("-o", "one.toml"),
+    )  # fmt: skip
+    two = run_lock(
+        capsys, "13.0.1", "redist", "nvidia_driver,cudart,nvcc", "linux-sbsa", "linux-x86_64",
+        extra=("-o", "two.toml"),
+    )  # fmt: skip
+    assert one.code == 0 and two.code == 0, one.err + two.err
+    text = (env / "one.toml").read_text()
+    assert text == (env / "two.toml").read_text()
+    document = tomllib.loads(text)
+    assert [t["platform"] for t in document["toolkits"]] == ["linux-sbsa", "linux-x86_64"]
+    for toolkit in document["toolkits"]:
+        assert toolkit["components"] == sorted(toolkit["components"])
+        keys = [(f["component"], f["url"]) for f in toolkit["files"]]
+        assert keys == sorted(keys) and len(keys) >= 3
+        assert toolkit["sources"] == sorted(toolkit["sources"], key=lambda s: s["url"])
 
 
 def test_tampered_lock_fails_before_anything_is_written(

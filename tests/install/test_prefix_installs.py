@@ -71,8 +71,80 @@ def test_two_prefixes_of_one_release_are_both_listed_and_removed_by_path(
     assert nothing.code == EXIT_CODES["artifact-not-found"]
 
 
-def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
+def test_a_prefix_holding_another_release_is_replaced_only_with_force(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "opt" / "cuda"
+    x86 = ("--platform", "linux-x86_64", "--prefix", str(prefix))
+    assert install(capsys, "12.8.1", *x86).code == 0
+    before = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*"))
+    refused = run_cli(
+        capsys, "--json", "install", "13.0.1", "--channel", "redist", "--components", "nvcc", *x86
+    )
+    assert refused.code == EXIT_CODES["conflict"]
+    says = (
+        f"{prefix} holds CUDA 12.8.1 (cuda_cudart, cuda_nvcc), "
+        "not 13.0.1; --force replaces it with CUDA 13.0.1, or choose another --prefix"
+    )
+    assert refused.err.strip() == f"cudaup: error: {says}"
+    assert refused.json()["error"] == {"kind": "conflict", "message": says, "exit_code": 16}
+    assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == before
+    # --lock installs through the same check
+    lock = tmp_path / "cuda.lock.toml"
+    made = run_cli(
+        capsys, "lock", "13.0.1", "--channel", "redist", "--components", "nvcc",
+        "--platform", "linux-x86_64", "-o", str(lock),
+    )  # fmt: skip
+    assert made.code == 0, made.err
+    locked = run_cli(capsys, "install", "--lock", str(lock), "--prefix", str(prefix))
+    assert locked.code == EXIT_CODES["conflict"] and says in locked.err
+    assert json.loads((prefix / "version.json").read_text())["cuda"]["version"] == "12.8.1"
+    forced = run_cli(
+        capsys, "--json", "install", "--lock", str(lock), "--prefix", str(prefix), "--force"
+    )
+    assert forced.code == 0, forced.err
+    result = forced.json()
+    assert result["skipped"] is False and result["version"] == "13.0.1"
+    assert f"replaced CUDA 12.8.1 at {prefix} (--force)" in result["notes"]
+    assert json.loads((prefix / "version.json").read_text())["cuda"]["version"] == "13.0.1"
+    assert [(t["version"], t["path"]) for t in run_cli(capsys, "list", "--json").json()[
+        "installed"]] == [("13.0.1", str(prefix))]  # fmt: skip
+    # the same release again is still "already installed", with or without --force
+    again = install(capsys, "13.0.1", *x86)
+    assert again.code == 0 and run_cli(capsys, "list").code == 0
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_prefix_holding_what_cudaup_did_not_install_is_never_replaced(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    prefix = tmp_path / "project"
+    prefix.mkdir()
+    for name in ("notes.txt", "a", "b", "c", "d", "e"):
+        (prefix / name).write_text("mine")
+    done = install(
+        capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(prefix),
+        *(["--force"] if force else []),
+    )  # fmt: skip
+    assert done.code == EXIT_CODES["conflict"], done.err
+    assert done.err.strip() == (
+        f"cudaup: error: {prefix} holds a, b, c, d, e and 1 more, not a toolkit this cudaup "
+        "installed, so cudaup will not replace it (not even with --force): choose another "
+        "--prefix, or empty that directory"
+    )
+    assert sorted(p.name for p in prefix.iterdir()) == ["a", "b", "c", "d", "e", "notes.txt"]
+    assert store.installed() == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert install(capsys, "13.0.1", "--platform", "linux-x86_64", "--prefix", str(empty)).code == 0
+    assert (empty / "bin" / "nvcc").is_file()
+
+
+def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
+    store: Store,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     refused = install(capsys, "13.0.1", "--platform", "linux-sbsa")
     assert refused.code == EXIT_CODES["usage"]
@@ -94,6 +166,30 @@ def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
     assert sorted(p.name for p in store.bin_dir.iterdir()) == ["nvcc"]  # no shims for it
     chosen = run_cli(capsys, "default", "13.0.1")
     assert chosen.code != 0
+    # Named by its path it is refused too, with the reason, wherever it would be selected.
+    why = (
+        f"{prefix} holds CUDA 13.0.1 for linux-sbsa (installed with --platform linux-sbsa), "
+        "which cannot run on this linux-x86_64 machine; cudaup never selects it: name a "
+        "toolkit for this machine"
+    )
+    for argv in (
+        ["default", str(prefix)],
+        ["pin", str(prefix)],
+        ["run", str(prefix), "--", "nvcc", "--version"],
+        ["env", str(prefix)],
+    ):
+        refused = run_cli(capsys, "--json", *argv)
+        assert refused.code == EXIT_CODES["usage"], (argv, refused.err)
+        assert refused.json()["error"]["message"] == why, argv
+    assert store.default() is None and not (Path.cwd() / ".cuda-version").exists()
+    monkeypatch.setenv("CUDAUP_TOOLKIT", str(prefix))
+    shown = run_cli(capsys, "show", "--json").json()
+    assert shown["active"]["path"] is None and shown["active"]["problem"] == why
+    assert [t["active"] for t in shown["installed"]] == [False]
+    assert f"active     none: {why}" in run_cli(capsys, "show").out
+    which = run_cli(capsys, "which", "nvcc")
+    assert which.code == EXIT_CODES["usage"] and why in which.err
+    monkeypatch.delenv("CUDAUP_TOOLKIT")
     assert run_cli(capsys, "uninstall", str(prefix)).code == 0
     assert not prefix.exists() and store.installed() == []
 
@@ -169,3 +265,45 @@ def test_external_json_of_the_first_format_is_still_read(
     assert [t.path for t in store.installed()] == [prefix]
     assert run_cli(capsys, "uninstall", str(prefix)).code == 0
     assert json.loads((store.home / "external.json").read_text())["toolkits"] == {}
+
+
+# -- profiles -------------------------------------------------------------------------------------
+def test_profiles_choose_what_an_install_brings(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = ("install", "13.0.1", "--channel", "redist", "--platform", "linux-x86_64", "--json")
+    minimal = run_cli(capsys, *base, "--profile", "minimal").json()
+    assert minimal["components"] == ["cuda_cudart", "cuda_nvcc"]
+    assert "profile minimal" in minimal["notes"]
+    assert not any("offers no" in n for n in minimal["notes"])
+    run_cli(capsys, "uninstall", "13.0.1")
+    # complete is --all: every toolkit component the release has (not the driver)
+    complete = run_cli(capsys, *base, "--profile", "complete").json()
+    run_cli(capsys, "uninstall", "13.0.1")
+    everything = run_cli(capsys, *base, "--all").json()
+    assert complete["components"] == everything["components"] == ["cuda_cudart", "cuda_nvcc"]
+    run_cli(capsys, "uninstall", "13.0.1")
+    # the setting: CUDAUP_PROFILE, named as the origin
+    monkeypatch.setenv("CUDAUP_PROFILE", "minimal")
+    chosen = run_cli(capsys, *base[:-1])
+    assert chosen.code == 0, chosen.err
+    assert "note: profile minimal (from CUDAUP_PROFILE)" in chosen.out.splitlines()
+    monkeypatch.setenv("CUDAUP_PROFILE", "everything")
+    wrong = run_cli(capsys, *base)
+    assert wrong.code == EXIT_CODES["usage"]
+    assert wrong.json()["error"]["message"] == (
+        "CUDAUP_PROFILE names no profile 'everything'; the profiles are minimal, default, complete"
+    )
+    both = run_cli(capsys, *base, "--profile", "minimal", "--components", "nvcc")
+    assert both.code == EXIT_CODES["usage"] and "give one" in both.err
+    bad = run_cli(capsys, "install", "13.0.1", "--profile", "huge")
+    assert bad.code == EXIT_CODES["usage"] and "invalid choice: 'huge'" in bad.err
+
+
+def test_every_profile_names_known_components() -> None:
+    from cudaup.core.components import ALIASES, PROFILES
+
+    assert PROFILES["minimal"] == ("nvcc", "cudart") and PROFILES["complete"] is None
+    for names in PROFILES.values():
+        assert all(name in ALIASES for name in names or ())
+    assert set(PROFILES["minimal"]) < set(PROFILES["default"] or ())

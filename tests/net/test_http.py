@@ -18,6 +18,7 @@ from cudaup.net import tls
 from cudaup.net.backoff import NO_WAIT, Backoff
 from cudaup.net.http import HttpClient
 from cudaup.net.response_cache import HttpCache
+from tests.helpers import require_tool
 
 Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 
@@ -176,8 +177,9 @@ def test_redirects_followed_and_loops_stopped(tmp_path: Path) -> None:
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
+    openssl = require_tool("openssl", "openssl")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
          "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True,
     )  # fmt: skip

@@ -37,7 +37,7 @@ def test_dt_needed_exactly_when_dynamic_is_inside() -> None:
 
 
 def test_what_a_real_linker_wrote(tmp_path: Path) -> None:
-    require_tool("/usr/bin/gcc", "gcc")
+    require_tool("gcc", "gcc")
     stub, user = tmp_path / "stub.c", tmp_path / "user.c"
     stub.write_text("int cudaStub(void) { return 12; }\n")
     user.write_text("int cudaStub(void);\nint call(void) { return cudaStub(); }\n")

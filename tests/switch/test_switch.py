@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudaup.core.versions import parse_request
-from cudaup.errors import ArtifactNotFoundError, CudaupError, ReleaseNotFoundError, UsageError
+from cudaup.errors import CommandNotRunError, CudaupError, ReleaseNotFoundError, UsageError
 from cudaup.install import store as store_module
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
@@ -283,11 +283,13 @@ def test_a_version_only_on_the_system_becomes_a_path_default(
 
 def test_tool_in_the_active_toolkit(three: Store, tmp_path: Path) -> None:
     active = selection.select(three, env={"CUDAUP_TOOLKIT": "12.8.0"}, cwd=tmp_path)
-    assert selection.tool_in(active, "nvcc") == three.toolkits_dir / "12.8.0" / "bin" / "nvcc"
+    found = selection.tool_in(active, "nvcc", three)
+    assert found == three.toolkits_dir / "12.8.0" / "bin" / "nvcc"
     with pytest.raises(
-        ArtifactNotFoundError, match=r"ptxas is not in CUDA 12\.8\.0 .*CUDAUP_TOOLKIT"
-    ):
-        selection.tool_in(active, "ptxas")
+        CommandNotRunError, match=r"ptxas is not in CUDA 12\.8\.0 .*CUDAUP_TOOLKIT"
+    ) as refused:
+        selection.tool_in(active, "ptxas", three)
+    assert refused.value.exit_code == 127
 
 
 # -- environments ----------------------------------------------------------------------------------------------

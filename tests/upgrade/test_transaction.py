@@ -380,7 +380,6 @@ def test_a_directory_the_user_cannot_write_is_named(world: IndexServer, uv_cache
         index_table(world, home)
         subprocess.run(["chown", "-R", "65534:65534", str(home)], check=True)
         env = {**os.environ, "CUDAUP_HOME": str(home), "CUDAUP_CACHE_DIR": str(home / "cache")}
-        env["PYTHONPATH"] = os.pathsep.join(sys.path)
         done = as_nobody(
             cudaup_argv("upgrade", "13.0", "--python", str(python), "--yes", "--no-toolkit"), env
         )

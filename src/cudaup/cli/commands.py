@@ -96,6 +96,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "the active toolkit and why, and every installed one",
         "cudaup show",
     ),
+    "shims": CommandInfo(
+        "cudaup.cli.switch",
+        "the shims in $CUDAUP_HOME/bin, and whether this cudaup wrote them",
+        "cudaup shims --rebuild",
+    ),
     "undo": CommandInfo(
         "cudaup.cli.switch",
         "put /usr/local/cuda back as it was before `default --system`",

@@ -42,7 +42,7 @@ def add_compat(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--driver",
         help="a driver version (default: this machine's); with a release: whether it runs "
-        "it (exit 0: it does, 12: it does not, 19: no source says)",
+        "it (exit 0: it does, 12: it does not, 21: no source says)",
     )
     parser.add_argument(
         "--os",
@@ -178,7 +178,7 @@ def _print_release(report: ReleaseCompat) -> None:
 
 def _verdict_code(asked: DriverVerdict | None) -> int:
     """The exit code of ``compat RELEASE --driver V``: 0 when the driver runs it, 12 when
-    it does not, 19 when no source says (see the README's table)."""
+    it does not, 21 when no source says (see the README's table)."""
     verdict: Compatibility | None = asked.verdict if asked else None
     if verdict is None or verdict.verdict in {"full", "minor-version"}:
         return 0

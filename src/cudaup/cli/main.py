@@ -76,10 +76,32 @@ def _output_closed() -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with usage errors raised as :class:`UsageError` (one handler, JSON too)."""
+    """argparse, with usage errors raised as :class:`UsageError` (one handler, JSON too):
+    named by the command (``install: …``; the ``cudaup: error:`` prefix comes once, from
+    the handler), with the nearest option for a mistyped one."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        where = self.prog.removeprefix("cudaup").strip()
+        raise UsageError(f"{where}: {message}{self._nearest(message)}" if where else
+                         message + self._nearest(message))  # fmt: skip
+
+    def _nearest(self, message: str) -> str:
+        """``; did you mean --channel?`` for ``unrecognized arguments: --chanel``."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        import difflib  # noqa: PLC0415 - only a mistyped command line pays for it
+
+        known = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    known |= set(sub._option_string_actions)
+        typed = [w.split("=", 1)[0] for w in message.split()[2:] if w.startswith("--")]
+        for word in typed:
+            close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.7)
+            if close:
+                return f"; did you mean {close[0]}?"
+        return ""
 
 
 def _global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:

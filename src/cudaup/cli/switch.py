@@ -121,19 +121,6 @@ def _answer(value: str, path: Path | None, version: str | None) -> str:
     return value if value == str(path) else f"{value} → {path}"
 
 
-def _link_words(state: system_link.LinkState) -> str:
-    if state.kind == "absent":
-        return "does not exist"
-    if state.kind != "link":
-        return f"is a real {state.kind}, not a link"
-    if state.alternative:
-        return (
-            f"→ {state.value} (update-alternatives '{state.alternative}', "
-            f"{state.status or 'unknown'} mode)"
-        )
-    return f"→ {state.target}"
-
-
 def _override_note(active: selection.Active) -> str | None:
     """A note when something above the default decides here."""
 
@@ -158,8 +145,8 @@ def cmd_default(args: argparse.Namespace) -> int:
             emit_json({"schema": 1, **change.to_json()})
             return 0
         via = " through update-alternatives" if change.method == "update-alternatives" else ""
-        print(f"{system_link.LINK} {_link_words(change.after)}{via}")
-        print(f"  was {_link_words(change.before)}; `cudaup undo` puts it back")
+        print(f"{system_link.LINK} {change.after.words()}{via}")
+        print(f"  was {change.before.words()}; `cudaup undo` puts it back")
         return 0
     if args.unset:
         if args.value is not None:
@@ -218,7 +205,7 @@ def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
     if args.json:
         emit_json({"schema": 1, "link": system_link.LINK, "state": state.to_json()})
     else:
-        print(f"{system_link.LINK} {_link_words(state)}")
+        print(f"{system_link.LINK} {state.words()}")
     return 0
 
 
@@ -259,8 +246,14 @@ def cmd_pin(args: argparse.Namespace) -> int:
         else:
             print(f"{pin}: {request}")
         return 0
+    value = selection.check_request(args.value)
+    if shim.is_path_request(value):
+        problem = selection.foreign_problem(
+            store, selection.real_path(SystemRoot.from_env(), value, here)
+        )
+        if problem is not None:
+            raise UsageError(problem)
     path = pins.write_pin(here, args.value)
-    value = args.value.strip()
     without_env = {k: v for k, v in os.environ.items() if k != selection.TOOLKIT_ENV}
     pinned = selection.select(store, env=without_env, cwd=here)
     if pinned.path is None:
@@ -496,7 +489,7 @@ def _refuse_other_toolkits(
     beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
     found = shutil.which(program, path=beyond)  # what PATH would have run
     instead = f"; cudaup does not run {found} instead" if found and not is_shim(Path(found)) else ""
-    raise CommandNotRunError(selection.missing_tool(active, program) + instead, 127)
+    raise CommandNotRunError(selection.missing_tool(active, program, store) + instead, 127)
 
 
 # -- which / show -----------------------------------------------------------------------------------
@@ -504,7 +497,7 @@ def cmd_which(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
     active = _select(store, tool=args.tool)
-    path = selection.tool_in(active, args.tool)
+    path = selection.tool_in(active, args.tool, store)
     if args.json:
         emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
         return 0
@@ -550,13 +543,56 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"default    {store.default() or 'none'}")
     if not installed:
         print("installed  none")
+    default = selection.resolve_default(store)
     for index, toolkit in enumerate(installed):
-        mark = "*" if active.path is not None and toolkit.path == active.path else " "
+        marks = [
+            word
+            for word, chosen in (("active", active), ("default", default))
+            if chosen is not None and chosen.path is not None and toolkit.path == chosen.path
+        ]
         head = "installed" if index == 0 else ""
-        print(f"{head:<9} {mark} {toolkit.version:<8} {toolkit.path}")
+        mark = f"  ({', '.join(marks)})" if marks else ""
+        print(f"{head:<10} {toolkit.version:<8} {toolkit.path}{mark}")
     where = "on PATH" if on_path else "not on PATH: add it so that nvcc runs the active toolkit"
     print(f"shims      {store.bin_dir} ({where})")
-    print(f"system     {system_link.LINK} {_link_words(link)}")
+    print(f"system     {system_link.LINK} {link.words()}")
+    return 0
+
+
+# -- shims ------------------------------------------------------------------------------------------
+def add_shims(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rewrite them for this cudaup (after moving a checkout or a virtual environment)",
+    )
+    parser.set_defaults(handler=cmd_shims)
+
+
+def cmd_shims(args: argparse.Namespace) -> int:
+
+    store = Store.from_env()
+    stale = shims.stale_shims(store)
+    if args.rebuild:
+        shims.refresh_shims(store)
+    listed = store.bin_dir.iterdir() if store.bin_dir.is_dir() else iter(())
+    written = sorted(p for p in listed if is_shim(p))
+    rebuilt = [p.name for p in stale] if args.rebuild else []
+    still = [] if args.rebuild else [p.name for p in stale]
+    if args.json:
+        emit_json({
+            "schema": 1, "dir": str(store.bin_dir), "shims": [p.name for p in written],
+            "stale": still, "rebuilt": rebuilt, "on_path": shims.shims_on_path(store),
+        })  # fmt: skip
+        return 0
+    print(f"{store.bin_dir}: {', '.join(p.name for p in written) or 'no shims'}")
+    if rebuilt:
+        print(f"rewrote {', '.join(rebuilt)} for this cudaup ({sys.executable})")
+    if still:
+        print(
+            f"note: {', '.join(still)} run another cudaup (a checkout or environment since "
+            "moved?); `cudaup shims --rebuild` rewrites them for this one"
+        )
     return 0
 
 
@@ -568,7 +604,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"schema": 1, **change.to_json()})
         return 0
-    print(f"{system_link.LINK} {_link_words(change.after)} again")
+    print(f"{system_link.LINK} {change.after.words()} again")
     if change.note:
         print(f"note: {change.note}")
     return 0

@@ -22,7 +22,7 @@ from cudaup.cli.common import (
     warn,
 )
 from cudaup.cli.progress import display_for
-from cudaup.core.components import split_components
+from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
 from cudaup.fleet.apply import install_locked
 from cudaup.install.installer import InstallOptions, InstallResult, install
@@ -30,7 +30,7 @@ from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
-from cudaup.switch import shim
+from cudaup.switch import shim, system_link
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
 from cudaup.switch.shims import foreign_programs, refresh_shims, shims_on_path
@@ -54,11 +54,19 @@ def add_install(parser: argparse.ArgumentParser) -> None:
     )
     add_components(parser)
     parser.add_argument("--all", action="store_true", help="the whole toolkit")
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        help="minimal: nvcc, cudart; default: those, nvrtc and the math libraries; "
+        "complete: --all (default: CUDAUP_PROFILE, else default)",
+    )
     parser.add_argument("--prefix", help="install there instead of the cudaup store")
     parser.add_argument("--platform", help="a Linux platform (default: this host)")
     parser.add_argument("--driver", help="check against this driver instead of the detected one")
     parser.add_argument(
-        "--force", action="store_true", help="install even if the driver cannot run it"
+        "--force",
+        action="store_true",
+        help="install even if the driver cannot run it, or over another release at --prefix",
     )
     parser.add_argument(
         "--allow-unverified", action="store_true", help="install files with no published checksum"
@@ -105,6 +113,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         connections=args.connections,
         link_mode=args.link_mode,
         verify=args.verify,
+        profile=args.profile,
     )
     pin: Path | None = None
     version = args.version
@@ -115,9 +124,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     empty = store.is_empty()
     with display_for(quiet=args.quiet or args.json) as display:
         if args.lock:
-            if args.version or args.components or args.all:
+            if args.version or args.components or args.all or args.profile:
                 raise UsageError(
-                    "--lock decides the release and its files; give no VERSION, --components or --all"
+                    "--lock decides the release and its files; give no VERSION, --components, "
+                    "--all or --profile"
                 )
             result = install_locked(
                 Path(args.lock), options, settings=settings_of(args), store=store,
@@ -236,6 +246,9 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
         raise ArtifactNotFoundError(
             f"cudaup has no CUDA {args.version} installed (installed: {installed})"
         )
+    # The system link goes back to what it was before `default --system` made it lead
+    # here (refused, with nothing removed, where that needs root).
+    link_changes, link_note = system_link.release_link_to(store, toolkit.path)
     store.remove(toolkit)
     unset = None
     chosen = resolve_default(store)
@@ -245,17 +258,25 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
     refresh_shims(store)
 
+    notes = [link_note] if link_note else []
+    if link_changes:
+        after = link_changes[-1].after
+        notes.insert(0, f"{system_link.LINK} led to it (`cudaup default --system`): undone, "
+                        f"{system_link.LINK} {after.words()} again")  # fmt: skip
     # Its unpacked archives stay in the cache (hard links kept them shared until now).
     reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
         emit_json({
             "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
             "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
+            "system_link": [change.to_json() for change in link_changes], "notes": notes,
         })  # fmt: skip
     else:
         print(f"removed CUDA {toolkit.version} from {toolkit.path}")
         if unset is not None:
             print(f"note: the default ({unset}) named it; there is no default now")
+        for note in notes:
+            print(f"note: {note}")
         if reclaimable:
             print(
                 f"cudaup's cache keeps {human_size(reclaimable)} that no installed toolkit "
@@ -301,12 +322,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not installed:
         print("installed by cudaup: none")
     for toolkit in installed:
-        mark = "*" if toolkit.path.resolve() == default_path else " "
+        # In words, as `show` marks them: a `*` meant the default here and "active" there.
+        mark = " (default)" if toolkit.path.resolve() == default_path else ""
         channel = (toolkit.record or {}).get("channel", "?")
         foreign = f"; for {toolkit.foreign}, not run here" if toolkit.foreign else ""
         print(
-            f"{mark} {toolkit.version:<9} {toolkit.path}  "
-            f"({channel}: {', '.join(toolkit.components)}{foreign})"
+            f"  {toolkit.version:<9} {toolkit.path}  "
+            f"({channel}: {', '.join(toolkit.components)}{foreign}){mark}"
         )
     for other in others:
         owner = f" · {other.owner}" if other.owner else ""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cudaup.cli.common import (
     add_channel,
@@ -19,8 +21,8 @@ from cudaup.cli.common import (
 from cudaup.cli.progress import display_for
 from cudaup.config import parse_size
 from cudaup.download import DownloadRequest, fetch_many
-from cudaup.errors import UsageError
-from cudaup.net.http import HttpClient
+from cudaup.errors import HostUnreachableError, NetworkError, UsageError
+from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.net.tls import warm_up
 from cudaup.util import cachedir
 
@@ -68,7 +70,14 @@ def cmd_download(args: argparse.Namespace) -> int:
     if "://" in args.target:
         if args.target.startswith("https:"):
             warm_up()  # the CA certificates load in the background while the request is prepared
-        requests = [DownloadRequest.from_url(args.target, sha256=args.sha256, md5=args.md5)]
+        if not (args.sha256 or args.md5 or args.allow_unverified):
+            raise UsageError(
+                f"a bare URL needs the checksum to check it against: --sha256 HEX or --md5 HEX "
+                f"(--allow-unverified downloads {args.target} unchecked)"
+            )
+        # NVIDIA's own hosts go to the configured base or mirror, as `probe` sends them.
+        url = settings.rewrite(args.target)
+        requests = [DownloadRequest.from_url(url, sha256=args.sha256, md5=args.md5)]
     else:
         if args.sha256 or args.md5:
             raise UsageError(
@@ -87,14 +96,17 @@ def cmd_download(args: argparse.Namespace) -> int:
         )
         requests = [DownloadRequest.from_artifact(a) for a in resolution.artifacts]
     with display_for(quiet=args.quiet or args.json) as display:
-        results = fetch_many(
-            requests,
-            output,
-            http=http,
-            connections=args.connections,
-            progress=display,
-            allow_unverified=args.allow_unverified,
-        )
+        try:
+            results = fetch_many(
+                requests,
+                output,
+                http=http,
+                connections=args.connections,
+                progress=display,
+                allow_unverified=args.allow_unverified,
+            )
+        except NetworkError as exc:
+            raise _as_unreachable(exc, [r.url for r in requests]) or exc from None
     if args.json:
         emit_json({"schema": 1, "files": [r.to_json() for r in results]})
         return 0
@@ -105,7 +117,7 @@ def cmd_download(args: argparse.Namespace) -> int:
             rate = result.fetched / result.seconds / 2**20 if result.seconds else 0.0
             how = f"{result.fetched / 2**20:.1f} MiB in {result.seconds:.1f} s ({rate:.0f} MiB/s)"
             if result.resumed_from:
-                how += f", resumed at {result.resumed_from} bytes"
+                how += f", resumed at {human_size(result.resumed_from)}"
         check = (
             f"{result.algorithm} verified"
             if result.algorithm
@@ -113,6 +125,25 @@ def cmd_download(args: argparse.Namespace) -> int:
         )
         print(f"{result.path}  {human_size(result.size)}  {check}  · {how}")
     return 0
+
+
+def _as_unreachable(exc: NetworkError, urls: list[str]) -> HostUnreachableError | None:
+    """``exc`` as the host-unreachable error (which names ``--mirror``) when it came from
+    NVIDIA's or PyPI's own host and that host takes no connection at all now: checked,
+    once, so that an HTTP error or a stall from a host that answers gets no such hint."""
+    if isinstance(exc, HostUnreachableError):
+        return None
+    for url in urls:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if host not in PUBLIC_HOSTS or url not in str(exc):
+            continue
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            socket.create_connection((host, port), timeout=5).close()
+        except OSError:
+            return HostUnreachableError(str(exc), url, public=True)
+    return None
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -70,6 +70,34 @@ CLOSURE: dict[str, tuple[str, ...]] = {
     "libcufft": ("libnvjitlink",),
 }
 
+#: ``install --profile`` (rustup's profiles), by friendly alias; ``complete`` is
+#: ``--all``.  ``minimal`` compiles and runs CUDA C++ (nvcc brings crt, nvvm and cccl);
+#: ``default`` adds what code links against most: runtime compilation (nvrtc), the math
+#: libraries (cuBLAS, cuFFT, cuRAND, cuSOLVER, cuSPARSE, and nvJitLink, which cuBLAS,
+#: cuFFT and cuSPARSE need at run time) and NVTX's markers.  Left out of ``default``,
+#: each for a few users: profilers and debuggers (cupti, gdb, sanitizer), binary tools
+#: (cuobjdump, nvdisasm, nvprune), image libraries (npp, nvjpeg), GPUDirect Storage
+#: (cufile), OpenCL.  A component a release lacks is left out of a profile and said.
+PROFILES: dict[str, tuple[str, ...] | None] = {
+    "minimal": ("nvcc", "cudart"),
+    "default": (
+        "nvcc", "cudart", "cccl", "nvrtc", "cublas", "cufft", "curand", "cusolver",
+        "cusparse", "nvjitlink", "nvtx",
+    ),
+    "complete": None,
+}  # fmt: skip
+DEFAULT_PROFILE = "default"
+
+
+def check_profile(name: str, where: str) -> str:
+    """``name`` if it is a profile, else :class:`UsageError` naming ``where`` it came from."""
+    if name not in PROFILES:
+        raise UsageError(
+            f"{where} names no profile {name!r}; the profiles are {', '.join(PROFILES)}"
+        )
+    return name
+
+
 #: Tools without which a component is not what its name promises: an install whose
 #: ``cuda_nvcc`` has no ``bin/nvcc`` (PyPI's CUDA 12 nvcc wheels hold only ptxas) is
 #: refused rather than published as a toolkit that cannot compile.  (Which component

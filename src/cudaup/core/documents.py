@@ -2,8 +2,9 @@
 
 Every parser of a manifest, page, index, lock or cache entry starts here, so the
 ways a document can be broken are handled once: too large, not UTF-8, a
-byte-order mark where the format has none, nested deeper than the decoder can
-recurse (``RecursionError``), integers too long for ``int()`` (Python refuses
+byte-order mark where the format has none, nested deeper than any real document
+(``MAX_NESTING``: counted before parsing, so the answer never depends on how much
+stack the caller left the recursive decoders), integers too long for ``int()`` (Python refuses
 more than 4300 digits with ``ValueError``), ``NaN``, and plain syntax errors.
 Each becomes :class:`~cudaup.errors.SourceFormatError` naming the document (its
 URL or path), never another exception.
@@ -13,9 +14,13 @@ Pure: bytes in, values out.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, Literal
 
 from cudaup.errors import SourceFormatError
@@ -23,10 +28,60 @@ from cudaup.errors import SourceFormatError
 _BOM = b"\xef\xbb\xbf"
 Pairs = Callable[[list[tuple[str, Any]]], Any]
 
+#: Arrays and tables (objects) inside each other: about what ``json`` allows by default
+#: (NVIDIA's archive page nests its React props deep; manifests, PyPI's pages and locks
+#: fewer than ten).  Deeper is refused by counting, before parsing; up to it, the parse
+#: is given the stack it needs (:func:`_room_for_nesting`), wherever it is called from.
+MAX_NESTING = 1000
+#: Interpreter frames the recursive decoders use per level (tomllib's value/array/table).
+_FRAMES_PER_LEVEL = 4
+# Tokens that can hold a bracket without opening anything (strings, TOML comments) match
+# whole, so only the brackets outside them count.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}]'
+)
+
 
 def _too_large(data: bytes | str, max_bytes: int, what: str) -> None:
     if len(data) > max_bytes:
         raise SourceFormatError(f"{what} is larger than {max_bytes} bytes; refusing to parse it")
+
+
+def _refuse_deep_nesting(text: str, tokens: re.Pattern[str], what: str) -> None:
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return  # the common case, decided without a scan
+    depth = 0
+    for match in tokens.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise SourceFormatError(
+                    f"{what} is nested too deeply to be a real document "
+                    f"(more than {MAX_NESTING} levels)"
+                )
+        elif token in ("]", "}"):
+            depth -= 1
+
+
+@contextlib.contextmanager
+def _room_for_nesting() -> Iterator[None]:
+    """Raise the recursion limit, for this parse, to what ``MAX_NESTING`` levels need on
+    top of the caller's stack, so the answer does not depend on where it is called."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    needed = depth + MAX_NESTING * _FRAMES_PER_LEVEL + 100
+    before = sys.getrecursionlimit()
+    if needed > before:
+        sys.setrecursionlimit(needed)
+    try:
+        yield
+    finally:
+        if needed > before:
+            sys.setrecursionlimit(before)
 
 
 def decode_text(
@@ -57,8 +112,12 @@ def load_json(
     _too_large(text, max_bytes, what)
     if text.startswith("\ufeff"):
         raise SourceFormatError(f"{what} starts with a byte-order mark")
+    _refuse_deep_nesting(text, _JSON_TOKENS, what)
     try:
-        return json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants)
+        with _room_for_nesting():
+            return json.loads(
+                text, object_pairs_hook=object_pairs_hook, parse_constant=_no_constants
+            )
     except RecursionError:
         raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
     except ValueError as exc:  # JSONDecodeError, int() over 4300 digits, NaN
@@ -68,8 +127,10 @@ def load_json(
 def load_toml(data: bytes, *, what: str, max_bytes: int) -> dict[str, Any]:
     """The table of one TOML document."""
     text = decode_text(data, what=what, max_bytes=max_bytes)
+    _refuse_deep_nesting(text, _TOML_TOKENS, what)
     try:
-        return tomllib.loads(text)
+        with _room_for_nesting():
+            return tomllib.loads(text)
     except RecursionError:
         raise SourceFormatError(f"{what} is nested too deeply to be a real document") from None
     except ValueError as exc:  # TOMLDecodeError, int() over 4300 digits

@@ -271,7 +271,7 @@ def fetch_many(
         )
     _prepare_directory(directory, http)
     known = sum(r.size or 0 for r in normalized)
-    check_space(directory, known, f"{len(normalized)} files")
+    check_space(directory, known, f"{len(normalized)} file{'s' if len(normalized) != 1 else ''}")
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
     per_file = max(1, min(connections, total_connections))
 

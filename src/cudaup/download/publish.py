@@ -43,10 +43,14 @@ def publish(target: Target, request: DownloadRequest, digest: str | None) -> Non
     checksum = request.checksum
     if checksum is not None and digest != checksum[1]:
         target.discard()
+        why = (
+            f"the --{checksum[0]} given is not this file's: check it, and the URL"
+            if request.checksum_given
+            else "the published checksum or the server is wrong; try again later"
+        )
         raise IntegrityError(
             f"{request.filename}: {checksum[0]} mismatch: expected {checksum[1]}, got {digest}; "
-            "the download was deleted (the published checksum or the server is wrong; "
-            "try again later)"
+            f"the download was deleted ({why})"
         )
     if target.final.is_dir() and not target.final.is_symlink():
         raise UsageError(

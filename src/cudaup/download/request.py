@@ -21,6 +21,8 @@ class DownloadRequest:
     size: int | None = None
     sha256: str | None = None
     md5: str | None = None
+    #: who said the checksum: a source cudaup read, or the user (``--sha256``/``--md5``)
+    checksum_given: bool = False
 
     @classmethod
     def from_artifact(cls, artifact: Artifact) -> DownloadRequest:
@@ -37,8 +39,9 @@ class DownloadRequest:
             if value is not None and not re.fullmatch(rf"[0-9a-fA-F]{{{length}}}", value):
                 raise UsageError(f"{flag} takes {length} hex digits, not {value!r}")
         return cls(
-            url, name, None, sha256.lower() if sha256 else None, md5.lower() if md5 else None
-        )
+            url, name, None, sha256.lower() if sha256 else None, md5.lower() if md5 else None,
+            checksum_given=bool(sha256 or md5),
+        )  # fmt: skip
 
     @property
     def checksum(self) -> tuple[str, str] | None:

@@ -1,7 +1,8 @@
 """``cuda.lock.toml``: every byte of a toolkit decided, per platform, with hashes.
 
-Schema (``lock-version = 1``), written with sorted keys so that it reads well
-in a diff::
+Schema (``lock-version = 1``), written in a fixed order (toolkits by platform,
+components, files by component and URL, sources and wheels sorted) so that it reads
+well in a diff and the same lock is the same bytes whatever order it was asked in::
 
     lock-version = 1
     created-by = "cudaup 0.1.0"
@@ -165,7 +166,9 @@ class LockFile:
         atomic_write(path, self.to_toml())
 
     def to_toml(self) -> str:
-
+        """The lock's text.  Toolkits (by platform), components, files (by component and
+        URL), sources and wheels are sorted, so the same lock made from arguments in
+        another order is the same bytes."""
         document: dict[str, Any] = {
             "lock-version": LOCK_VERSION,
             "created-by": f"cudaup {__version__}",
@@ -176,7 +179,7 @@ class LockFile:
                     "release": t.release,
                     "label": t.label,
                     "channel": t.channel,
-                    "components": list(t.components),
+                    "components": sorted(t.components),
                     **({"driver": t.driver} if t.driver else {}),
                     "files": [
                         {
@@ -187,11 +190,11 @@ class LockFile:
                             **({"sha256": f.sha256} if f.sha256 else {}),
                             **({"md5": f.md5} if f.md5 else {}),
                         }
-                        for f in t.files
+                        for f in sorted(t.files, key=lambda f: (f.component, f.url))
                     ],
-                    "sources": [{"url": url} for url in t.sources],
+                    "sources": [{"url": url} for url in sorted(set(t.sources))],
                 }
-                for t in self.toolkits
+                for t in sorted(self.toolkits, key=lambda t: t.platform)
             ],
         }
         if self.wheels:
@@ -201,7 +204,7 @@ class LockFile:
                     "pylock": w.pylock,
                     **({"cuda-line": w.cuda_line} if w.cuda_line else {}),
                 }
-                for w in self.wheels
+                for w in sorted(self.wheels, key=lambda w: w.platform)
             ]
         return tomli_w.dumps(document)
 

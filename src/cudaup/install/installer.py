@@ -15,7 +15,9 @@ A component that lacks the tool its name promises (``cuda_nvcc`` without
 ``bin/nvcc``: PyPI's CUDA 12 nvcc wheels hold only ptxas) is refused before
 anything is published, naming the archive and the channel that has it.  A
 toolkit for another platform than this machine's (``--platform linux-sbsa`` on
-x86_64) goes only to a ``--prefix``: the store holds what runs here.  Files get
+x86_64) goes only to a ``--prefix``: the store holds what runs here.  A ``--prefix``
+holding another release is replaced only with ``force``, and one holding anything but
+a toolkit cudaup installed never (:func:`check_prefix`).  Files get
 pip's modes (0755 when executable, else 0644) whatever the archive stored.
 
 The redist and pypi channels take each archive's tree from the unpacked cache
@@ -41,12 +43,24 @@ from typing import Any, Literal
 from cudaup import __version__
 from cudaup.config import Settings
 from cudaup.core.compat import CompatTable
-from cudaup.core.components import REQUIRED_TOOLS
+from cudaup.core.components import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    REQUIRED_TOOLS,
+    check_profile,
+    nvidia_name,
+)
 from cudaup.core.libraries import LIBRARIES, cuda_major
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
 from cudaup.download import Progress, fetch_many
-from cudaup.errors import ArtifactNotFoundError, CudaupError, DriverTooOldError, UsageError
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    ConflictError,
+    CudaupError,
+    DriverTooOldError,
+    UsageError,
+)
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
@@ -100,6 +114,8 @@ class InstallOptions:
     link_mode: LinkMode = "hardlink"
     #: check the sha256 of every cached file before it is used, whatever its stamp says
     verify: bool = False
+    #: ``--profile``: what to install when no components are named (else the setting's)
+    profile: str | None = None
 
 
 def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]) -> Channel:
@@ -116,7 +132,7 @@ def choose_channel(settings: Settings, channel: InstallChannel, notes: list[str]
     return "redist"
 
 
-def check_prefix(options: InstallOptions) -> None:
+def check_prefix_text(options: InstallOptions) -> None:
     """A prefix is printed into shell lines (``cudaup env``): a control character in it
     would start a command there."""
     if options.prefix is not None and not str(options.prefix).isprintable():
@@ -275,23 +291,38 @@ def install(
         )
     if options.everything and options.components:
         raise UsageError("--all and --components exclude each other")
-    check_prefix(options)
+    check_prefix_text(options)
     check_platform(options)  # before any request: materialize checks again, for --lock
     notes: list[str] = []
     http = http or HttpClient(settings)
     channel = choose_channel(settings, options.channel, notes)
     if channel == "installer" and options.components:
         raise UsageError("the installer channel installs the whole toolkit; drop --components")
+    if options.profile is not None and (options.components or options.everything):
+        raise UsageError("--profile, --components and --all each say what to install: give one")
+    if channel == "installer" and options.profile is not None:
+        raise UsageError("the installer channel installs the whole toolkit; drop --profile")
     components = None if options.everything else options.components
+    profile: tuple[str, tuple[str, ...]] | None = None
     if components is None and not options.everything and channel != "installer":
-        raise UsageError(
-            "name what to install: --components nvcc,cudart (with what they need), or --all"
-        )
+        name, wanted = install_profile(options.profile, settings.profile)
+        if wanted is not None:
+            profile, components = (name, wanted), wanted
+        notes.append(f"profile {name}{_profile_origin(options.profile, settings.profile)}")
     # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
     resolver = Resolver(replace(settings, probe=False), http)
     resolution = resolver.resolve(
-        request, platform=options.platform, channel=channel, components=components, closure=True
-    )
+        request, platform=options.platform, channel=channel, components=components,
+        closure=True, only_offered=profile is not None,
+    )  # fmt: skip
+    if profile is not None:
+        got = {a.component for a in resolution.artifacts}
+        lacking = [nvidia_name(n) for n in profile[1] if nvidia_name(n) not in got]
+        if lacking:
+            notes.append(
+                f"CUDA {resolution.release.version} offers no {', '.join(lacking)} for "
+                f"{options.platform}: profile {profile[0]} goes without"
+            )
     return materialize(
         resolution,
         resolver,
@@ -302,6 +333,21 @@ def install(
         progress=progress,
         notes=notes,
     )
+
+
+def install_profile(given: str | None, setting: str) -> tuple[str, tuple[str, ...] | None]:
+    """The profile an install with no components uses (``--profile``, else the
+    ``CUDAUP_PROFILE`` setting), and its components (``None``: the whole toolkit)."""
+    name = check_profile(given, "--profile") if given else check_profile(setting, "CUDAUP_PROFILE")
+    return name, PROFILES[name]
+
+
+def _profile_origin(given: str | None, setting: str) -> str:
+    if given:
+        return ""
+    if setting != DEFAULT_PROFILE:
+        return " (from CUDAUP_PROFILE)"
+    return " (the default: --profile minimal|default|complete or CUDAUP_PROFILE chooses)"
 
 
 def materialize(
@@ -318,7 +364,7 @@ def materialize(
     """Download, stage, lay out and publish a resolved (or locked) toolkit."""
     channel = resolution.channel
     release = resolution.release.version
-    check_prefix(options)
+    check_prefix_text(options)
     check_platform(options)
     check_driver(settings, release, options.driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
@@ -341,8 +387,13 @@ def materialize(
     ):
         store.sweep(final.parent, final.name)
         existing = store.at(final)
+        if options.prefix is not None and check_prefix(final, existing, release, options.force):
+            assert existing is not None
+            notes.append(f"replaced CUDA {existing.version} at {final} (--force)")
+            existing = None  # nothing of another release is kept or merged
         if (
             existing is not None
+            and existing.version == release
             and wanted <= set(existing.components)
             and _same_channel(existing, channel)
         ):
@@ -352,6 +403,7 @@ def materialize(
             )  # fmt: skip
         if (
             existing is not None
+            and existing.version == release
             and existing.record
             and channel != "installer"
             and resolver is not None
@@ -406,6 +458,45 @@ def materialize(
             foreign = options.platform if options.platform != host_platform() else None
             store.add_external(release, final, foreign)
     return InstallResult(release, final, channel, sorted(versions), False, notes)
+
+
+def check_prefix(
+    prefix: Path, existing: InstalledToolkit | None, release: str, force: bool
+) -> bool:
+    """Whether installing ``release`` at ``prefix`` replaces another release there.
+
+    An absent or empty directory takes the install; so does this release's own toolkit
+    (components are added).  Another release cudaup installed there is replaced only
+    with ``force``; a directory holding anything else is never replaced: cudaup deletes
+    only what it installed."""
+    if existing is not None and existing.record is not None:
+        if existing.version == release:
+            return False
+        if force:
+            return True
+        components = ", ".join(existing.components) or "no components"
+        raise ConflictError(
+            f"{prefix} holds CUDA {existing.version} ({components}), not {release}; "
+            f"--force replaces it with CUDA {release}, or choose another --prefix"
+        )
+    try:
+        entries = sorted(entry.name for entry in prefix.iterdir())
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        entries = None
+    if entries == []:
+        return False
+    holds = "is a file" if entries is None else f"holds {_named(entries)}"
+    raise ConflictError(
+        f"{prefix} {holds}, not a toolkit this cudaup installed, so cudaup will not replace "
+        "it (not even with --force): choose another --prefix, or empty that directory"
+    )
+
+
+def _named(entries: list[str], shown: int = 5) -> str:
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def check_tools(tree: Path, resolution: Resolution, notes: Sequence[str]) -> None:

@@ -315,7 +315,8 @@ def _environment(lookup: Lookup) -> Iterable[Found]:
             yield Path(value), name, {}
 
 
-def _looks_like_toolkit(directory: Path) -> bool:
+def looks_like_toolkit(directory: Path) -> bool:
+    """Whether ``directory`` holds what only a CUDA toolkit has (nvvm/, cuda_runtime_api.h)."""
     # /usr/local has include/ and lib/ too: look for what only a toolkit has.
     return (
         (directory / "nvvm").is_dir()
@@ -332,7 +333,7 @@ def nvcc_home(nvcc: Path) -> Path:
     """
     real = nvcc.resolve()
     home = real.parent.parent
-    if _looks_like_toolkit(home):
+    if looks_like_toolkit(home):
         return home
     try:
         head = real.read_bytes()[:4096]

@@ -53,8 +53,6 @@ from cudaup.resolve.pypi import DistFile
 from cudaup.util.atomic import atomic_write
 
 SCHEMA = 2
-#: A meta-package is a few KB; anything bigger is refused rather than downloaded.
-SMALL_WHEEL_LIMIT = 1024 * 1024
 #: Bytes asked for at a time; the tail read usually holds the whole central directory.
 CHUNK = 256 * 1024
 #: At most this many extension modules are read per wheel, and this much of each, inflated.

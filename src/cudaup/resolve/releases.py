@@ -86,12 +86,12 @@ def offline_summaries(snapshot: Snapshot) -> list[ReleaseSummary]:
         summaries.append(
             ReleaseSummary(
                 version=label,
-                label=nvidia_label(Version(label)),
+                label=nvidia_label(Version(label), preview=snapshot.is_preview(label)),
                 date=None,
                 driver=drivers.pop() if len(drivers) == 1 else None,
                 installer_platforms=tuple(sorted(str(e["platform"]) for e in entries)),
                 redist_platforms=None,
-                preview=False,
+                preview=snapshot.is_preview(label),
             )
         )
     return sorted(summaries, key=lambda s: Version(s.version), reverse=True)

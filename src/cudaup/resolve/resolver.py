@@ -129,8 +129,11 @@ class Resolver:
         channel: Channel = "installer",
         components: Sequence[str] | None = None,
         closure: bool = False,
+        only_offered: bool = False,
     ) -> Resolution:
-        """Resolve a request; with ``closure``, components bring what they need (install)."""
+        """Resolve a request; with ``closure``, components bring what they need (install).
+        With ``only_offered`` (an install profile), components the release does not offer
+        for ``platform`` are left out instead of refused."""
         request = parse_request(request_text)
         if channel == "installer":
             if components:
@@ -141,9 +144,9 @@ class Resolver:
         # install, where the release has them.
         also = [n for r in libraries for n in r.library.needs] if closure else []
         if channel == "redist":
-            resolution = self._resolve_redist(request, platform, names, closure, also)
+            resolution = self._resolve_redist(request, platform, names, closure, also, only_offered)
         else:
-            resolution = self._resolve_pypi(request, platform, names, closure, also)
+            resolution = self._resolve_pypi(request, platform, names, closure, also, only_offered)
         return self._with_libraries(resolution, libraries) if libraries else resolution
 
     def library_releases(self, name: str) -> list[LibraryRelease]:
@@ -288,6 +291,7 @@ class Resolver:
         components: Sequence[str] | None,
         closure: bool = False,
         also: Sequence[str] = (),
+        only_offered: bool = False,
     ) -> Resolution:
         if request.exact_label:
             label = request.exact_label
@@ -307,6 +311,8 @@ class Resolver:
                 )
         if components is not None:
             here = {k for k, c in manifest.components.items() if c.archive_for(platform)}
+            if only_offered:
+                components = [n for n in components if comp.nvidia_name(n) in here]
             components = (*components, *(n for n in also if n in here and n not in components))
         artifacts = (
             []  # only libraries were asked for: the release's own components stay as they are
@@ -335,6 +341,7 @@ class Resolver:
         components: Sequence[str] | None,
         closure: bool = False,
         also: Sequence[str] = (),
+        only_offered: bool = False,
     ) -> Resolution:
         meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
         by_version: dict[Version, DistFile] = {}
@@ -361,6 +368,8 @@ class Resolver:
             for name in components:
                 extra = comp.pypi_extra(name)
                 if extra not in provided:
+                    if only_offered:
+                        continue
                     raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
                 extras.append(extra)
             if closure:

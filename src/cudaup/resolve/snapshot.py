@@ -16,6 +16,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from cudaup.config import DEFAULT_PRERELEASE_URL
 from cudaup.core.documents import load_json
 from cudaup.core.model import Artifact, Release, Resolution, SourceRef
 from cudaup.core.names import check_file_url, check_label, check_release, check_size
@@ -31,6 +32,8 @@ from cudaup.resolve.choose import JETSON_NO_RUNFILE
 
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+#: Where NVIDIA publishes developer previews (13.4.0), and nothing else.
+PREVIEW_FILES = DEFAULT_PRERELEASE_URL + "/prerelease/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,12 @@ class Snapshot:
                 raise SourceFormatError(f"{where}: release {label} is not a list")
             releases[label] = [_entry(entry, f"{label} in {where}") for entry in entries]
         return cls(generated=generated, releases=releases)
+
+    def is_preview(self, label: str) -> bool:
+        """Whether a release is a developer preview: its installers are on NVIDIA's
+        preview host, as 13.4.0's are (the snapshot records no label of its own)."""
+        entries = self.releases.get(label, [])
+        return bool(entries) and all(str(e["url"]).startswith(PREVIEW_FILES) for e in entries)
 
     def resolve(self, request: ReleaseRequest, platform: Platform) -> Resolution:
         if platform == "linux-aarch64":
@@ -102,7 +111,10 @@ class Snapshot:
                 driver=driver,
                 sources=(source,),
             )
-            release = Release(str(version), nvidia_label(version), None, driver)
+            preview = self.is_preview(str(version))
+            release = Release(
+                str(version), nvidia_label(version, preview=preview), None, driver, preview
+            )
             note = (
                 f"offline: from cudaup's snapshot of {self.generated}; not probed, "
                 "so not verified; newer releases may exist"

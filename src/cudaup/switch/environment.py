@@ -9,11 +9,13 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from cudaup.errors import UsageError
 from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import looks_like_toolkit
 from cudaup.switch import github, shim
 
 # -- environments ----------------------------------------------------------------------
@@ -34,11 +36,34 @@ def toolkit_env(
     """``CUDA_HOME``, ``CUDA_PATH``, ``PATH`` and ``LD_LIBRARY_PATH`` with ``toolkit`` active.
 
     The toolkit's ``bin`` (and ``lib64``) go first; the directories of other
-    cudaup toolkits and of the ``CUDA_HOME`` being replaced are removed.
+    cudaup toolkits and of the ``CUDA_HOME`` being replaced are removed, and so are
+    the library directories of any other toolkit recognised on LD_LIBRARY_PATH
+    (``/usr/local/cuda/lib64`` left by a profile): two toolkits' libraries there mix
+    libcudart versions, which ``doctor`` warns about.
     """
     env = os.environ if env is None else env
     full = shim.toolkit_environ(str(toolkit), env, str(store.home.absolute()))
+    own, *others = full["LD_LIBRARY_PATH"].split(os.pathsep)
+    root = SystemRoot.from_env()
+    kept = [entry for entry in others if not _toolkit_library(entry, root)]
+    full["LD_LIBRARY_PATH"] = os.pathsep.join([own, *kept])
     return {name: full[name] for name in ENV_VARIABLES}
+
+
+def _toolkit_library(entry: str, root: SystemRoot) -> bool:
+    """Whether ``entry`` is a toolkit's library directory: ``lib64``, ``lib`` or
+    ``targets/<triple>/lib`` of a directory named ``cuda*`` that holds a toolkit (a
+    directory of its own: ``/usr/lib`` of a distribution's toolkit stays)."""
+    path = PurePosixPath(os.path.normpath(entry))
+    if path.name not in {"lib64", "lib"} or not path.is_absolute():
+        return False
+    home = path.parent
+    if home.parent.name == "targets":
+        home = home.parent.parent
+    if not home.name.lower().startswith("cuda"):
+        return False
+    final, exists = root.resolve(str(home))  # /usr/local/cuda: a link, followed in the root
+    return exists and looks_like_toolkit(root.path(final))
 
 
 def detect_shell(env: Mapping[str, str] | None = None) -> Shell:

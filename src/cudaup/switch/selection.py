@@ -30,15 +30,17 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from cudaup.core.tools import is_toolkit_tool
+from cudaup.core.tools import TOOL_COMPONENTS, is_toolkit_tool
 from cudaup.core.versions import parse_request
 from cudaup.errors import (
     ArtifactNotFoundError,
+    CommandNotRunError,
     ReleaseNotFoundError,
     UntrustedPathError,
     UsageError,
 )
 from cudaup.install.store import Store
+from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits
 from cudaup.switch import shim
@@ -126,16 +128,31 @@ def _store_finder(store: Store) -> shim.Finder:
     return find
 
 
-def _active(choice: shim.Choice) -> Active:
+def _active(choice: shim.Choice, store: Store) -> Active:
+    foreign = foreign_problem(store, Path(choice.path)) if choice.path else None
     return Active(
         source=_SOURCES.get(choice.source, "none"),
         request=choice.request,
         origin=Path(choice.origin) if choice.origin else None,
         version=choice.version,
-        path=Path(choice.path) if choice.path else None,
-        failure=choice.failure,
-        problem=choice.problem,
+        path=Path(choice.path) if choice.path and foreign is None else None,
+        failure="foreign" if foreign else choice.failure,
+        problem=foreign or choice.problem,
         warnings=tuple(choice.warnings),
+    )
+
+
+def foreign_problem(store: Store, path: Path) -> str | None:
+    """Why the toolkit at ``path`` is never selected, when cudaup installed it for another
+    platform (``install --platform linux-sbsa --prefix DIR``): its tools cannot run here.
+    The one check behind ``default``, ``pin``, ``run``, ``env``, ``which`` and ``show``."""
+    toolkit = store.at(path)
+    if toolkit is None or toolkit.foreign is None:
+        return None
+    return (
+        f"{toolkit.path} holds CUDA {toolkit.version} for {toolkit.foreign} (installed with "
+        f"--platform {toolkit.foreign}), which cannot run on this {host_platform()} machine; "
+        "cudaup never selects it: name a toolkit for this machine"
     )
 
 
@@ -155,8 +172,10 @@ def select(
     find = _store_finder(store)
     home = _home(store)
     if request is not None:
-        return _active(shim.resolve(home, request.strip(), "run", None, where, find, tool, env))
-    return _active(shim.choose(home, env, where, find, tool))
+        return _active(
+            shim.resolve(home, request.strip(), "run", None, where, find, tool, env), store
+        )
+    return _active(shim.choose(home, env, where, find, tool), store)
 
 
 def resolve_default(store: Store) -> Active | None:
@@ -166,28 +185,43 @@ def resolve_default(store: Store) -> Active | None:
         return None
     home = _home(store)
     choice = shim.resolve(home, value, "default", None, home, _store_finder(store), env=os.environ)
-    return _active(choice)
+    return _active(choice, store)
 
 
-def tool_in(active: Active, tool: str) -> Path:
-    """The executable ``tool`` in the active toolkit; raises when there is none, or
-    when ``tool`` is not one of NVIDIA's tools (:mod:`cudaup.core.tools`)."""
+def tool_in(active: Active, tool: str, store: Store) -> Path:
+    """The executable ``tool`` in the active toolkit; raises when there is none (exit
+    127, as ``cudaup run`` and the shims answer for the same tool), or when ``tool`` is
+    not one of NVIDIA's tools (:mod:`cudaup.core.tools`)."""
     if not is_toolkit_tool(tool):
         raise ArtifactNotFoundError(f"cannot run {tool}: {shim.not_a_toolkit_tool(tool)}")
     toolkit = active.require()
     found = shim.tool_path(str(toolkit), tool)
     if found is None:
-        raise ArtifactNotFoundError(missing_tool(active, tool))
+        raise CommandNotRunError(missing_tool(active, tool, store), 127)
     return Path(found)
 
 
-def missing_tool(active: Active, tool: str) -> str:
-    """``nvcc is not in CUDA 12.8.1 (…), chosen by …; it comes with the cuda_nvcc component …``"""
-    return (
+def missing_tool(active: Active, tool: str, store: Store) -> str:
+    """``nvcc is not in CUDA 12.8.1 (…), chosen by …; it comes with the cuda_nvcc component …``
+
+    When that component is installed already, it says so instead of suggesting it."""
+    said = (
         f"{tool} is not in {active.describe()}, chosen by "
         f"{shim.asker(active.source, str(active.origin))}; "
-        f"{shim.missing_tool(tool, str(active.path), active.version)}"
     )
+    advice = shim.missing_tool(tool, str(active.path), active.version)
+    component = TOOL_COMPONENTS.get(tool)
+    installed = store.at(active.path) if active.path is not None else None
+    suggests_it = advice.startswith("it comes with the")  # not the PyPI-nvcc case
+    if suggests_it and installed is not None and component in installed.components:
+        if (installed.record or {}).get("channel") == "pypi":
+            return said + (
+                f"its {component} is installed, but PyPI's {component} has no {tool}; "
+                f"NVIDIA's may: `cudaup install {installed.version} --channel redist "
+                f"--components {component}`"
+            )
+        return said + f"its {component} is installed but holds no {tool}: reinstall it"
+    return said + advice
 
 
 # -- requests: versions, paths, system toolkits ------------------------------------------
@@ -282,6 +316,9 @@ def choose_default(
             raise UsageError(f"{value} is not a directory")
         _require_bin(path)
         _require_trusted(store, path, env)
+        problem = foreign_problem(store, path)
+        if problem is not None:
+            raise UsageError(problem)
         version = shim.version_at(_home(store), str(path))
         return DefaultChoice(str(path), path, version)
     toolkit = store.find(value)

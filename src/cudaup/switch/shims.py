@@ -51,16 +51,42 @@ def package_root() -> str:
 
 
 def shim_text(tool: str, home: Path, python: str | None = None) -> str:
-    """The ``sh`` script for one tool: exec ``python -I -S -c CODE ROOT HOME TOOL "$@"``."""
+    """The ``sh`` script for one tool: exec ``python -I -S -c CODE ROOT HOME TOOL "$@"``.
+
+    A shim names the interpreter and the cudaup that wrote it; when either is gone (the
+    checkout or virtual environment moved) it says so, and how to rewrite it, and
+    exits 127 rather than letting ``sh`` say "not found"."""
     python = python or sys.executable
+    root = package_root()
+    gone = (
+        f"cudaup: the {tool} shim's cudaup ({python}, {root}) is gone (moved?); "
+        "run `cudaup shims --rebuild` with the cudaup you use now"
+    )
     return (
         "#!/bin/sh\n"
         f"{SHIM_MARK}: runs {tool} from the active CUDA toolkit (see `cudaup show`).\n"
         "# Written by cudaup, which rewrites or removes this file; do not edit.\n"
+        f"[ -x {shlex.quote(python)} ] && [ -d {shlex.quote(root)} ] || "
+        f"{{ echo {shlex.quote(gone)} >&2; exit 127; }}\n"
         f"exec {shlex.quote(python)} -I -S -c {shlex.quote(SHIM_CODE)} "
-        f"{shlex.quote(package_root())} {shlex.quote(str(home.absolute()))} "
+        f"{shlex.quote(root)} {shlex.quote(str(home.absolute()))} "
         f'{shlex.quote(tool)} "$@"\n'
     )
+
+
+def stale_shims(store: Store) -> list[Path]:
+    """The shims in ``$CUDAUP_HOME/bin`` that another cudaup (another interpreter or
+    location, such as a checkout since moved) wrote: :func:`refresh_shims` rewrites them."""
+    if not store.bin_dir.is_dir():
+        return []
+    stale = []
+    for entry in sorted(store.bin_dir.iterdir()):
+        if entry.is_symlink() or not is_shim(entry):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.read_text() != shim_text(entry.name, store.home):
+                stale.append(entry)
+    return stale
 
 
 def _programs(toolkit: Path) -> set[str]:

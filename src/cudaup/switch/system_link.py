@@ -59,6 +59,19 @@ class LinkState:
         """The toolkit the link leads to (through the alternative, if any)."""
         return self.value if self.alternative else self.target
 
+    def words(self) -> str:
+        """``→ /usr/local/cuda-12.8``, ``does not exist``, … (after the link's name)."""
+        if self.kind == "absent":
+            return "does not exist"
+        if self.kind != "link":
+            return f"is a real {self.kind}, not a link"
+        if self.alternative:
+            return (
+                f"→ {self.value} (update-alternatives '{self.alternative}', "
+                f"{self.status or 'unknown'} mode)"
+            )
+        return f"→ {self.target}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -390,3 +403,35 @@ def undo_system_link(
             method = "symlink"
         _write_history(store, history[:-1])
         return LinkChange(current, read_link_state(root), method, note=note)
+
+
+def leads_to(root: SystemRoot, system: str | None, directory: Path) -> bool:
+    """Whether the system path ``system`` (a link's target) ends at ``directory``."""
+    if not system:
+        return False
+    final, exists = root.resolve(system)
+    return exists and os.path.realpath(root.path(final)) == os.path.realpath(directory)
+
+
+def release_link_to(
+    store: Store,
+    directory: Path,
+    *,
+    root: SystemRoot | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[LinkChange], str | None]:
+    """Before ``directory`` (a toolkit) is removed: undo cudaup's changes of
+    ``/usr/local/cuda`` that make it lead there, newest first, so the link is as it was
+    before them.  The changes undone, and a note when the link still leads there because
+    someone else set it (cudaup then leaves it, dangling once the toolkit is gone)."""
+    root = SystemRoot.from_env() if root is None else root
+    changes: list[LinkChange] = []
+    while leads_to(root, read_link_state(root).points_at, directory):
+        history = read_history(store)
+        if not history or not leads_to(root, history[-1].get("target"), directory):
+            return changes, (
+                f"{LINK} leads to {directory} and cudaup did not set it so; it leads nowhere "
+                "now: point it elsewhere with `cudaup default --system VERSION`"
+            )
+        changes.append(undo_system_link(store, root=root, env=env))
+    return changes, None

@@ -93,10 +93,6 @@ class Pairing:
     pins: dict[str, Version] = field(default_factory=dict)
     proven: list[str] = field(default_factory=list)
 
-    @property
-    def settled(self) -> bool:
-        return not self.pins
-
 
 def companion_pins(
     closure: Closure, companions: Mapping[str, str], catalog: Catalog

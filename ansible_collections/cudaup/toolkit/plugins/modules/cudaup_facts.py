@@ -4,14 +4,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.cudaup.toolkit.plugins.module_utils.cudaup_cli import (
-    COMMON_ARGUMENT_SPEC,
-    Cudaup,
-)
-
 DOCUMENTATION = r"""
 ---
 module: cudaup_facts
@@ -66,7 +58,7 @@ requirements:
 seealso:
   - module: cudaup.toolkit.cudaup_toolkit
 author:
-  - cudaup developers
+  - cudaup developers (@cudaup)
 """
 
 EXAMPLES = r"""
@@ -106,6 +98,14 @@ ansible_facts:
         toolkits: [{path: /usr/local/cuda-12.8, owner: dpkg}]
         problems: []
 """
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.cudaup.toolkit.plugins.module_utils.cudaup_cli import (
+    COMMON_ARGUMENT_SPEC,
+    Cudaup,
+)
 
 
 def main() -> None:

@@ -4,22 +4,6 @@
 
 from __future__ import annotations
 
-import shlex
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.cudaup.toolkit.plugins.module_utils.cudaup_cli import (
-    COMMON_ARGUMENT_SPEC,
-    EXACT_RELEASE,
-    Cudaup,
-    fail,
-    install_args,
-    line_prefix,
-    matches,
-    nvidia_name,
-    read_lock,
-)
-
 DOCUMENTATION = r"""
 ---
 module: cudaup_toolkit
@@ -136,7 +120,7 @@ requirements:
 seealso:
   - module: cudaup.toolkit.cudaup_facts
 author:
-  - cudaup developers
+  - cudaup developers (@cudaup)
 """
 
 EXAMPLES = r"""
@@ -212,6 +196,22 @@ commands:
   elements: str
   sample: ["cudaup install 13.0.1 --channel redist --components nvcc --json"]
 """
+
+import shlex
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.cudaup.toolkit.plugins.module_utils.cudaup_cli import (
+    COMMON_ARGUMENT_SPEC,
+    EXACT_RELEASE,
+    Cudaup,
+    fail,
+    install_args,
+    line_prefix,
+    matches,
+    nvidia_name,
+    read_lock,
+)
 
 
 def _version_key(version: str) -> tuple[int, ...]:
