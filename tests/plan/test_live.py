@@ -64,8 +64,11 @@ def test_an_older_torch_for_an_older_driver(capsys: pytest.CaptureFixture[str]) 
     assert result.code == 0, result.err
     document = result.json()
     assert document["cuda_line"] == "12.8" and document["packages"][0]["version"] == "2.10.0"
-    driver = [e for e in document["excluded"] if e["kind"] == "driver"]
-    assert driver and all("needs a driver ≥ 580.65.06" in e["message"] for e in driver)
+    driver = {e["line"]: e["message"] for e in document["excluded"] if e["kind"] == "driver"}
+    thirteen = [m for line, m in driver.items() if line.startswith("13.")]
+    assert thirteen and all("needs a driver ≥ 580.65.06" in m for m in thirteen)
+    # 570.124.06 runs 12.9 only under minor-version compatibility and 12.8 fully: 12.8 wins.
+    assert driver["12.9"].startswith("driver 570.124.06 runs it only under minor-version")
 
 
 def test_jax_keeps_its_cuda_extra(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -78,7 +81,12 @@ def test_jax_keeps_its_cuda_extra(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert result.code == 0, result.err
     document = result.json()
     assert document["cuda_line"].startswith("13.")
-    assert document["pip"] == "pip install 'jax[cuda13]==0.12.0.1'"
+    # The printed line installs the plan: the runtime pins of the line it chose ride along.
+    assert document["pip"].startswith("pip install 'jax[cuda13]==0.12.0.1'")
+    closure = {p["name"]: p["version"] for p in document["closure"]}
+    for pin in document["pip"].split()[3:]:
+        name, version = pin.split("==")
+        assert closure[name] == version, pin
     names = {p["name"] for p in tomllib.loads(lock.read_text())["packages"]}
     assert {"jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt"} <= names
 

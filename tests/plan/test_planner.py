@@ -128,7 +128,9 @@ def test_extras_ranges_and_names(world: IndexServer, tmp_path: Path) -> None:
     # 590.48.01 runs 13.0 fully and 13.2 only under minor-version compatibility: 13.0 wins,
     # and the plan says why 13.2 was passed over.
     thirteen = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
-    assert thirteen.line == (13, 0) and thirteen.pins() == ["jaxish[cuda13]==1.0"]
+    # The printed line carries the runtime the plan chose: unconstrained, uv would take 13.2's.
+    assert thirteen.line == (13, 0)
+    assert thirteen.pins() == ["jaxish[cuda13]==1.0", "nvidia-cuda-runtime==13.0.96"]
     assert thirteen.packages[0].chain[1] == "jaxish-cuda13-plugin 1.0"
     assert [str(e) for e in thirteen.excluded] == [
         "13.2: driver 590.48.01 runs it only under minor-version compatibility, and it runs "
@@ -152,7 +154,10 @@ def test_extras_ranges_and_names(world: IndexServer, tmp_path: Path) -> None:
     ):
         plan(world, tmp_path, ["onnxish-gpu[cuda]"], only=("pypi",), driver="570.124.06")
     asked = plan(world, tmp_path, ['jaxish[cuda13]; sys_platform == "linux"'], only=("pypi",))
-    assert asked.pins() == ['jaxish[cuda13]==1.0; sys_platform == "linux"']
+    assert asked.pins() == [
+        'jaxish[cuda13]==1.0; sys_platform == "linux"',
+        "nvidia-cuda-runtime==13.0.96",
+    ]
 
 
 def test_the_driver_and_the_gpus(world: IndexServer, tmp_path: Path) -> None:
@@ -227,7 +232,8 @@ def test_every_signal_of_a_silent_gpu_build(world: IndexServer, tmp_path: Path) 
     """triton ships its own ptxas (any line, not CPU-only); bitsandbytes one object per
     runtime (exactly those lines); paddle declares its line; mxnet-cu112 names it."""
     triton = plan(world, tmp_path, ["triton==3.3.0"], only=("pypi",))
-    assert triton.line == (13, 2) and triton.packages[0].cuda == "any CUDA line"
+    # Any line fits: the newest the driver (590.48.01) runs fully, 13.0, wins over 13.2.
+    assert triton.line == (13, 0) and triton.packages[0].cuda == "any CUDA line"
     assert any("nothing in the resolution names a CUDA line" in n for n in triton.notes)
     both = plan(world, tmp_path, ["torch==2.9.1", "triton==3.3.0"], only=("pypi",))
     assert both.line == (12, 8)
@@ -293,10 +299,12 @@ def test_a_requested_extra_the_version_lacks_is_no_match(
     )
     excluded = failed.value.details["excluded"]
     assert isinstance(excluded, list)
-    assert {"line": "12.8", "kind": "extra", "packages": ["jaxish"]}.items() <= excluded[-1].items()
-    assert excluded[-1]["message"].startswith("jaxish 0.5, 0.4 have no extra cuda13")
+    [on_12_8] = [e for e in excluded if e["line"] == "12.8"]
+    assert {"line": "12.8", "kind": "extra", "packages": ["jaxish"]}.items() <= on_12_8.items()
+    assert on_12_8["message"].startswith("jaxish 0.5, 0.4 have no extra cuda13")
     alone = plan(world, tmp_path, ["jaxish[cuda13]"], only=("pypi",))
-    assert alone.line == (13, 2) and alone.pins() == ["jaxish[cuda13]==1.0"]
+    assert alone.line == (13, 0)
+    assert alone.pins() == ["jaxish[cuda13]==1.0", "nvidia-cuda-runtime==13.0.96"]
     assert plan(world, tmp_path, ["jaxish<1"], only=("pypi",)).packages[0].version == "0.5"
 
 

@@ -21,18 +21,21 @@ import pytest
 
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
-from cudaup.switch import shims
 from cudaup.util import trust
 from tests.helpers import require_tool, run_cli
-from tests.osfaults import NOBODY, ROOT_ONLY, as_nobody, shared_tmp
+from tests.osfaults import NOBODY, ROOT_ONLY, as_nobody, readable_python, shared_tmp
 from tests.sandbox import Sandbox, make_sandbox
 from tests.switch.test_switch import make_toolkit, make_tree
 
 pytestmark = ROOT_ONLY
 
 UNTRUSTED = EXIT_CODES["untrusted-path"]
-#: The shims' interpreter: one every user may run (this venv's may live below /root).
-SYSTEM_PYTHON = "/usr/bin/python3"
+#: Shims are written by a cudaup every user may run: the checkout and this venv may be
+#: private (a home directory, ``mktemp -d``), and a shim names the cudaup that wrote it.
+WRITE_SHIMS = (
+    "from cudaup.install.store import Store; from cudaup.switch import shims; "
+    "store = Store.from_env(); shims.write_shims(store, shims.available_tools(store))"
+)
 
 
 def plant_toolkit(directory: Path, marker: Path) -> str:
@@ -72,14 +75,13 @@ class Attack:
 @pytest.fixture
 def attack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Attack]:
     require_tool("/usr/bin/setpriv", "util-linux")
-    require_tool(SYSTEM_PYTHON, "python3")
     with shared_tmp() as top:
         box = make_sandbox(top / "S", monkeypatch)
         store = Store.from_env()
         make_toolkit(store, "13.0.1")  # root's toolkit, and root's default
         make_toolkit(store, "12.8.1")
         store.set_default("13.0")
-        shims.write_shims(store, shims.available_tools(store), python=SYSTEM_PYTHON)
+        subprocess.run([readable_python(), "-c", WRITE_SHIMS], check=True)
         shared = box.root / "srv" / "shared"
         shared.mkdir()
         shared.chmod(0o1777)
