@@ -91,11 +91,7 @@ def describe_lines(lines: Iterable[Line], every: Sequence[Line]) -> str:
             runs[-1].append(line)
         else:
             runs.append([line])
-    words = [
-        line_text(run[0]) if len(run) == 1 else f"{line_text(run[0])}-{line_text(run[-1])}"
-        for run in runs
-    ]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return _spelled(runs)
 
 
 def line_tiers(
@@ -299,6 +295,15 @@ def toolchain_evidence(project: str, version: str, tools: Sequence[str]) -> Evid
     return Evidence.any_line(project, version, how)
 
 
+def _spelled(runs: list[list[Line]]) -> str:
+    """Runs of lines in words: ``11.7-11.8, 12.0-12.6 and 12.8``."""
+    words = [
+        line_text(run[0]) if len(run) == 1 else f"{line_text(run[0])}-{line_text(run[-1])}"
+        for run in runs
+    ]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _runs(lines: Sequence[Line]) -> str:
     """``11.7-11.8, 12.0-12.6 and 12.8``: runs of consecutive minors."""
     runs: list[list[Line]] = []
@@ -307,11 +312,7 @@ def _runs(lines: Sequence[Line]) -> str:
             runs[-1].append(line)
         else:
             runs.append([line])
-    words = [
-        line_text(run[0]) if len(run) == 1 else f"{line_text(run[0])}-{line_text(run[-1])}"
-        for run in runs
-    ]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return _spelled(runs)
 
 
 def is_cuda_library(name: str) -> bool:
