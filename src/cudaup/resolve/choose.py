@@ -247,6 +247,25 @@ def choose_wheel(
     return best[2] if best else None
 
 
+def wheel_artifact(
+    wheel: DistFile, component: str, platform: Platform, sources: Sequence[SourceRef]
+) -> Artifact:
+    """The artifact for a wheel the simple API listed (its URL, size and sha256)."""
+    return Artifact(
+        filename=wheel.filename,
+        url=wheel.url,
+        size=wheel.size,
+        md5=None,
+        sha256=wheel.sha256,
+        component=component,
+        component_version=str(wheel.version),
+        platform=platform,
+        channel="pypi",
+        driver=None,
+        sources=tuple(sources),
+    )
+
+
 def requirements_for(
     requires: Iterable[Requirement], extras: Iterable[str], platform: Platform
 ) -> list[Requirement]:

@@ -21,7 +21,7 @@ from cudaup.core.platforms import Platform
 from cudaup.errors import ArtifactNotFoundError
 from cudaup.nvidia.listing import ListedRelease
 from cudaup.nvidia.manifest import Archive, Manifest
-from cudaup.resolve.choose import choose_wheel
+from cudaup.resolve.choose import choose_wheel, wheel_artifact
 from cudaup.resolve.pypi import PackageIndex
 from cudaup.resolve.sources import NvidiaSource
 
@@ -48,21 +48,10 @@ def pypi_library(
         raise ArtifactNotFoundError(
             f"PyPI has no {project} wheel for {_requested(request, major, platform)}"
         )
-    return Artifact(
-        filename=wheel.filename,
-        url=wheel.url,
-        size=wheel.size,
-        md5=None,
-        sha256=wheel.sha256,
-        component=request.library.name,
-        component_version=str(wheel.version),
-        platform=platform,
-        channel="pypi",
-        driver=None,
-        sources=(
-            SourceRef("PyPI simple API", index.project_url(project), ("url", "sha256", "size")),
-        ),
+    index_source = SourceRef(
+        "PyPI simple API", index.project_url(project), ("url", "sha256", "size")
     )
+    return wheel_artifact(wheel, request.library.name, platform, [index_source])
 
 
 def _archives(

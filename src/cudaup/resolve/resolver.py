@@ -49,6 +49,7 @@ from cudaup.resolve.choose import (
     choose_redist,
     choose_wheel,
     requirements_for,
+    wheel_artifact,
 )
 from cudaup.resolve.libraries import (
     LibraryRelease,
@@ -397,19 +398,8 @@ class Resolver:
                 self.pypi.project_url(requirement.name),
                 ("url", "sha256", "size"),
             )
-            return Artifact(
-                filename=wheel.filename,
-                url=wheel.url,
-                size=wheel.size,
-                md5=None,
-                sha256=wheel.sha256,
-                component=comp.component_of_project(requirement.name),
-                component_version=str(wheel.version),
-                platform=platform,
-                channel="pypi",
-                driver=None,
-                sources=(meta_source, index_source),
-            )
+            component = comp.component_of_project(requirement.name)
+            return wheel_artifact(wheel, component, platform, [meta_source, index_source])
 
         artifacts = self._probe_all(self._map(pick, requirements))
         release = Release(label, nvidia_label(Version(label)), None, None, version.is_prerelease)
