@@ -297,11 +297,17 @@ def stack_upgrades(runs: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
-def publish_stack(times: dict[str, list[float]], runs: int, output: Path | None) -> None:
+def _when_and_uv() -> tuple[str, str]:
+    """When a measurement was taken, and which uv ran beside cudaup."""
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     uv_version = subprocess.run(
         [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
+    return stamp, uv_version
+
+
+def publish_stack(times: dict[str, list[float]], runs: int, output: Path | None) -> None:
+    stamp, uv_version = _when_and_uv()
     lines = [
         STACK_BEGIN,
         "## Upgrade: issue 21's stack",
@@ -371,10 +377,7 @@ def main() -> None:
             for phase, values in upgrades(args.runs, work / "upgrades").items():
                 upgrade_rows.append(f"| {phase} | {_median(values)} |")
 
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    uv_version = subprocess.run(
-        [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    stamp, uv_version = _when_and_uv()
     lines = [
         BEGIN,
         "## Upgrade",
