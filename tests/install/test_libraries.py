@@ -24,6 +24,8 @@ from tests.fakenvidia.server import FakeNvidiaServer
 from tests.fakenvidia.site import DATA_DIR, build_site
 from tests.helpers import point_env_at, run_cli
 from tests.nginx import Nginx
+from tests.plan.builders import X86, wheel
+from tests.plan.pyindex import IndexServer, index_server  # noqa: F401 - fixture
 from tests.sandbox import Sandbox, sandbox  # noqa: F401 - fixture
 
 Mutate = Callable[[str, str, dict[str, Any]], None]
@@ -349,3 +351,129 @@ def test_versions_product_lists_a_librarys_releases_with_their_cuda_majors(
     assert nccl.code == 4 and "nvidia-nccl-cuNN" in nccl.err
     unknown = run_cli(capsys, "versions", "--product", "cudnnn")
     assert unknown.code == 2
+
+
+# -- compat: the CUDA majors a library release is built for -----------------------------------
+@pytest.fixture
+def index(
+    index_server: IndexServer,  # noqa: F811 - fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> IndexServer:
+    """A loopback PyPI (empty until a test publishes a wheel on its ``pypi`` root)."""
+    index_server.root("pypi")
+    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url("pypi"))
+    return index_server
+
+
+def _publish(index: IndexServer, project: str, version: str, tag: str = X86) -> None:
+    name, body = wheel(project, version, tag=tag)
+    index.add("pypi", name, body)
+
+
+def test_compat_names_the_cuda_majors_of_a_library_release_from_each_source(
+    products: Callable[[Mutate | None], None],
+    index: IndexServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    products(None)
+    # PyPI carries 9.27's CUDA 12 build only (and a newer pre-release and a yanked 9.27.1,
+    # neither of which is the release asked for).
+    _publish(index, "nvidia-cudnn-cu12", "9.27.0.42")
+    _publish(index, "nvidia-cudnn-cu13", "9.27.2.1.dev5")
+    name, body = wheel("nvidia-cudnn-cu13", "9.27.1.3")
+    index.add("pypi", name, body, yanked="broken build")
+    done = run_cli(capsys, "--json", "compat", "cudnn==9.27")
+    assert done.code == 0, done.err
+    answer = done.json()
+    assert (answer["library"], answer["release"], answer["cuda_majors"]) == (
+        "cudnn", "9.27.0", ["12", "13"],
+    )  # fmt: skip
+    redist, pypi = answer["sources"]
+    assert redist["channel"] == "redist" and redist["version"] == "9.27.0.42"
+    assert redist["url"].endswith("/compute/cudnn/redist/redistrib_9.27.0.json")
+    assert set(redist["cuda_majors"]) == {"12", "13"}
+    # cuDNN 9.27.0's windows-arm64 has a nested cuda13 build only.
+    assert "windows-arm64" in redist["cuda_majors"]["13"]
+    assert "windows-arm64" not in redist["cuda_majors"]["12"]
+    assert pypi == {
+        "channel": "pypi",
+        "url": index.url("pypi") + "/nvidia-cudnn-cu12/",
+        "version": "9.27.0.42",
+        "cuda_majors": {"12": ["linux-x86_64"]},
+    }
+    # A pin picks the release under it; the text names each major and source.
+    older = run_cli(capsys, "compat", "cudnn==9.26")
+    assert older.code == 0, older.err
+    assert "cuDNN 9.26.0 is built for CUDA 12, 13" in older.out
+    assert "redistrib_9.26.0.json" in older.out
+    # cuSPARSELt 0.10.0 is built for CUDA 13 only: its manifest's cuda_variant.
+    sparse = run_cli(capsys, "--json", "compat", "cusparselt")
+    assert sparse.code == 0, sparse.err
+    assert sparse.json()["cuda_majors"] == ["13"]
+
+
+def test_compat_for_nccl_is_pypis_answer(
+    products: Callable[[Mutate | None], None],
+    index: IndexServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    products(None)
+    _publish(index, "nvidia-nccl-cu13", "2.30.4")
+    _publish(index, "nvidia-nccl-cu13", "2.30.4", tag="py3-none-manylinux_2_18_aarch64")
+    _publish(index, "nvidia-nccl-cu12", "2.29.1")
+    done = run_cli(capsys, "--json", "compat", "nccl")
+    assert done.code == 0, done.err
+    answer = done.json()
+    assert (answer["release"], answer["cuda_majors"]) == ("2.30.4", ["13"])
+    assert answer["sources"][0]["cuda_majors"]["13"] == [
+        "linux-x86_64", "linux-sbsa", "linux-aarch64",
+    ]  # fmt: skip
+    assert any("no redist manifest for NCCL" in note for note in answer["notes"])
+    pinned = run_cli(capsys, "--json", "compat", "nccl==2.29")
+    assert pinned.json()["cuda_majors"] == ["12"]
+
+
+def test_compat_for_a_library_release_no_source_knows(
+    products: Callable[[Mutate | None], None],
+    index: IndexServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    products(None)
+    # Every source answered and none has it: no such release (3), the sources named.
+    missing = run_cli(capsys, "--json", "compat", "cudnn==9.99")
+    assert missing.code == 3, missing.err
+    assert "there is no cuDNN 9.99.x on" in missing.err
+    assert "/compute/cudnn/redist/" in missing.err and "nvidia-cudnn-cu13" in missing.err
+    # PyPI cannot be reached and NCCL has no manifest: nobody says (21), never a guess.
+    monkeypatch.setenv("CUDAUP_PYPI_URL", "http://127.0.0.1:9/simple")
+    unknown = run_cli(capsys, "--json", "compat", "nccl==2.30")
+    assert unknown.code == 21, unknown.err
+    assert "no source says which CUDA majors NCCL 2.30.x is built for" in unknown.err
+    assert "127.0.0.1:9" in unknown.err
+    assert unknown.json()["error"]["exit_code"] == 21
+    # PyPI down, NVIDIA up: NVIDIA's manifest answers and the note says what was not read.
+    partial = run_cli(capsys, "--json", "compat", "cudnn==9.27")
+    assert partial.code == 0, partial.err
+    assert partial.json()["cuda_majors"] == ["12", "13"]
+    assert any("127.0.0.1:9" in note for note in partial.json()["notes"])
+    offline = run_cli(capsys, "--offline", "compat", "cudnn==9.27")
+    assert offline.code == 21 and "--offline" in offline.err
+    mixed = run_cli(capsys, "compat", "cudnn==9.27", "--driver", "580.65.06")
+    assert mixed.code == 2 and "a library's" in mixed.err
+
+
+@pytest.mark.pypi
+def test_live_compat_for_cudnn_agrees_with_nvidias_manifest(
+    products: Callable[[Mutate | None], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fake site serves NVIDIA's real cuDNN 9.27.0 manifest; live PyPI has the wheels."""
+    products(None)
+    done = run_cli(capsys, "--json", "compat", "cudnn==9.27")
+    assert done.code == 0, done.err
+    answer = done.json()
+    assert answer["cuda_majors"] == ["12", "13"]
+    by_channel: dict[str, set[str]] = {}
+    for source in answer["sources"]:
+        by_channel.setdefault(source["channel"], set()).update(source["cuda_majors"])
+    assert by_channel == {"redist": {"12", "13"}, "pypi": {"12", "13"}}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from cudaup.cli.common import emit_json, settings_of
 from cudaup.core.compat import FORWARD_NOTE, TABLE_SOURCE, Compatibility
 from cudaup.core.driver import DriverVersion
+from cudaup.core.libraries import LibraryRequest, parse_library
 from cudaup.errors import (
     DriverTooOldError,
     GpuUnsupportedError,
@@ -24,6 +25,9 @@ from cudaup.machine.compat_report import (
     release_compat,
 )
 from cudaup.machine.doctor import examine, lookup_from_env
+from cudaup.net.http import HttpClient
+from cudaup.resolve.libraries import LibraryCompat
+from cudaup.resolve.resolver import Resolver
 
 if TYPE_CHECKING:
     from cudaup.core.compat import OS
@@ -38,7 +42,12 @@ def add_doctor(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compat(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("release", nargs="?", help="a release (13.0.1, 13.0, cu130)")
+    parser.add_argument(
+        "release",
+        nargs="?",
+        help="a release (13.0.1, 13.0, cu130), or a library release (cudnn==9.27): the CUDA "
+        "majors it is built for (exit 21: no source says)",
+    )
     parser.add_argument(
         "--driver",
         help="a driver version (default: this machine's); with a release: whether it runs "
@@ -185,7 +194,50 @@ def _verdict_code(asked: DriverVerdict | None) -> int:
     return DriverTooOldError.exit_code if verdict.verdict == "no" else NotKnownError.exit_code
 
 
+def _print_library(report: LibraryCompat) -> None:
+    majors = ", ".join(str(major) for major in report.cuda_majors)
+    print(f"{report.request.library.title} {report.release} is built for CUDA {majors}")
+    for major in report.cuda_majors:
+        for source in report.sources:
+            if major in source.builds:
+                platforms = ", ".join(source.builds[major]) or "no platform"
+                print(f"  CUDA {major:<4} {source.channel:<7} {source.version:<12} {platforms}")
+    for url in dict.fromkeys(source.url for source in report.sources):
+        print(f"  source     {url}")
+    for note in report.notes:
+        print(f"  note: {note}")
+
+
+def _library_compat(args: argparse.Namespace, request: LibraryRequest) -> int:
+    """``compat cudnn==9.27``: the CUDA majors a library release is built for."""
+    if args.driver or args.gpu:
+        raise UsageError(
+            f"--driver and --gpu ask about a CUDA release; {request.text} is a library's "
+            "(compat cudnn==9.27 names the CUDA majors it is built for)"
+        )
+    settings = settings_of(args)
+    if settings.offline:
+        # No answer is a guess: the shipped tables hold no library's builds.
+        raise NotKnownError(
+            f"no source says which CUDA majors {request.text} is built for: --offline reads "
+            "cudaup's shipped tables, which name no library's builds (its manifests and "
+            "PyPI's projects are read live)"
+        )
+    table, _notes = live_table(settings)
+    majors = sorted({int(release.split(".", 1)[0]) for release in table.releases()})
+    # No retries, as for a CUDA release: an unreachable source is a note at once.
+    report = Resolver(settings, HttpClient(settings, retries=0)).library_compat(request, majors)
+    if args.json:
+        emit_json(report.to_json())
+    else:
+        _print_library(report)
+    return 0
+
+
 def cmd_compat(args: argparse.Namespace) -> int:
+    library = parse_library(args.release) if args.release else None
+    if library is not None:
+        return _library_compat(args, library)
     settings = settings_of(args)
     table, notes = live_table(settings)
     os_name: OS = "windows" if args.os == "windows" else "linux"

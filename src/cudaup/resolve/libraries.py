@@ -9,20 +9,28 @@ sources that vouched for it, as a toolkit component's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaup.core.libraries import Library, LibraryRequest, version_matches
 from cudaup.core.model import Artifact, SourceRef
-from cudaup.core.platforms import Platform
-from cudaup.errors import ArtifactNotFoundError
+from cudaup.core.platforms import PLATFORMS, Platform
+from cudaup.core.wheels import wheel_fits
+from cudaup.errors import (
+    ArtifactNotFoundError,
+    NetworkError,
+    NotKnownError,
+    ReleaseNotFoundError,
+    RemoteFileMissingError,
+)
 from cudaup.nvidia.listing import ListedRelease
 from cudaup.nvidia.manifest import Archive, Manifest
 from cudaup.resolve.choose import choose_wheel, wheel_artifact
-from cudaup.resolve.pypi import PackageIndex
+from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.resolve.sources import NvidiaSource
 
 
@@ -168,20 +176,182 @@ def library_releases(
 
     def one(entry: ListedRelease) -> LibraryRelease:
         manifest = nvidia.manifest(entry.label, product)
-        builds: dict[int, set[str]] = {}
-        version = None
-        if manifest is not None:
-            keys = library.redist_components or tuple(manifest.components)
-            for key in keys:
-                component = manifest.components.get(key)
-                if component is None:
-                    continue
-                version = version or component.version
-                for archive in component.archives:
-                    variant = archive.variant or ""
-                    if variant.startswith("cuda") and variant[4:].isdigit():
-                        builds.setdefault(int(variant[4:]), set()).add(archive.platform)
-        found = {major: tuple(sorted(p)) for major, p in builds.items()}
-        return LibraryRelease(entry.label, entry.date, version, found)
+        version, builds = manifest_builds(manifest, library) if manifest else (None, {})
+        return LibraryRelease(entry.label, entry.date, version, builds)
 
     return map_all(one, listed)
+
+
+def manifest_builds(
+    manifest: Manifest, library: Library
+) -> tuple[str | None, dict[int, tuple[str, ...]]]:
+    """The library's version in a product manifest and, per CUDA major, the platforms its
+    nested ``cudaNN`` archives are built for (a direct archive names no major: not counted)."""
+    builds: dict[int, set[str]] = {}
+    version = None
+    for key in library.redist_components or tuple(manifest.components):
+        component = manifest.components.get(key)
+        if component is None:
+            continue
+        version = version or component.version
+        for archive in component.archives:
+            variant = archive.variant or ""
+            if variant.startswith("cuda") and variant[4:].isdigit():
+                builds.setdefault(int(variant[4:]), set()).add(archive.platform)
+    return version, {major: tuple(sorted(p)) for major, p in builds.items()}
+
+
+def _release_of(version: Version) -> tuple[int, ...]:
+    """A library release as both channels name it: NVIDIA's label (``9.27.0``) and PyPI's
+    version (``9.27.0.42``) agree on the first three numbers."""
+    return version.release[:3]
+
+
+def _shown(release: tuple[int, ...]) -> str:
+    return ".".join(map(str, release))
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryBuilds:
+    """What one source says about one library release: its exact version there and, per
+    CUDA major, the platforms it has a build for."""
+
+    channel: str  # "redist" or "pypi"
+    url: str
+    version: str
+    builds: dict[int, tuple[str, ...]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "url": self.url,
+            "version": self.version,
+            "cuda_majors": {str(major): list(p) for major, p in sorted(self.builds.items())},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryCompat:
+    """``compat cudnn==9.27``: the CUDA majors one library release is built for, as each
+    source that answered states it."""
+
+    request: LibraryRequest
+    release: str
+    sources: list[LibraryBuilds]
+    notes: list[str]
+
+    @property
+    def cuda_majors(self) -> list[int]:
+        return sorted({major for source in self.sources for major in source.builds})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "library": self.request.library.name,
+            "product": self.request.library.title,
+            "request": self.request.text,
+            "release": self.release,
+            "cuda_majors": [str(major) for major in self.cuda_majors],
+            "sources": [source.to_json() for source in self.sources],
+            "notes": self.notes,
+        }
+
+
+def _wheels(
+    index: PackageIndex, request: LibraryRequest, major: int
+) -> tuple[int, list[DistFile], str | None]:
+    """The released wheels of the library's project for CUDA ``major`` under the pin; a
+    project PyPI lacks has none; an index that cannot be reached says why."""
+    try:
+        files = index.files(request.library.project(major))
+    except RemoteFileMissingError:
+        return major, [], None
+    except NetworkError as exc:
+        return major, [], str(exc)
+    wheels = [
+        f
+        for f in files
+        if f.is_wheel
+        and not f.yanked
+        and f.version is not None
+        and not f.version.is_prerelease
+        and version_matches(str(f.version), request.version)
+    ]
+    return major, wheels, None
+
+
+def library_compat(
+    nvidia: NvidiaSource,
+    index: PackageIndex,
+    request: LibraryRequest,
+    majors: Sequence[int],
+    map_all: Callable[..., list[Any]],
+) -> LibraryCompat:
+    """The CUDA majors the newest release under ``request``'s pin is built for: from the
+    library's redist manifest (its nested ``cudaNN`` builds) and PyPI's per-major projects
+    (``nvidia-cudnn-cu12``, ``-cu13``: one for each of ``majors``).  An unreachable source
+    is a note; when no source that answered names the release, the answer is not known
+    (exit 21) if one could not be reached, else there is no such release (exit 3)."""
+    library = request.library
+    unreached: list[str] = []
+    listed: list[ListedRelease] = []
+    if library.product is not None:
+        try:
+            listed = [
+                entry
+                for entry in nvidia.listing(library.product)
+                if version_matches(entry.label, request.version)
+            ]
+        except NetworkError as exc:
+            unreached.append(str(exc))
+    wheels = {}
+    for major, files, failure in map_all(lambda m: _wheels(index, request, m), list(majors)):
+        wheels[major] = files
+        if failure:
+            unreached.append(failure)
+    releases = {_release_of(e.version) for e in listed} | {
+        _release_of(f.version) for files in wheels.values() for f in files if f.version
+    }
+    where = ", ".join(
+        ([nvidia.listing_url(library.product)] if library.product else [])
+        + [index.project_url(library.project(m)) for m in majors]
+    )
+    wanted = f"{library.title} {request.version + '.x' if request.version else 'release'}"
+    if not releases:
+        if unreached:
+            raise NotKnownError(
+                f"no source says which CUDA majors {wanted} is built for: " + "; ".join(unreached)
+            )
+        raise ReleaseNotFoundError(f"there is no {wanted} on {where}")
+    chosen = max(releases)
+    sources: list[LibraryBuilds] = []
+    notes = [f"not reached: {failure}" for failure in unreached]
+    entry = next((e for e in listed if _release_of(e.version) == chosen), None)
+    if entry is not None and library.product is not None:
+        manifest = nvidia.manifest(entry.label, library.product)
+        url = nvidia.manifest_url(entry.label, library.product)
+        if manifest is None:
+            notes.append(f"{url} is listed but missing (404)")
+        else:
+            version, builds = manifest_builds(manifest, library)
+            sources.append(LibraryBuilds("redist", url, version or entry.label, builds))
+    elif library.product is None:
+        notes.append(f"NVIDIA publishes no redist manifest for {library.title}: PyPI's alone")
+    for major, files in sorted(wheels.items()):
+        of_release = [f for f in files if f.version and _release_of(f.version) == chosen]
+        if of_release:
+            newest = max(f.version for f in of_release if f.version)
+            fits = tuple(
+                p
+                for p in PLATFORMS
+                if any(wheel_fits(f.filename, p) for f in of_release if f.version == newest)
+            )
+            url = index.project_url(library.project(major))
+            sources.append(LibraryBuilds("pypi", url, str(newest), {major: fits}))
+    result = LibraryCompat(request, _shown(chosen), sources, notes)
+    if not result.cuda_majors:
+        raise NotKnownError(
+            f"no source names a CUDA major {library.title} {result.release} is built for"
+            + (f" ({'; '.join(notes)})" if notes else "")
+        )
+    return result

@@ -52,7 +52,9 @@ from cudaup.resolve.choose import (
     wheel_artifact,
 )
 from cudaup.resolve.libraries import (
+    LibraryCompat,
     LibraryRelease,
+    library_compat,
     library_releases,
     pypi_library,
     redist_library,
@@ -158,6 +160,11 @@ class Resolver:
                 f"{name!r} is not a library cudaup knows ({', '.join(sorted(LIBRARIES))})"
             )
         return library_releases(self.nvidia, request.library, self._map)
+
+    def library_compat(self, request: LibraryRequest, majors: Sequence[int]) -> LibraryCompat:
+        """The CUDA majors a library release is built for (``compat cudnn==9.27``), from its
+        redist manifest and its PyPI project for each of ``majors``."""
+        return library_compat(self.nvidia, self.pypi, request, majors, self._map)
 
     def _with_libraries(
         self, resolution: Resolution, libraries: Sequence[LibraryRequest]
