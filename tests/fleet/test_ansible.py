@@ -25,7 +25,11 @@ from typing import Any
 import pytest
 
 from cudaup.core.components import ALIASES
+from cudaup.core.libraries import version_matches
+from tests.fakenvidia.fixtures import MakeFakeNvidia
+from tests.fakenvidia.products import with_products
 from tests.fakenvidia.server import FakeNvidiaServer
+from tests.fakenvidia.site import build_site
 from tests.helpers import point_env_at, require_tool, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +113,7 @@ class Fleet:
     def home(self, host: str) -> Path:
         return self.tmp / f"home-{host}"
 
-    def play(self, *options: str, playbook: Path | None = None, **extra_vars: str) -> Play:
+    def play(self, *options: str, playbook: Path | None = None, **extra_vars: Any) -> Play:
         program = Path(sys.executable).parent / "ansible-playbook"
         command = [str(program), "-i", str(self.inventory), str(playbook or self.playbook)]
         command += ["-e", f"@{self.variables}", *options]
@@ -137,6 +141,11 @@ class Fleet:
 
 @pytest.fixture
 def fleet(tmp_path: Path, fake_nvidia: FakeNvidiaServer) -> Fleet:
+    return _fleet(tmp_path, fake_nvidia, ["nvcc"])
+
+
+def _fleet(tmp_path: Path, fake_nvidia: FakeNvidiaServer, components: list[str]) -> Fleet:
+    """Three local hosts whose playbook installs ``components`` of ``toolkit_version``."""
     require_tool(str(Path(sys.executable).parent / "ansible-playbook"), "(pip) ansible-core")
     assert CUDAUP.exists(), f"cudaup's script is missing: {CUDAUP}"
     lines = ["[gpu]"]
@@ -175,7 +184,11 @@ def fleet(tmp_path: Path, fake_nvidia: FakeNvidiaServer) -> Fleet:
             "name": "CUDA on the fleet",
             "hosts": "gpu",
             "gather_facts": False,
-            "vars": {"toolkit_version": "13.0.1", "toolkit_state": "present"},
+            "vars": {
+                "toolkit_version": "13.0.1",
+                "toolkit_state": "present",
+                "toolkit_components": components,
+            },
             "tasks": [
                 {"name": "facts", "cudaup.toolkit.cudaup_facts": common},
                 {
@@ -184,7 +197,7 @@ def fleet(tmp_path: Path, fake_nvidia: FakeNvidiaServer) -> Fleet:
                         **common,
                         "version": "{{ toolkit_version }}",
                         "channel": "redist",
-                        "components": ["nvcc"],
+                        "components": "{{ toolkit_components }}",
                         "platform": "linux-x86_64",
                         "default": True,
                         "state": "{{ toolkit_state }}",
@@ -306,6 +319,48 @@ def test_install_is_idempotent_checkable_diffable_and_removable(fleet: Fleet) ->
         assert _versions(result["diff"]["before"]) == ["13.0.1"]
         assert not (home / "toolkits" / "13.0.1").exists()
         assert not (home / "default").exists()
+
+
+def test_a_library_pin_is_installed_once_then_satisfied(
+    tmp_path: Path, make_fake_nvidia: MakeFakeNvidia
+) -> None:
+    """``components: [nvcc, cudart, cudnn==9.27]`` twice: changed, then ok, because
+    ``cudaup list --json`` carries each toolkit's libraries with their versions."""
+    server = make_fake_nvidia(with_products(build_site()))
+    fleet = _fleet(tmp_path, server, ["nvcc", "cudart", "cudnn==9.27"])
+    first = fleet.play()
+    assert first.rc == 0, first.stderr + first.stdout
+    assert first.changed_hosts() == set(HOSTS)
+    for host, result in first.results("toolkit").items():
+        assert result["changed"] and not result["toolkit"]["skipped"]
+        (listed,) = result["installed"]
+        assert {"cuda_nvcc", "cuda_cudart", "cudnn"} <= set(listed["components"])
+        cudnn = listed["libraries"]["cudnn"]
+        assert (cudnn["product"], cudnn["version"], cudnn["cuda_variant"]) == (
+            "cuDNN", "9.27.0.42", "cuda13",
+        )  # fmt: skip
+        assert cudnn["source"].endswith("/compute/cudnn/redist/redistrib_9.27.0.json")
+        assert (fleet.home(host) / "toolkits" / "13.0.1" / "include" / "cudnn.h").is_file()
+
+    again = fleet.play()
+    assert again.rc == 0, again.stderr + again.stdout
+    assert again.changed_hosts() == set()
+    for result in again.results("toolkit").values():
+        assert result["toolkit"]["skipped"] and result["commands"] == []
+    # check mode decides from the listing alone (cudaup is not asked): nothing to do either
+    predicted = fleet.play("--check")
+    assert predicted.rc == 0, predicted.stderr + predicted.stdout
+    assert predicted.changed_hosts() == set()
+    for result in predicted.results("toolkit").values():
+        assert result["toolkit"]["skipped"] and result["commands"] == []
+
+    # another pin is not satisfied by 9.27.0.42: check mode says it would install
+    checked = fleet.play("--check", toolkit_components=["nvcc", "cudnn==9.26"])
+    assert checked.rc == 0, checked.stderr + checked.stdout
+    assert checked.changed_hosts() == set(HOSTS)
+    for result in checked.results("toolkit").values():
+        assert [c.split()[1:3] for c in result["commands"]][:1] == [["install", "13.0.1"]]
+        assert "cudnn==9.26" in result["commands"][0]
 
 
 def test_cudaup_errors_fail_every_host_with_its_message(fleet: Fleet) -> None:
@@ -463,6 +518,19 @@ def test_requests_match_installed_releases(cli_utils: ModuleType) -> None:
     assert cli_utils.matches("cu130", "13.0.2") and cli_utils.matches("12.8.1", "12.8.1")
     assert not cli_utils.matches("13.0", "13.1.0") and not cli_utils.matches("1", "13.0.1")
     assert not cli_utils.matches("latest", "13.0.1")
+
+
+def test_a_library_pin_is_matched_as_cudaup_matches_it(cli_utils: ModuleType) -> None:
+    assert cli_utils.component_request("nvcc") == ("cuda_nvcc", None)
+    assert cli_utils.component_request("cudnn==9.27") == ("cudnn", "9.27")
+    installed = {"product": "cuDNN", "version": "9.27.0.42", "cuda_variant": "cuda13"}
+    for pin in ("9", "9.27", "9.27.0.42"):
+        assert cli_utils.library_satisfied(installed, pin) and version_matches("9.27.0.42", pin)
+    for pin in ("9.2", "9.26", "9.27.1"):
+        assert not cli_utils.library_satisfied(installed, pin)
+        assert not version_matches("9.27.0.42", pin)
+    assert not cli_utils.library_satisfied(None, "9.27")
+    assert not cli_utils.library_satisfied({"product": "cuDNN"}, "9.27")
 
 
 def test_install_arguments_for_versions_and_locks(cli_utils: ModuleType) -> None:

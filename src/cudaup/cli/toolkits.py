@@ -312,7 +312,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             "default": default,
             "installed": [
                 {"version": t.version, "path": str(t.path), "components": t.components,
-                 "channel": (t.record or {}).get("channel"), "external": t.external,
+                 "channel": (t.record or {}).get("channel"),
+                 "libraries": t.libraries, "external": t.external,
                  "foreign_platform": t.foreign, "default": t.path.resolve() == default_path}
                 for t in installed
             ],

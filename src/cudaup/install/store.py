@@ -82,6 +82,13 @@ class InstalledToolkit:
     def components(self) -> list[str]:
         return list((self.record or {}).get("components", []))
 
+    @property
+    def libraries(self) -> dict[str, Any]:
+        """Each library beside the toolkit as its record names it (``cudnn``: product,
+        version, cuda_variant, channel, source); none when the record says nothing."""
+        found = (self.record or {}).get("libraries")
+        return dict(found) if isinstance(found, dict) else {}
+
     def has_tool(self, tool: str) -> bool:
         """Whether ``bin/<tool>`` is an executable file (the shims' own test)."""
         path = self.path / "bin" / tool

@@ -70,6 +70,24 @@ def nvidia_name(name: str) -> str:
     return ALIASES.get(key, key)
 
 
+def component_request(name: str) -> tuple[str, str | None]:
+    """A component as the store records it, and a library's own version pin if it has one:
+    ``nvcc`` → (``cuda_nvcc``, None), ``cudnn==9.27`` → (``cudnn``, ``9.27``)."""
+    base, _, pin = name.partition("==")
+    return nvidia_name(base), pin.strip() or None
+
+
+def library_satisfied(installed: Any, pin: str) -> bool:
+    """Whether an installed library (its entry in ``cudaup list --json``'s ``libraries``)
+    falls under a version pin as a prefix (``9.27.0.42`` under ``9.27``), as cudaup matches
+    it; an entry that does not say its version never does."""
+    version = installed.get("version") if isinstance(installed, dict) else None
+    if not isinstance(version, str):
+        return False
+    wanted, have = pin.split("."), version.split(".")
+    return have[: len(wanted)] == wanted
+
+
 def line_prefix(request: str) -> str | None:
     """``13.0`` → ``13.0``, ``13`` → ``13``, ``cu130`` → ``13.0``; ``None`` for other forms."""
     text = request.strip()

@@ -57,6 +57,9 @@ options:
     description:
       - Components to install, as cudaup's aliases (C(nvcc), C(cudart), C(cublas)) or
         NVIDIA's names (C(cuda_nvcc)); C(nvcc) brings what compiling needs.
+      - NVIDIA's libraries (C(cudnn), C(nccl), C(cusparselt), C(cutensor), C(nvshmem)) take
+        their own version as a prefix pin (C(cudnn==9.27)); an installed build under the pin
+        (its version in C(cudaup list --json)'s C(libraries)) satisfies it.
       - Required by the C(redist) and C(pypi) channels; an installed toolkit that lacks
         one of them gets it added.
     type: list
@@ -205,11 +208,12 @@ from ansible_collections.cudaup.toolkit.plugins.module_utils.cudaup_cli import (
     COMMON_ARGUMENT_SPEC,
     EXACT_RELEASE,
     Cudaup,
+    component_request,
     fail,
     install_args,
+    library_satisfied,
     line_prefix,
     matches,
-    nvidia_name,
     read_lock,
 )
 
@@ -293,18 +297,24 @@ class Run:
         params = self.params
         if params["lock"]:
             release, wanted, channel = self._from_lock()
+            pins: dict[str, str] = {}
         else:
             version = str(params["version"]).strip()
             release = version if EXACT_RELEASE.match(version) else None
             if release is None and self.check:
                 release = _resolve_release(self.cudaup, params)
-            wanted = sorted({nvidia_name(c) for c in params["components"] or []})
+            requests = [component_request(str(c)) for c in params["components"] or []]
+            wanted = sorted({name for name, _pin in requests})
+            pins = {name: pin for name, pin in requests if pin}
             channel = params["channel"]
         existing = self.find(release)
+        libraries = (existing or {}).get("libraries") or {}
         satisfied = (
             existing is not None
             and set(wanted) <= set(existing.get("components") or [])
             and (channel == "auto" or existing.get("channel") == channel)
+            # a library pin (cudnn==9.27) holds when the installed build's version is under it
+            and all(library_satisfied(libraries.get(n), pin) for n, pin in pins.items())
         )
         if existing is not None and satisfied:
             self.toolkit = {
