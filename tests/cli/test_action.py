@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import select
@@ -38,6 +39,9 @@ import yaml
 
 import cudaup
 from tests.fakenvidia import FakeNvidiaServer
+from tests.fakenvidia.fixtures import MakeFakeNvidia
+from tests.fakenvidia.products import with_products
+from tests.fakenvidia.site import build_site
 from tests.github_runner import ACTION_FILE, REPO, ActionRun, ActionRunner
 from tests.helpers import point_env_at, run_cli
 from tests.nginx import Nginx
@@ -285,6 +289,69 @@ def test_action_installs_exports_and_a_warm_job_downloads_nothing(
     # Hard links from the restored cache: the tree shares its files with it.
     nvcc = jobs[1].temp / "cudaup" / "cuda" / "bin" / "nvcc"
     assert nvcc.stat().st_nlink >= 2
+
+
+def test_action_carries_libraries_beside_the_toolkit(
+    tmp_path: Path, action_path: Path, make_fake_nvidia: MakeFakeNvidia
+) -> None:
+    """``components: nvcc,cudart,cudnn==9.27``: the lock names cuDNN's CUDA 13 build, the
+    toolkit's CUDA_HOME gets it (headers, the loader's name), a pin changes the cache key,
+    and a warm job downloads nothing, cuDNN included."""
+    server = make_fake_nvidia(with_products(build_site()))
+    hosts = {"CUDAUP_NVIDIA_DOWNLOAD_URL": server.download_url}
+
+    def archives() -> Counter[str]:
+        return Counter(
+            r.path.rsplit("/", 1)[-1]
+            for r in server.log
+            if r.method == "GET" and r.path.endswith(".tar.xz")
+        )
+
+    inputs = {"cuda": "13.0.1", "channel": "redist", "components": "nvcc,cudart,cudnn==9.27"}
+    jobs: list[ActionRunner] = []
+    used: list[dict[str, Counter[str]]] = []
+    runs: list[ActionRun] = []
+    for number in (1, 2):
+        job = runner(tmp_path / f"job{number}", action_path, **hosts)
+        stand_in_for_setup(job)
+        if jobs:
+            restore_cache(jobs[0], job)
+        job.before_step = meter = StepMeter(archives)
+        runs.append(succeeded(job.run(inputs, skip=frozenset({"setup"}))))
+        used.append(meter.stop())
+        jobs.append(job)
+
+    first, second = runs
+    home = jobs[0].temp / "cudaup" / "cuda"
+    assert first.outputs == {"cuda-version": "13.0.1", "cuda-home": str(home)}
+    lock = tomllib.loads(Path(first.step("resolve").outputs["lock"]).read_text())
+    (toolkit,) = lock["toolkits"]
+    assert "cudnn" in toolkit["components"]
+    cudnn_archive = "cudnn-linux-x86_64-9.27.0.42_cuda13-archive.tar.xz"
+    assert cudnn_archive in {f["url"].rsplit("/", 1)[-1] for f in toolkit["files"]}
+    record = json.loads((home / "cudaup-record.json").read_text())
+    assert record["libraries"]["cudnn"]["version"] == "9.27.0.42"
+    # what a later step sees: the headers under CUDA_HOME, the library where the loader looks
+    user = jobs[0].run_user_step(
+        'ls "$CUDA_HOME/include/cudnn.h"\n'
+        'IFS=: read -r first _ <<< "$LD_LIBRARY_PATH"\n'
+        'readlink -f "$first/libcudnn.so.9"\n'
+    )
+    assert user.returncode == 0, user.stderr
+    assert user.stdout.splitlines()[-1].endswith("/libcudnn.so.9.27.0.42")
+    assert cudnn_archive in used[0]["install"]
+    assert sum(used[1].values(), Counter()) == Counter()  # the warm job: nothing, cuDNN too
+    assert second.outputs["cuda-version"] == "13.0.1"
+    # another library pin is other files: another key
+    other = runner(tmp_path / "job3", action_path, **hosts)
+    stand_in_for_setup(other)
+    older = succeeded(
+        other.run(
+            {**inputs, "components": "nvcc,cudart,cudnn==9.26"},
+            skip=frozenset({"setup", "install", "env"}),
+        )
+    )
+    assert older.step("resolve").outputs["cache-key"] != first.step("resolve").outputs["cache-key"]
 
 
 def test_cache_key_follows_the_files_and_a_lock_file_installs_as_written(
