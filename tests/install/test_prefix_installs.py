@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
+from cudaup.switch import shim
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import CliResult, point_env_at, run_cli
 
@@ -190,6 +192,33 @@ def test_a_foreign_platform_needs_a_prefix_and_is_never_run_here(
     which = run_cli(capsys, "which", "nvcc")
     assert which.code == EXIT_CODES["usage"] and why in which.err
     monkeypatch.delenv("CUDAUP_TOOLKIT")
+    # A real shim refuses it too, with the reason, whoever names it: CUDAUP_TOOLKIT, a
+    # .cuda-version written by hand (`pin` refuses to write one), a hand-edited default.
+    assert (prefix / "bin" / "nvcc").is_file()  # its sbsa nvcc is there: never run
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".cuda-version").write_text(f"{prefix}\n")
+    for chooser, extra, cwd in (
+        ("CUDAUP_TOOLKIT", {"CUDAUP_TOOLKIT": str(prefix)}, tmp_path),
+        (str(project / ".cuda-version"), {}, project),
+    ):
+        ran = subprocess.run(
+            [str(store.bin_dir / "nvcc"), "--version"], cwd=cwd, capture_output=True,
+            text=True, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **extra},
+        )  # fmt: skip
+        assert ran.returncode == 127 and ran.stdout == "", ran.stderr
+        assert ran.stderr == (
+            f"cudaup: cannot run nvcc: {prefix} holds CUDA 13.0.1 for linux-sbsa (installed "
+            f"with --platform linux-sbsa), chosen by {chooser}, which cannot run on this "
+            f"machine; cudaup never selects it: {shim.HOW_TO_CHOOSE}\n"
+        )
+    (store.home / "default").write_text(f"{prefix}\n")
+    ran = subprocess.run(
+        [str(store.bin_dir / "nvcc")], cwd=tmp_path, capture_output=True, text=True,
+        check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert ran.returncode == 127 and "chosen by the default, which cannot run" in ran.stderr
+    (store.home / "default").unlink()
     assert run_cli(capsys, "uninstall", str(prefix)).code == 0
     assert not prefix.exists() and store.installed() == []
 

@@ -200,36 +200,56 @@ def installed(home: str) -> list[tuple[str, str]]:
         path = os.path.join(toolkits, name)
         if not name.startswith(".") and os.path.isdir(path):
             found.append((name, path))
-    external = os.path.join(home, "external.json")
-    if os.path.exists(external):
-        import json  # noqa: PLC0415 - only stores with external toolkits pay for it
-
-        try:
-            with open(external) as handle:
-                document = json.load(handle)
-        except (OSError, ValueError, RecursionError):
-            document = {}
-        if isinstance(document, dict) and document.get("schema") == 2:
-            # {path: release}; the "foreign" toolkits (another platform's) never run here
-            entries = document.get("toolkits")
-            pairs = [(v, p) for p, v in entries.items()] if isinstance(entries, dict) else []
-        elif isinstance(document, dict):
-            pairs = list(document.items())  # the first format: {release: path}
-        else:
-            pairs = []
-        for version, path in pairs:
-            # Store.external's checks: a release, and an absolute, normalised, printable path.
-            if (
-                isinstance(version, str)
-                and _release(version) is not None
-                and isinstance(path, str)
-                and path.isprintable()
-                and os.path.isabs(path)
-                and os.path.normpath(path) == path
-                and os.path.isdir(path)
-            ):
-                found.append((version, path))
+    document = _external(home)
+    if document.get("schema") == 2:
+        # {path: release}; the "foreign" toolkits (another platform's) never run here
+        entries = document.get("toolkits")
+        pairs = [(v, p) for p, v in entries.items()] if isinstance(entries, dict) else []
+    else:
+        pairs = list(document.items())  # the first format: {release: path}
+    found += [(v, p) for v, p in pairs if _is_external(v, p) and os.path.isdir(p)]
     return found
+
+
+def _external(home: str) -> dict[str, object]:
+    """``external.json`` (toolkits installed with ``--prefix``), or ``{}``."""
+    external = os.path.join(home, "external.json")
+    if not os.path.exists(external):
+        return {}
+    import json  # noqa: PLC0415 - only stores with external toolkits pay for it
+
+    try:
+        with open(external) as handle:
+            document = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _is_external(version: object, path: object) -> bool:
+    """Store.external's checks: a release, and an absolute, normalised, printable path."""
+    return (
+        isinstance(version, str)
+        and _release(version) is not None
+        and isinstance(path, str)
+        and path.isprintable()
+        and os.path.isabs(path)
+        and os.path.normpath(path) == path
+    )
+
+
+def foreign_at(home: str, path: str) -> tuple[str, str] | None:
+    """``(release, platform)`` when cudaup installed ``path`` for another platform (``--platform
+    linux-sbsa --prefix DIR``): no shim runs its tools (mirrors Store.external's ``foreign``)."""
+    document = _external(home)
+    entries = document.get("foreign") if document.get("schema") == 2 else None
+    real = os.path.realpath(path)
+    for where, entry in entries.items() if isinstance(entries, dict) else ():
+        facts = entry if isinstance(entry, dict) else {}
+        release, platform = facts.get("release"), str(facts.get("platform"))
+        if _is_external(release, where) and os.path.realpath(where) == real:
+            return str(release), platform if platform.isprintable() else "another platform"
+    return None
 
 
 def newest_first(toolkits: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -596,11 +616,19 @@ def main(argv: list[str] | None = None) -> int:
         return UNTRUSTED if choice.failure == "untrusted" else NOT_FOUND
     executable = tool_path(choice.path, tool)
     shims = os.path.realpath(os.path.join(home, "bin"))
-    if executable is None or os.path.realpath(os.path.dirname(executable)) == shims:
+    problem = ""
+    if foreign := foreign_at(home, choice.path):
+        problem = (
+            f"cannot run {tool}: {choice.path} holds CUDA {foreign[0]} for {foreign[1]} "
+            f"(installed with --platform {foreign[1]}), chosen by {choice.where()}, which "
+            f"cannot run on this machine; cudaup never selects it: {HOW_TO_CHOOSE}"
+        )
+    elif executable is None or os.path.realpath(os.path.dirname(executable)) == shims:
         problem = (
             f"{tool} is not in {describe(choice)}, chosen by {choice.where()}; "
             f"{missing_tool(tool, choice.path, choice.version)}, or {HOW_TO_CHOOSE}"
         )
+    if problem or executable is None:
         if query:
             return _query(tool, choice, None, problem)
         sys.stderr.write(f"cudaup: {problem}\n")
