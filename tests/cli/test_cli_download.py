@@ -6,10 +6,12 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,3 +281,74 @@ def test_a_wrong_checksum_from_the_user_is_blamed_on_the_value_given(
         "download was deleted (the --sha256 given is not this file's: check it, and the URL)"
     )
     assert not (tmp_path / "cuda.run").exists() and not (tmp_path / "cuda.run.part").exists()
+
+
+# -- a host whose name does not resolve --------------------------------------------------------
+NVIDIA_FILE = (
+    "https://developer.download.nvidia.com/compute/cuda/redist/cuda_cudart/linux-x86_64/"
+    "cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz"
+)
+
+
+def _failed_requests(log: str, host: str) -> list[str]:
+    """The verbose log's lines for requests to ``host`` that failed (one per try)."""
+    return [line for line in log.splitlines() if f"://{host}/" in line and " failed: " in line]
+
+
+def test_a_name_that_does_not_resolve_is_tried_twice_not_seven_times(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The configured base names a host no resolver knows (``.invalid``, RFC 6761): the
+    download of an NVIDIA URL goes there (rewritten as ``probe`` does), fails to resolve,
+    is retried once, and ends in one sentence naming the host (exit 5)."""
+    host = "developer.download.nvidia.invalid"
+    monkeypatch.setenv("CUDAUP_NVIDIA_DOWNLOAD_URL", f"https://{host}")
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    done = run_cli(
+        capsys, "--json", "-v", "download", NVIDIA_FILE, "--sha256", "0" * 64,
+        "-o", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.code == EXIT_CODES["network"], done.err
+    assert len(_failed_requests(done.err, host)) == 2
+    message = done.json()["error"]["message"]
+    assert message.startswith(f"cannot reach {host} (Failed to resolve '{host}'")
+    assert message.endswith(f", twice) for https://{host}/compute/cuda/redist/cuda_cudart/"
+                            "linux-x86_64/cuda_cudart-linux-x86_64-13.0.96-archive.tar.xz")  # fmt: skip
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    # a document (the release listing) is tried twice too, by the one HTTP client
+    listed = run_cli(capsys, "-v", "versions")
+    assert listed.code == EXIT_CODES["network"], listed.err
+    assert len(_failed_requests(listed.err, host)) == 2
+
+
+def test_nvidias_own_host_out_of_reach_names_the_mirror(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """NVIDIA's default host resolves wherever these tests have a network, so its DNS
+    failure is stood in for (only that name's lookup fails); the hint names ``--mirror``."""
+    for name in ("CUDAUP_NVIDIA_DOWNLOAD_URL", "CUDAUP_NVIDIA_ARCHIVE_URL", "CUDAUP_PYPI_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    lookup = socket.getaddrinfo
+
+    def no_nvidia(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "developer.download.nvidia.com":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return lookup(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_nvidia)
+    done = run_cli(
+        capsys, "-v", "download", NVIDIA_FILE, "--sha256", "0" * 64, "-o", str(tmp_path / "out")
+    )
+    assert done.code == EXIT_CODES["network"], done.err
+    assert len(_failed_requests(done.err, "developer.download.nvidia.com")) == 2
+    last = done.err.strip().splitlines()[-1]
+    assert last.startswith("cudaup: error: cannot reach developer.download.nvidia.com (")
+    assert last.endswith("(no network here? --mirror URL fetches from a mirror)")
+    # through a mirror, the mirror's own failure gets no hint to use a mirror
+    mirrored = run_cli(
+        capsys, "download", NVIDIA_FILE, "--sha256", "0" * 64, "-o", str(tmp_path / "out"),
+        "--mirror", "https://mirror.invalid",
+    )  # fmt: skip
+    assert mirrored.code == EXIT_CODES["network"], mirrored.err
+    assert "cannot reach mirror.invalid (" in mirrored.err and "--mirror URL" not in mirrored.err

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import urllib3
 
 from cudaup.download.watch import Flow, Watchdog, supervise
-from cudaup.errors import NetworkError, RemoteFileMissingError
-from cudaup.net.http import HttpClient, describe
+from cudaup.errors import HostUnreachableError, NetworkError, RemoteFileMissingError
+from cudaup.net.http import PUBLIC_HOSTS, HttpClient, describe, unresolved
 
 T = TypeVar("T")
 
@@ -42,15 +42,19 @@ class RetryableError(Exception):
 
     #: the server's ``Retry-After``, when it gave one
     retry_after: str | None = None
+    #: the host's name did not resolve: retried once, not :data:`MAX_FAILURES` times
+    unresolved: bool = False
 
     @classmethod
     def of(cls, exc: BaseException, flow: Flow | None = None) -> RetryableError:
         """``exc`` (one of :data:`TRANSIENT`) in words, or why the watchdog dropped ``flow``."""
         if flow is not None and flow.dropped:
             return cls(flow.dropped)
-        if isinstance(exc, urllib3.exceptions.HTTPError):
-            return cls(describe(exc))
-        return cls(str(exc) or type(exc).__name__)
+        error = cls(describe(exc) if isinstance(exc, urllib3.exceptions.HTTPError) else (
+            str(exc) or type(exc).__name__
+        ))  # fmt: skip
+        error.unresolved = unresolved(exc)
+        return error
 
 
 class BusyError(RetryableError):
@@ -165,6 +169,15 @@ class Budget:
         if (stalled := self._watchdog.stall_error(urlsplit(self._url).netloc)) is not None:
             raise stalled
         self.failures = 0 if progressed else self.failures + 1
+        if error.unresolved and self.failures > 1:
+            # The same answer twice from the resolver: the host is out of reach from here
+            # (no network, no DNS, a mistyped base), which backing off would not mend.
+            host = urlsplit(self._url).hostname or ""
+            raise HostUnreachableError(
+                f"cannot reach {urlsplit(self._url).netloc} ({error}, twice) for {self._url}",
+                self._url,
+                public=host in PUBLIC_HOSTS,
+            )
         if self.failures > MAX_FAILURES:
             raise NetworkError(
                 f"{self._url}: {what} failed {self.failures} times in a row without progress "

@@ -27,6 +27,7 @@ import logging
 import netrc
 import os
 import re
+import socket
 import ssl
 import threading
 import time
@@ -281,6 +282,8 @@ class HttpClient:
                 if not retry:
                     raise
                 failure = exc
+                if attempt >= 1 and unresolved(exc):
+                    break  # a name that did not resolve twice will not resolve a third time
                 if attempt < retries:
                     self.wait_to_retry(url, attempt, describe(exc))
                 continue
@@ -298,7 +301,7 @@ class HttpClient:
             response.release_conn()
             if attempt < retries:
                 self.wait_to_retry(url, attempt, f"HTTP {response.status}", retry_after)
-        raise gave_up(url, proxy, failure, retries + 1)
+        raise gave_up(url, proxy, failure, attempt + 1)
 
     def wait_to_retry(
         self, url: str, attempt: int, why: str, retry_after: str | None = None
@@ -450,6 +453,15 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         yield current
         todo += [current.__cause__, current.__context__, *current.args]
         todo += [getattr(current, "reason", None), getattr(current, "original_error", None)]
+
+
+def unresolved(exc: BaseException) -> bool:
+    """Whether ``exc`` is a host name that did not resolve (DNS): worth one retry, as a
+    resolver's hiccup may pass, but not a backoff's worth of them."""
+    return any(
+        isinstance(cause, (urllib3.exceptions.NameResolutionError, socket.gaierror))
+        for cause in _causes(exc)
+    )
 
 
 def lasting(
