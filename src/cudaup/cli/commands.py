@@ -114,7 +114,8 @@ COMMANDS: dict[str, CommandInfo] = {
     ),
     "compat": CommandInfo(
         "cudaup.cli.machine",
-        "which releases a driver runs, or which drivers run a release",
+        "which releases a driver runs, which drivers run a release, which CUDA majors a "
+        "library release is built for",
         "cudaup compat --driver 590.48.01",
     ),
     "arch": CommandInfo(
