@@ -410,6 +410,13 @@ def test_compat_names_the_cuda_majors_of_a_library_release_from_each_source(
     sparse = run_cli(capsys, "--json", "compat", "cusparselt")
     assert sparse.code == 0, sparse.err
     assert sparse.json()["cuda_majors"] == ["13"]
+    # A release only PyPI has is PyPI's answer, and the note says NVIDIA's listing lacks it.
+    _publish(index, "cutensor-cu13", "2.9.0")
+    newer = run_cli(capsys, "--json", "compat", "cutensor")
+    assert newer.code == 0, newer.err
+    assert (newer.json()["release"], newer.json()["cuda_majors"]) == ("2.9.0", ["13"])
+    assert [s["channel"] for s in newer.json()["sources"]] == ["pypi"]
+    assert any("lists no cuTENSOR 2.9.0" in note for note in newer.json()["notes"])
 
 
 def test_compat_for_nccl_is_pypis_answer(

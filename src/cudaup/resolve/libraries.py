@@ -294,7 +294,7 @@ def library_compat(
     (exit 21) if one could not be reached, else there is no such release (exit 3)."""
     library = request.library
     unreached: list[str] = []
-    listed: list[ListedRelease] = []
+    listed: list[ListedRelease] | None = None  # None: no listing (NCCL) or not reached
     if library.product is not None:
         try:
             listed = [
@@ -309,7 +309,7 @@ def library_compat(
         wheels[major] = files
         if failure:
             unreached.append(failure)
-    releases = {_release_of(e.version) for e in listed} | {
+    releases = {_release_of(e.version) for e in listed or []} | {
         _release_of(f.version) for files in wheels.values() for f in files if f.version
     }
     where = ", ".join(
@@ -326,7 +326,7 @@ def library_compat(
     chosen = max(releases)
     sources: list[LibraryBuilds] = []
     notes = [f"not reached: {failure}" for failure in unreached]
-    entry = next((e for e in listed if _release_of(e.version) == chosen), None)
+    entry = next((e for e in listed or [] if _release_of(e.version) == chosen), None)
     if entry is not None and library.product is not None:
         manifest = nvidia.manifest(entry.label, library.product)
         url = nvidia.manifest_url(entry.label, library.product)
@@ -337,6 +337,9 @@ def library_compat(
             sources.append(LibraryBuilds("redist", url, version or entry.label, builds))
     elif library.product is None:
         notes.append(f"NVIDIA publishes no redist manifest for {library.title}: PyPI's alone")
+    elif listed is not None:
+        listing = nvidia.listing_url(library.product)
+        notes.append(f"{listing} lists no {library.title} {_shown(chosen)}: PyPI's alone")
     for major, files in sorted(wheels.items()):
         of_release = [f for f in files if f.version and _release_of(f.version) == chosen]
         if of_release:
