@@ -73,7 +73,7 @@ def nvidia_name(name: str) -> str:
 def component_request(name: str) -> tuple[str, str | None]:
     """A component as the store records it, and a library's own version pin if it has one:
     ``nvcc`` → (``cuda_nvcc``, None), ``cudnn==9.27`` → (``cudnn``, ``9.27``)."""
-    base, _, pin = name.partition("==")
+    base, pin = name.split("==", 1) if "==" in name else (name, "")
     return nvidia_name(base), pin.strip() or None
 
 
