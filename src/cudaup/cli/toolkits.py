@@ -15,12 +15,12 @@ from pathlib import Path
 from cudaup.cli.common import (
     add_components,
     add_connections,
-    emit_json,
     human_size,
     platform_of,
     settings_of,
     warn,
 )
+from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
@@ -33,7 +33,7 @@ from cudaup.net.tls import warm_up
 from cudaup.switch import shim, system_link
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
-from cudaup.switch.shims import foreign_programs, refresh_shims, shims_on_path
+from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
 from cudaup.util.cachedir import inspect
 
 
@@ -149,7 +149,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     step = next_step(store, result, installed)
     if args.json:
         emit_json({
-            "schema": 1, **result.to_json(), "pin": str(pin) if pin else None,
+            **result.to_json(), "pin": str(pin) if pin else None,
             "default_set": default, "shims_skipped": skipped, "next": step,
         })  # fmt: skip
         return 0
@@ -267,7 +267,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
         emit_json({
-            "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
+            "removed": toolkit.version, "path": str(toolkit.path),
             "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
             "system_link": [change.to_json() for change in link_changes], "notes": notes,
         })  # fmt: skip
@@ -308,7 +308,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     if args.json:
         emit_json({
-            "schema": 1,
             "default": default,
             "installed": [
                 {"version": t.version, "path": str(t.path), "components": t.components,

@@ -168,7 +168,7 @@ def check_driver(
     if verdict.verdict == "no":
         message = f"driver {info.version} cannot run CUDA {release}: {verdict.reason}"
         if not force:
-            raise DriverTooOldError(message + " (--force installs it anyway)")
+            raise DriverTooOldError(message, hint="--force installs it anyway")
         notes.append(message + "; installed anyway (--force)")
     elif verdict.verdict == "minor-version":
         notes.append(f"driver {info.version} runs CUDA {release} under {verdict.reason}")
@@ -370,7 +370,8 @@ def materialize(
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
     if unverified and not options.allow_unverified:
         raise UsageError(
-            f"no checksum is published for {', '.join(unverified)}; --allow-unverified installs it anyway"
+            f"no checksum is published for {', '.join(unverified)}",
+            hint="--allow-unverified installs it anyway",
         )
     wanted = {a.component for a in resolution.artifacts}
     store.check_links()  # a link planted in the home is refused before anything is written

@@ -34,11 +34,10 @@ from cudaup.machine.toolkits import (
     is_shim,
     python_site_packages,
 )
+from cudaup.machine.torch_version import TorchInfo, read_torch
 
 Severity = Literal["error", "warning", "info"]
 IN_USE = ("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")
-_TORCH_VERSION = re.compile(r"""^__version__\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.M)
-_TORCH_CUDA = re.compile(r"""^cuda\s*(?::\s*[\w\[\]. ]+)?\s*=\s*(?:['"]([^'"]+)['"]|None)""", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +48,6 @@ class Problem:
 
     def to_json(self) -> dict[str, str]:
         return {"severity": self.severity, "message": self.message, "fix": self.fix}
-
-
-@dataclass(frozen=True, slots=True)
-class TorchInfo:
-    version: str
-    cuda: str | None
-    path: str
 
 
 @dataclass
@@ -99,25 +91,6 @@ class Report:
             "kernels": [k.to_json() for k in self.kernels],
             "problems": [p.to_json() for p in self.problems],
         }
-
-
-def read_torch(sites: list[Path]) -> TorchInfo | None:
-    """torch's version and CUDA from ``torch/version.py``, without importing torch."""
-    for site in sites:
-        path = site / "torch" / "version.py"
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        version = _TORCH_VERSION.search(text)
-        cuda = _TORCH_CUDA.search(text)
-        if version:
-            return TorchInfo(
-                version.group(1),
-                cuda.group(1) if cuda and cuda.group(1) else None,
-                str(path.parent),
-            )
-    return None
 
 
 def examine(

@@ -37,12 +37,12 @@ PREVIEW_FILES = DEFAULT_PRERELEASE_URL + "/prerelease/"
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class OfflineCatalog:
     generated: str
     releases: dict[str, list[dict[str, Any]]]
 
     @classmethod
-    def load(cls) -> Snapshot:
+    def load(cls) -> OfflineCatalog:
         path = resources.files("cudaup").joinpath("data/snapshot.json")
         try:
             data = path.read_bytes()
@@ -51,7 +51,7 @@ class Snapshot:
         return cls.parse(data, f"cudaup's offline snapshot {path}")
 
     @classmethod
-    def parse(cls, data: bytes, where: str) -> Snapshot:
+    def parse(cls, data: bytes, where: str) -> OfflineCatalog:
         """Check every entry of a snapshot document (see the module docstring)."""
         document = load_json(data, what=where, max_bytes=MAX_SNAPSHOT_BYTES)
         if not isinstance(document, dict) or not isinstance(document.get("releases"), dict):

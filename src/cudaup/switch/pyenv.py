@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cudaup.core.driver import GpuInfo
 from cudaup.errors import UsageError
-from cudaup.machine.doctor import read_torch
+from cudaup.machine.torch_version import read_torch
 
 log = logging.getLogger("cudaup.switch.binding")
 
