@@ -28,7 +28,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     SourceFormatError,
 )
-from cudaup.resolve.choose import JETSON_NO_RUNFILE
+from cudaup.resolve.choose import jetson_has_no_runfile
 
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -73,7 +73,7 @@ class OfflineCatalog:
 
     def resolve(self, request: ReleaseRequest, platform: Platform) -> Resolution:
         if platform == "linux-aarch64":
-            raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+            raise jetson_has_no_runfile()
         versions = [Version(label) for label in self.releases]
         picked = request.pick(versions)
         if not picked:
