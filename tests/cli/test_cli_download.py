@@ -103,6 +103,22 @@ def test_bare_url_without_checksum_is_refused(
         f"--md5 HEX\ncudaup: hint: --allow-unverified downloads {fault_server.url}/cuda.run unchecked"
     )
     assert fault_server.requests() == [] and fault_server.requests(method="HEAD") == []
+    # --json: the hint is a field of its own, not words in the message
+    as_json = run_cli(
+        capsys, "--json", "download", fault_server.url + "/cuda.run", "-o", str(tmp_path)
+    )
+    assert as_json.code == EXIT_CODES["usage"]
+    assert as_json.json() == {
+        "schema": 1,
+        "error": {
+            "kind": "usage",
+            "message": "a bare URL needs the checksum to check it against: --sha256 HEX or "
+            "--md5 HEX",
+            "exit_code": EXIT_CODES["usage"],
+            "hint": f"--allow-unverified downloads {fault_server.url}/cuda.run unchecked",
+        },
+    }
+    assert as_json.err == result.err
     quiet = run_cli(
         capsys,
         "download",

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from cudaup.cli.failure import hint_for
-from cudaup.errors import EXIT_CODES, HostUnreachableError, NetworkError
+from cudaup.errors import (
+    EXIT_CODES,
+    HostUnreachableError,
+    IntegrityError,
+    NetworkError,
+    VerificationFailedError,
+)
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import Fault, FaultServer, payload
 from tests.helpers import point_env_at, run_cli
@@ -39,6 +45,19 @@ def test_hints_only_where_they_help(argv: list[str], public: bool, hint: str | N
     assert hint_for(NetworkError("stalled"), argv) is None
     # an error's own hint is worded as it is
     assert hint_for(NetworkError("stalled", hint="retry later"), argv) == "retry later"
+
+
+def test_the_error_object_keeps_hint_and_details_apart_from_the_message() -> None:
+    plain = IntegrityError("sizes disagree")
+    assert plain.to_json() == {"kind": "integrity", "message": "sizes disagree", "exit_code": 7}
+    hinted = IntegrityError(
+        "no checksum is known for a.run", hint="--allow-unverified downloads it"
+    )
+    assert str(hinted) == "no checksum is known for a.run"
+    assert hinted.to_json()["hint"] == "--allow-unverified downloads it"
+    failed = VerificationFailedError("torch does not import", "import", "torch")
+    assert failed.to_json()["details"] == {"step": "import", "package": "torch"}
+    assert "hint" not in failed.to_json()
 
 
 def _unreachable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -143,10 +143,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         if args.dry_run:
             _show_plan(plan, args.json, dry_run=True)
             return 0
-        message = "nothing was changed: there is no terminal to ask on; apply it with --yes"
-        _show_plan(plan, args.json, dry_run=True, error=message)
-        sys.stderr.write(f"cudaup: error: {message}\n")
-        return UsageError.exit_code
+        refusal = UsageError(
+            "nothing was changed: there is no terminal to ask on; apply it with --yes"
+        )
+        _show_plan(plan, args.json, dry_run=True, error=refusal)
+        sys.stderr.write(f"cudaup: error: {refusal}\n")
+        return refusal.exit_code
 
     def confirm(plan: UpgradePlan) -> bool:
         if args.yes:
@@ -174,16 +176,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _show_plan(
-    plan: UpgradePlan, as_json: bool, *, dry_run: bool, error: str | None = None
+    plan: UpgradePlan, as_json: bool, *, dry_run: bool, error: UsageError | None = None
 ) -> None:
     if as_json:
         document = {**plan.to_json(), "dry_run": dry_run}
-        if error:
-            document["error"] = {
-                "kind": "usage",
-                "message": error,
-                "exit_code": UsageError.exit_code,
-            }
+        if error is not None:
+            document["error"] = error.to_json()
         emit_json(document)
         return
     environment = plan.environment
@@ -238,7 +236,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         _python(args), args.to
     )
     if args.json:
-        emit_json({**outcome.to_json()})
+        emit_json(outcome.to_json())
         return 0
     restored = outcome.snapshot
     print(
