@@ -15,7 +15,7 @@ from typing import Any
 
 from cudaup.cli.common import settings_of, warn
 from cudaup.cli.output import emit_json
-from cudaup.errors import CommandNotRunError, ReleaseNotFoundError, UsageError
+from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import (
@@ -130,14 +130,6 @@ def _answer(value: str, path: Path | None, version: str | None) -> str:
     return value if value == str(path) else f"{value} → {path}"
 
 
-def _override_note(active: selection.Active) -> str | None:
-    """A note when something above the default decides here."""
-
-    if active.source in {"env", "file"}:
-        return f"here, {shim.asker(active.source, str(active.origin))} takes precedence ({active.request})"
-    return None
-
-
 # -- default -------------------------------------------------------------------------------
 def cmd_default(args: argparse.Namespace) -> int:
 
@@ -168,18 +160,15 @@ def cmd_default(args: argparse.Namespace) -> int:
         return 0
     if args.value is None:
         return _print_default(args, store)
-    choice = selection.choose_default(store, args.value, root=root)
-    store.set_default(choice.value)
-    shim_files.refresh_shims(store)
-    active = _select(store)
-    notes = [n for n in (choice.note, _override_note(active)) if n]
-    if not shim_files.shims_on_path(store):
-        notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
+    recorded = overview.set_default(store, args.value, root=root)
+    for warning in recorded.active.warnings:
+        warn(warning)
     if args.json:
-        emit_json({"default": choice.to_json(), "notes": notes})
+        emit_json(recorded.to_json())
         return 0
+    choice = recorded.choice
     print(f"default: {_answer(choice.value, choice.path, choice.version)}")
-    for note in notes:
+    for note in recorded.notes:
         print(f"note: {note}")
     return 0
 
@@ -267,7 +256,8 @@ def cmd_env(args: argparse.Namespace) -> int:
         raise UsageError("give a VERSION or --python, not both")
     extra: dict[str, str] = {}
     if args.python is not None:
-        active, extra = _for_environment(args, store)
+        found = _for_environment(args, store)
+        active, extra = found.active, found.extra
     else:
         _no_install_without_python(args)
         active = _select(store, request=args.version)
@@ -297,52 +287,34 @@ def _no_install_without_python(args: argparse.Namespace) -> None:
         raise UsageError("--install goes with --python (`cudaup install VERSION` installs one)")
 
 
-def _for_environment(
-    args: argparse.Namespace, store: Store
-) -> tuple[selection.Active, dict[str, str]]:
-    """The toolkit of ``--python``'s line (installed with ``--install``), and the variables
-    to add: ``TORCH_CUDA_ARCH_LIST`` from the GPUs present when it is unset.  A host compiler
-    the toolkit does not accept is warned about, with the way out."""
-    # Only these commands need the installer and the driver probe: loaded here, not at start.
-    from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
-    from cudaup.machine.driver_probe import detect_driver  # noqa: PLC0415
-    from cudaup.machine.host import host_platform  # noqa: PLC0415
+def _for_environment(args: argparse.Namespace, store: Store) -> pyenv.EnvironmentToolkit:
+    """:func:`pyenv.toolkit_for_environment` for ``--python`` (``--install``: what
+    ``upgrade`` installs beside an environment), its warnings said."""
 
-    root = pyenv.environment_root(args.python)
-    line = pyenv.environment_line(root)
-    log.info("%s: %s: CUDA %s", root, line.reason, line.request)
-    active = _select(store, request=line.request)
-    if active.path is None and args.install:
-        empty = store.is_empty()
-        # What `upgrade` installs beside an environment: what a JIT or an extension build needs.
+    def install(request: str) -> None:
+        # Only these commands need the installer: loaded here, not at start.
         from cudaup.cli.upgrade import DEFAULT_COMPONENTS  # noqa: PLC0415
+        from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
+        from cudaup.machine.host import host_platform  # noqa: PLC0415
 
+        empty = store.is_empty()
         options = InstallOptions(platform=host_platform(), components=DEFAULT_COMPONENTS)
-        result = install(line.request, options, settings=settings_of(args), store=store)
+        result = install(request, options, settings=settings_of(args), store=store)
         store.adopt_first(store.at(result.path), empty)
         shim_files.refresh_shims(store)
-        active = _select(store, request=line.request)
-    if active.path is None:
-        hint = (
-            f"; `--install` installs it ({line.reason})"
-            if active.failure == "not-installed"
-            else ""
-        )
-        raise ReleaseNotFoundError(f"{active.problem or 'no toolkit'}{hint}")
-    extra: dict[str, str] = {}
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        log.info("TORCH_CUDA_ARCH_LIST is set (%s): kept", os.environ["TORCH_CUDA_ARCH_LIST"])
-    else:
-        gpus = detect_driver(root=SystemRoot.from_env()).gpus
-        arch = pyenv.arch_list(gpus)
-        if arch is None:
-            log.info("no GPU found here: TORCH_CUDA_ARCH_LIST is left unset")
-        else:
-            extra["TORCH_CUDA_ARCH_LIST"] = arch
-    problem = pyenv.compiler_problem(active.path, os.environ)
-    if problem is not None:
-        warn(problem)
-    return active, extra
+
+    found = pyenv.toolkit_for_environment(
+        args.python,
+        store,
+        env=os.environ,
+        root=SystemRoot.from_env(),
+        install=install if args.install else None,
+    )
+    for warning in found.active.warnings:
+        warn(warning)
+    if found.compiler_problem is not None:
+        warn(found.compiler_problem)
+    return found
 
 
 def _github_env(
@@ -387,8 +359,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = Store.from_env()
     program = command[0]
     extra: dict[str, str] = {}
+    python_bin = None
     if args.python is not None:
-        active, extra = _for_environment(args, store)
+        found = _for_environment(args, store)
+        active, extra, python_bin = found.active, found.extra, found.root / "bin"
     else:
         _no_install_without_python(args)
         # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
@@ -396,7 +370,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         active = _select(store, request=args.version, tool=tool)
     toolkit = active.require()
     launch.refuse_shadowed(program, toolkit)
-    python_bin = pyenv.environment_root(args.python) / "bin" if args.python is not None else None
     environ = launch.run_environ(toolkit, store, os.environ, extra=extra, python_bin=python_bin)
     launch.refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
     sys.stdout.flush()

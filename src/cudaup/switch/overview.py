@@ -1,8 +1,9 @@
-"""What ``cudaup show`` and ``cudaup default`` (no value) report: the active toolkit, the
-default, the installed toolkits, the shims and the system link, read once, as data.
+"""What ``cudaup show`` and ``cudaup default`` report: the active toolkit, the default,
+the installed toolkits, the shims and the system link, read once, as data; and what
+``cudaup default VALUE`` changes, with the notes that go with it.
 
-The command line words them for people; :meth:`Overview.to_json` and
-:meth:`DefaultState.to_json` are their ``--json`` documents (README, "cudaup show").
+The command line words them for people; each ``to_json`` is the command's ``--json``
+document (README, "Switching").
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ from typing import Any
 
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.switch import shim_files, system_link
-from cudaup.switch.selection import Active, resolve_default, select
+from cudaup.switch import shim, shim_files, system_link
+from cudaup.switch.selection import (
+    Active,
+    DefaultChoice,
+    choose_default,
+    resolve_default,
+    select,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +96,37 @@ def overview(store: Store, root: SystemRoot, active: Active | None = None) -> Ov
         shims_on_path=shim_files.shims_on_path(store),
         link=system_link.read_link_state(root),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultChange:
+    """What ``cudaup default VALUE`` recorded, the toolkit active here now, and the notes:
+    a system toolkit chosen for a release cudaup has not installed, something nearer
+    than the default that decides here, shims that are not on PATH."""
+
+    choice: DefaultChoice
+    active: Active
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"default": self.choice.to_json(), "notes": list(self.notes)}
+
+
+def set_default(store: Store, text: str, *, root: SystemRoot) -> DefaultChange:
+    """Record ``text`` as the store's default (checked by :func:`choose_default`) and
+    rewrite the shims for the toolkits it brings."""
+    choice = choose_default(store, text, root=root)
+    store.set_default(choice.value)
+    shim_files.refresh_shims(store)
+    active = select(store)
+    notes = [n for n in (choice.note, override_note(active)) if n]
+    if not shim_files.shims_on_path(store):
+        notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
+    return DefaultChange(choice, active, tuple(notes))
+
+
+def override_note(active: Active) -> str | None:
+    """A note when something above the default (``CUDAUP_TOOLKIT``, a pin) decides here."""
+    if active.source in {"env", "file"}:
+        return f"here, {shim.asker(active.source, str(active.origin))} takes precedence ({active.request})"
+    return None
