@@ -1,5 +1,6 @@
-"""What ``cudaup show`` and ``cudaup default`` report: the active toolkit, the default,
-the installed toolkits, the shims and the system link, read once, as data; and what
+"""What ``cudaup show``, ``list`` and ``default`` report: the active toolkit, the default,
+the installed toolkits (and, for ``list``, the others found on the machine), the shims and
+the system link, read once, as data; and what
 ``cudaup default VALUE`` changes, with the notes that go with it.
 
 The command line words them for people; each ``to_json`` is the command's ``--json``
@@ -8,12 +9,14 @@ document (README, "Switching").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits
 from cudaup.switch import shim, shim_files, system_link
 from cudaup.switch.selection import (
     Active,
@@ -130,3 +133,46 @@ def override_note(active: Active) -> str | None:
     if active.source in {"env", "file"}:
         return f"here, {shim.asker(active.source, str(active.origin))} takes precedence ({active.request})"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolkitListing:
+    """``cudaup list``: the toolkits cudaup installed, which the default names, and the
+    others found on the machine."""
+
+    default: str | None
+    installed: tuple[InstalledToolkit, ...]
+    #: the toolkit directory the default resolves to now (a request follows its newest match)
+    default_path: Path | None
+    others: tuple[Toolkit, ...]
+
+    def is_default(self, toolkit: InstalledToolkit) -> bool:
+        return toolkit.path.resolve() == self.default_path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "default": self.default,
+            "installed": [
+                {
+                    "version": t.version,
+                    "path": str(t.path),
+                    "components": t.components,
+                    "channel": (t.record or {}).get("channel"),
+                    "external": t.external,
+                    "foreign_platform": t.foreign,
+                    "default": self.is_default(t),
+                }
+                for t in self.installed
+            ],
+            "other": [t.to_json() for t in self.others],
+        }
+
+
+def list_toolkits(store: Store, root: SystemRoot, env: Mapping[str, str]) -> ToolkitListing:
+    installed = tuple(store.installed())
+    chosen = resolve_default(store)
+    default_path = chosen.path.resolve() if chosen is not None and chosen.path else None
+    mine = {t.path.resolve() for t in installed}
+    found = find_toolkits(Lookup(root=root, env=dict(env), store=store.toolkits_dir))
+    others = tuple(t for t in found if t.real.resolve() not in mine)
+    return ToolkitListing(store.default(), installed, default_path, others)
