@@ -150,8 +150,8 @@ def check_platform(options: InstallOptions) -> None:
     if options.platform != here and options.prefix is None:
         raise UsageError(
             f"a {options.platform} toolkit cannot run on this {here} machine, so cudaup does "
-            "not put it in its store (where `default`, `pin` and the shims would run it); "
-            "install it into a directory of its own with --prefix DIR"
+            "not put it in its store (where `default`, `pin` and the shims would run it)",
+            hint="--prefix DIR installs it into a directory of its own",
         )
 
 
@@ -477,8 +477,8 @@ def check_prefix(
             return True
         components = ", ".join(existing.components) or "no components"
         raise ConflictError(
-            f"{prefix} holds CUDA {existing.version} ({components}), not {release}; "
-            f"--force replaces it with CUDA {release}, or choose another --prefix"
+            f"{prefix} holds CUDA {existing.version} ({components}), not {release}",
+            hint=f"--force replaces it with CUDA {release}, or choose another --prefix",
         )
     try:
         entries = sorted(entry.name for entry in prefix.iterdir())
@@ -491,7 +491,8 @@ def check_prefix(
     holds = "is a file" if entries is None else f"holds {_named(entries)}"
     raise ConflictError(
         f"{prefix} {holds}, not a toolkit this cudaup installed, so cudaup will not replace "
-        "it (not even with --force): choose another --prefix, or empty that directory"
+        "it (not even with --force)",
+        hint="choose another --prefix, or empty that directory",
     )
 
 
