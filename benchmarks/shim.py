@@ -28,7 +28,7 @@ from report import parser_for, publish
 
 import cudaup
 from cudaup.install.store import Store
-from cudaup.switch import shims
+from cudaup.switch import shim_files
 
 BEGIN, END = "<!-- BEGIN shim benchmark -->", "<!-- END shim benchmark -->"
 
@@ -64,7 +64,7 @@ def main() -> None:
         tool.chmod(0o755)
         store = Store(home)
         store.set_default("13.0")
-        shims.refresh_shims(store)
+        shim_files.refresh_shims(store)
         env = {"PATH": f"{store.bin_dir}:/usr/bin:/bin", "HOME": scratch}
         variants = {
             "nvcc itself": [str(tool), "--version"],

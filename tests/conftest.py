@@ -3,7 +3,8 @@
 Every test gets its own ``CUDAUP_CACHE_DIR`` and ``CUDAUP_HOME``, and no other
 ``CUDAUP_*`` variable (nor a proxy) from the developer's shell.  Connections to anything but loopback
 are refused unless the test is marked ``pypi`` (the live-PyPI tests).  Under CI a skip is a
-failure (``tests/cipolicy.py``).
+failure (``tests/cipolicy.py``).  The heaviest tests are marked ``slow``
+(:func:`pytest_collection_modifyitems`): ``pytest -m 'not slow'`` leaves them out.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ from tests.plan.pyindex import index_server  # noqa: F401 - fixture
 from tests.toolchain import pypi_toolkit  # noqa: F401 - fixture
 
 _real_connect = socket.socket.connect
+
+#: Fixtures whose tests are ``slow`` without saying so: each builds a Python environment
+#: with uv (``tests/upgrade/conftest.py``).  The Action, Ansible and nginx tests carry
+#: the mark themselves; a test marked ``pypi`` talks to the live index, so it is slow too.
+SLOW_FIXTURES = frozenset({"make_env", "uv_cache"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` what costs most, so that ``pytest -m 'not slow'`` stays quick."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & SLOW_FIXTURES or item.get_closest_marker("pypi") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 def _loopback_only(self: socket.socket, address: Any) -> Any:

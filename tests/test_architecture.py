@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "resolve": {"errors", "config", "core", "nvidia", "net", "util"},
     "download": {"errors", "config", "core", "net", "util"},
     "binaries": {"errors", "config", "core", "net", "resolve", "util"},
-    "machine": {"errors", "config", "core", "net", "resolve", "util", "binaries"},
+    "machine": {"errors", "config", "core", "net", "util", "binaries"},
     "install": {"errors", "config", "core", "net", "resolve", "download", "machine", "util"},
     "switch": {"errors", "config", "core", "install", "machine", "util"},
     "plan": {"errors", "config", "core", "net", "resolve", "util", "binaries"},

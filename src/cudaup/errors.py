@@ -1,21 +1,53 @@
 """Every error cudaup raises, under one root, each with its exit code.
 
 The CLI turns any :class:`CudaupError` into one sentence on stderr and its
-``exit_code``; library callers catch the class they care about.  The codes are
-part of the command-line interface and are documented in the README.
+``exit_code`` (with its ``hint``, when it has one, on a line of its own); library
+callers catch the class they care about.  The codes are part of the command-line
+interface and are documented in the README.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class CudaupError(Exception):
-    """Root of cudaup's errors. ``exit_code`` is what the CLI exits with."""
+    """Root of cudaup's errors. ``exit_code`` is what the CLI exits with.
+
+    The message says what went wrong and where; ``hint``, when given, what gets round it
+    (``--allow-unverified downloads it anyway``), kept apart so that a library caller
+    reads the cause alone and the command line words the way out (as pip's
+    ``DiagnosticPipError`` keeps its hint)."""
 
     exit_code: int = 1
     #: A short machine-readable name, used in ``--json`` error output.
     kind: str = "error"
+    hint: str | None = None
+    #: What the error knows as data, for ``--json`` (``None``: nothing beyond the message).
+    details: Mapping[str, object] | None = None
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        if hint is not None:
+            self.hint = hint
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` error object: ``kind``, ``message``, ``exit_code``, and ``hint``
+        and ``details`` where there are any."""
+        document: dict[str, Any] = {
+            "kind": self.kind,
+            "message": str(self),
+            "exit_code": self.exit_code,
+        }
+        if self.hint is not None:
+            document["hint"] = self.hint
+        if self.details is not None:
+            document["details"] = dict(self.details)
+        return document
 
 
 class UsageError(CudaupError):
@@ -31,8 +63,10 @@ class ReleaseNotFoundError(CudaupError):
     exit_code = 3
     kind = "release-not-found"
 
-    def __init__(self, message: str, nearest: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, nearest: tuple[str, ...] = (), *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
         self.nearest = nearest
 
 
@@ -193,6 +227,7 @@ class VerificationFailedError(CudaupError):
         super().__init__(message)
         self.step = step
         self.package = package
+        self.details: Mapping[str, object] = {"step": step, "package": package}
 
 
 class GpuUnsupportedError(CudaupError):

@@ -184,6 +184,7 @@ def test_action_declares_its_inputs_outputs_and_steps() -> None:
         assert STEPS[step_id]["env"]["CUDAUP_HOME"] == "${{ runner.temp }}/cudaup/home"
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 @pytest.mark.parametrize(
     ("os_name", "arch"), [("Windows", "X64"), ("macOS", "ARM64"), ("Linux", "ARM")]
 )
@@ -204,6 +205,7 @@ def test_other_runners_fail_in_the_first_step_with_one_sentence(
     assert not (job.temp / "cudaup").exists()
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 def test_setup_refuses_a_python_older_than_3_11(tmp_path: Path, action_path: Path) -> None:
     old = tmp_path / "python3.10"
     # Python 3.10 as far as the action can tell: the code it is given sees version_info 3.10.
@@ -226,6 +228,7 @@ def test_setup_refuses_a_python_older_than_3_11(tmp_path: Path, action_path: Pat
 
 
 # -- the whole flow, offline ---------------------------------------------------------------
+@pytest.mark.slow  # the Action on a runner of its own
 def test_action_installs_exports_and_a_warm_job_downloads_nothing(
     tmp_path: Path, action_path: Path, fake_nvidia_fresh: FakeNvidiaServer
 ) -> None:
@@ -291,6 +294,7 @@ def test_action_installs_exports_and_a_warm_job_downloads_nothing(
     assert nvcc.stat().st_nlink >= 2
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 def test_action_carries_libraries_beside_the_toolkit(
     tmp_path: Path, action_path: Path, make_fake_nvidia: MakeFakeNvidia
 ) -> None:
@@ -354,6 +358,7 @@ def test_action_carries_libraries_beside_the_toolkit(
     assert older.step("resolve").outputs["cache-key"] != first.step("resolve").outputs["cache-key"]
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 def test_cache_key_follows_the_files_and_a_lock_file_installs_as_written(
     tmp_path: Path, action_path: Path, fake_nvidia: FakeNvidiaServer
 ) -> None:
@@ -407,6 +412,7 @@ def test_cache_key_follows_the_files_and_a_lock_file_installs_as_written(
     assert "there is no CUDA 12.7.x" in nothing.failed.stderr
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 def test_mirror_input_serves_every_step_with_the_origins_gone(
     tmp_path: Path,
     action_path: Path,
@@ -536,6 +542,7 @@ nvcc -o saxpy saxpy.cu -cudart static
 """
 
 
+@pytest.mark.slow  # the Action on a runner of its own
 @pytest.mark.pypi
 def test_action_from_live_pypi_compiles_a_kernel_and_a_warm_job_downloads_nothing(
     tmp_path: Path, action_path: Path

@@ -102,9 +102,25 @@ def test_bare_url_without_checksum_is_refused(
     assert result.code == EXIT_CODES["usage"]  # an option left out: the user's to fix
     assert result.err.strip() == (
         "cudaup: error: a bare URL needs the checksum to check it against: --sha256 HEX or "
-        f"--md5 HEX (--allow-unverified downloads {fault_server.url}/cuda.run unchecked)"
+        f"--md5 HEX\ncudaup: hint: --allow-unverified downloads {fault_server.url}/cuda.run unchecked"
     )
     assert fault_server.requests() == [] and fault_server.requests(method="HEAD") == []
+    # --json: the hint is a field of its own, not words in the message
+    as_json = run_cli(
+        capsys, "--json", "download", fault_server.url + "/cuda.run", "-o", str(tmp_path)
+    )
+    assert as_json.code == EXIT_CODES["usage"]
+    assert as_json.json() == {
+        "schema": 1,
+        "error": {
+            "kind": "usage",
+            "message": "a bare URL needs the checksum to check it against: --sha256 HEX or "
+            "--md5 HEX",
+            "exit_code": EXIT_CODES["usage"],
+            "hint": f"--allow-unverified downloads {fault_server.url}/cuda.run unchecked",
+        },
+    }
+    assert as_json.err == result.err
     quiet = run_cli(
         capsys,
         "download",
@@ -248,7 +264,9 @@ def test_nvidias_host_out_of_reach_names_the_mirror(
     done = run_cli(capsys, "download", url, "--sha256", "0" * 64, "-o", str(out))
     assert done.code == EXIT_CODES["network"], done.err
     assert url in done.err
-    assert done.err.rstrip().endswith("(no network here? --mirror URL fetches from a mirror)")
+    assert done.err.rstrip().endswith(
+        "cudaup: hint: no network here? --mirror URL fetches from a mirror"
+    )
     assert not out.exists() or list(out.iterdir()) == []
 
 

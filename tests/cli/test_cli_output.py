@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from cudaup.cli.failure import hint_for
-from cudaup.errors import EXIT_CODES, HostUnreachableError, NetworkError
+from cudaup.errors import (
+    EXIT_CODES,
+    HostUnreachableError,
+    IntegrityError,
+    NetworkError,
+    VerificationFailedError,
+)
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import Fault, FaultServer, payload
 from tests.helpers import point_env_at, run_cli
@@ -24,19 +30,34 @@ MIRROR_HINT = "--mirror URL fetches from a mirror"
 @pytest.mark.parametrize(
     ("argv", "public", "hint"),
     [
-        (["resolve", "13.0"], True, f" (no network here? {MIRROR_HINT}; {OFFLINE_HINT})"),
-        (["compat", "13.0"], False, f" (no network here? {OFFLINE_HINT})"),
-        (["install", "13.0", "--all"], True, f" (no network here? {MIRROR_HINT})"),
-        (["install", "13.0", "--all"], False, ""),  # the user's own host: nothing helps
-        (["resolve", "13.0", "--mirror", "http://m"], True, f" (no network here? {OFFLINE_HINT})"),
-        (["--offline", "versions"], True, f" (no network here? {MIRROR_HINT})"),
+        (["resolve", "13.0"], True, f"no network here? {MIRROR_HINT}; {OFFLINE_HINT}"),
+        (["compat", "13.0"], False, f"no network here? {OFFLINE_HINT}"),
+        (["install", "13.0", "--all"], True, f"no network here? {MIRROR_HINT}"),
+        (["install", "13.0", "--all"], False, None),  # the user's own host: nothing helps
+        (["resolve", "13.0", "--mirror", "http://m"], True, f"no network here? {OFFLINE_HINT}"),
+        (["--offline", "versions"], True, f"no network here? {MIRROR_HINT}"),
     ],
 )
-def test_hints_only_where_they_help(argv: list[str], public: bool, hint: str) -> None:
+def test_hints_only_where_they_help(argv: list[str], public: bool, hint: str | None) -> None:
     unreachable = HostUnreachableError("cannot reach h", "https://h/x", public=public)
     assert hint_for(unreachable, argv) == hint
     # any other network error: a stall, a refused redirect, a 503, a proxy
-    assert hint_for(NetworkError("stalled"), argv) == ""
+    assert hint_for(NetworkError("stalled"), argv) is None
+    # an error's own hint is worded as it is
+    assert hint_for(NetworkError("stalled", hint="retry later"), argv) == "retry later"
+
+
+def test_the_error_object_keeps_hint_and_details_apart_from_the_message() -> None:
+    plain = IntegrityError("sizes disagree")
+    assert plain.to_json() == {"kind": "integrity", "message": "sizes disagree", "exit_code": 7}
+    hinted = IntegrityError(
+        "no checksum is known for a.run", hint="--allow-unverified downloads it"
+    )
+    assert str(hinted) == "no checksum is known for a.run"
+    assert hinted.to_json()["hint"] == "--allow-unverified downloads it"
+    failed = VerificationFailedError("torch does not import", "import", "torch")
+    assert failed.to_json()["details"] == {"step": "import", "package": "torch"}
+    assert "hint" not in failed.to_json()
 
 
 def _unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,8 +74,8 @@ def test_an_unreachable_host_of_the_users_choice(
     resolved = run_cli(capsys, "resolve", "13.0", "--platform", "linux-x86_64")
     assert resolved.code == EXIT_CODES["network"]
     assert re.fullmatch(
-        rf"cudaup: error: cannot reach 127\.0\.0\.1:9 \(.*\) for \S+ \(no network here\? "
-        rf"{OFFLINE_HINT}\)\n",
+        rf"cudaup: error: cannot reach 127\.0\.0\.1:9 \(.*\) for \S+\n"
+        rf"cudaup: hint: no network here\? {OFFLINE_HINT}\n",
         resolved.err,
     ), resolved.err
     locked = run_cli(
@@ -76,10 +97,12 @@ def test_nvidias_own_hosts_out_of_reach(
     resolved = run_cli(capsys, "resolve", "13.0", "--platform", "linux-x86_64")
     assert resolved.code == EXIT_CODES["network"]
     assert "Failed to resolve 'developer" in resolved.err
-    assert resolved.err.endswith(f" (no network here? {MIRROR_HINT}; {OFFLINE_HINT})\n")
+    assert resolved.err.endswith(
+        f"\ncudaup: hint: no network here? {MIRROR_HINT}; {OFFLINE_HINT}\n"
+    )
     downloaded = run_cli(capsys, "download", "13.0.1", "-o", str(tmp_path))
     assert downloaded.code == EXIT_CODES["network"]
-    assert downloaded.err.endswith(f" (no network here? {MIRROR_HINT})\n")
+    assert downloaded.err.endswith(f"\ncudaup: hint: no network here? {MIRROR_HINT}\n")
 
 
 def test_no_hint_for_a_refused_redirect_or_a_stall(

@@ -22,7 +22,7 @@ from cudaup.cli.main import build_parser
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.switch import pins, shims
+from cudaup.switch import pins, shim_files
 from tests import fakemachine as fm
 from tests.helpers import require_tool
 from tests.switch.test_switch import make_toolkit, make_tree, readlink
@@ -379,14 +379,14 @@ def test_shims_of_a_moved_cudaup_say_so_and_shims_rebuild_repairs_them(
     names the way out instead of sh's "not found", and `shims --rebuild` rewrites them."""
     store.set_default("13.0.1")
     gone = tmp_path / "old-checkout" / ".venv" / "bin" / "python"
-    shims.write_shims(store, shims.available_tools(store), python=str(gone))
+    shim_files.write_shims(store, shim_files.available_tools(store), python=str(gone))
     env = {"PATH": f"{store.bin_dir}:/usr/bin:/bin", "CUDAUP_HOME": str(store.home)}
     broken = subprocess.run(
         ["nvcc", "--version"], env=env, capture_output=True, text=True, check=False
     )
     assert broken.returncode == 127
     assert broken.stderr == (
-        f"cudaup: the nvcc shim's cudaup ({gone}, {shims.package_root()}) is gone (moved?); "
+        f"cudaup: the nvcc shim's cudaup ({gone}, {shim_files.package_root()}) is gone (moved?); "
         "run `cudaup shims --rebuild` with the cudaup you use now\n"
     )
     listed = cudaup_json(capsys, "shims")
@@ -602,7 +602,7 @@ def test_run_refuses_another_toolkits_nvcc_and_names_the_component(
     # an installed toolkit has it: another toolkit's nvvp is refused too.
     env = {"PATH": f"{elsewhere / 'bin'}:/usr/bin:/bin"}
     make_toolkit(store, "13.0.2", ("nvcc", "nvvp"))
-    shims.refresh_shims(store)
+    shim_files.refresh_shims(store)
     other = cudaup_process("run", "12.9", "--", "nvvp", cwd=tmp_path, env=env)
     assert other.returncode == 127 and other.stdout == ""
     assert f"cudaup does not run {elsewhere / 'bin' / 'nvvp'} instead" in other.stderr

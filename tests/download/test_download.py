@@ -211,8 +211,9 @@ def test_md5_for_installers(fault_server: FaultServer, tmp_path: Path) -> None:
 
 def test_no_checksum_needs_allow_unverified(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY)
-    with pytest.raises(IntegrityError, match="--allow-unverified"):
+    with pytest.raises(IntegrityError, match="no checksum is known") as refused:
         fetch(request(fault_server, sha256=None), tmp_path / "out", http=client(tmp_path))
+    assert refused.value.hint == "--allow-unverified downloads it anyway"
     assert fault_server.requests() == []
     result = fetch(
         request(fault_server, sha256=None),
@@ -468,6 +469,7 @@ def test_two_processes_one_good_file(fault_server: FaultServer, tmp_path: Path) 
 
 
 # -- a real web server ------------------------------------------------------------------
+@pytest.mark.slow  # a real nginx
 def test_through_real_nginx_with_a_per_connection_cap(tmp_path: Path) -> None:
     from tests.nginx import Nginx
 

@@ -239,6 +239,7 @@ def _versions(state: dict[str, Any]) -> list[str]:
     return [entry["version"] for entry in state["installed"]]
 
 
+@pytest.mark.slow  # ansible-playbook on three hosts
 def test_install_is_idempotent_checkable_diffable_and_removable(fleet: Fleet) -> None:
     first = fleet.play()
     assert first.rc == 0, first.stderr + first.stdout
@@ -321,6 +322,7 @@ def test_install_is_idempotent_checkable_diffable_and_removable(fleet: Fleet) ->
         assert not (home / "default").exists()
 
 
+@pytest.mark.slow  # ansible-playbook on three hosts
 def test_a_library_pin_is_installed_once_then_satisfied(
     tmp_path: Path, make_fake_nvidia: MakeFakeNvidia
 ) -> None:
@@ -363,6 +365,7 @@ def test_a_library_pin_is_installed_once_then_satisfied(
         assert "cudnn==9.26" in result["commands"][0]
 
 
+@pytest.mark.slow  # ansible-playbook on three hosts
 def test_cudaup_errors_fail_every_host_with_its_message(fleet: Fleet) -> None:
     play = fleet.play(toolkit_version="12.7")
     assert play.rc != 0
@@ -378,6 +381,7 @@ def test_cudaup_errors_fail_every_host_with_its_message(fleet: Fleet) -> None:
         )
 
 
+@pytest.mark.slow  # ansible-playbook on three hosts
 def test_example_playbook_installs_a_lock_from_a_mirror(
     fleet: Fleet,
     fake_nvidia: FakeNvidiaServer,

@@ -156,6 +156,7 @@ def test_tampered_lock_fails_before_anything_is_written(
     assert not toolkits.exists() or list(toolkits.iterdir()) == []
 
 
+@pytest.mark.slow  # a real nginx
 def test_mirror_behind_nginx_gives_identical_trees(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -223,6 +224,7 @@ def test_mirror_behind_nginx_gives_identical_trees(
         assert all(a["verified"] for a in resolved.json()["artifacts"])
 
 
+@pytest.mark.slow  # a real nginx
 @pytest.mark.pypi
 def test_pypi_channel_mirror_serves_pip_and_cudaup(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

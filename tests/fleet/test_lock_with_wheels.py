@@ -9,10 +9,10 @@ import pytest
 
 from cudaup.errors import EXIT_CODES
 from cudaup.fleet.lockfile import read_lock
+from tests.cli.test_cli_plan import world  # noqa: F401 - fixture: the ML wheel world
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.helpers import point_env_at, run_cli
 from tests.plan.pyindex import IndexServer
-from tests.plan.test_cli_plan import world  # noqa: F401 - fixture: the ML wheel world
 
 
 @pytest.fixture

@@ -204,9 +204,10 @@ def test_driver_check_refuses_unless_forced(fake_nvidia: FakeNvidiaServer, home:
         platform="linux-x86_64", channel="redist", components=("nvcc",), driver="570.124.06"
     )
     with pytest.raises(
-        DriverTooOldError, match=r"driver 570\.124\.06 cannot run CUDA 13\.0\.1.*--force"
-    ):
+        DriverTooOldError, match=r"driver 570\.124\.06 cannot run CUDA 13\.0\.1"
+    ) as refused:
         install("13.0.1", old, settings=settings, store=home)
+    assert refused.value.hint == "--force installs it anyway"
     assert not home.toolkits_dir.exists() or not any(home.toolkits_dir.iterdir())
     forced = InstallOptions(
         platform="linux-x86_64",

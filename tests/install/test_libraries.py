@@ -294,6 +294,7 @@ def test_live_cudnn_and_nccl_from_pypi_compile_and_run_with_plain_flags(
 
 
 # -- fleets: a lock carries the libraries, a mirror serves them, install --lock reproduces them --
+@pytest.mark.slow  # a real nginx
 def test_a_lock_carries_libraries_and_a_mirror_serves_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -84,12 +84,12 @@ def test_a_prefix_holding_another_release_is_replaced_only_with_force(
         capsys, "--json", "install", "13.0.1", "--channel", "redist", "--components", "nvcc", *x86
     )
     assert refused.code == EXIT_CODES["conflict"]
-    says = (
-        f"{prefix} holds CUDA 12.8.1 (cuda_cudart, cuda_nvcc), "
-        "not 13.0.1; --force replaces it with CUDA 13.0.1, or choose another --prefix"
-    )
-    assert refused.err.strip() == f"cudaup: error: {says}"
-    assert refused.json()["error"] == {"kind": "conflict", "message": says, "exit_code": 16}
+    says = f"{prefix} holds CUDA 12.8.1 (cuda_cudart, cuda_nvcc), not 13.0.1"
+    hint = "--force replaces it with CUDA 13.0.1, or choose another --prefix"
+    assert refused.err.strip() == f"cudaup: error: {says}\ncudaup: hint: {hint}"
+    assert refused.json()["error"] == {
+        "kind": "conflict", "message": says, "exit_code": 16, "hint": hint,
+    }  # fmt: skip
     assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == before
     # --lock installs through the same check
     lock = tmp_path / "cuda.lock.toml"
@@ -131,8 +131,8 @@ def test_a_prefix_holding_what_cudaup_did_not_install_is_never_replaced(
     assert done.code == EXIT_CODES["conflict"], done.err
     assert done.err.strip() == (
         f"cudaup: error: {prefix} holds a, b, c, d, e and 1 more, not a toolkit this cudaup "
-        "installed, so cudaup will not replace it (not even with --force): choose another "
-        "--prefix, or empty that directory"
+        "installed, so cudaup will not replace it (not even with --force)\n"
+        "cudaup: hint: choose another --prefix, or empty that directory"
     )
     assert sorted(p.name for p in prefix.iterdir()) == ["a", "b", "c", "d", "e", "notes.txt"]
     assert store.installed() == []

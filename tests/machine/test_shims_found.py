@@ -11,7 +11,7 @@ import pytest
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import SHIM_QUERY_ENV, Lookup, ask_shim, find_toolkits
-from cudaup.switch import shim, shims
+from cudaup.switch import shim, shim_files
 from tests.helpers import run_cli
 from tests.switch.test_switch import make_toolkit
 
@@ -28,7 +28,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     monkeypatch.chdir(work)
     store = Store(tmp_path / "home")
     make_toolkit(store, "13.0.1", ("nvcc", "ptxas"))
-    shims.refresh_shims(store)
+    shim_files.refresh_shims(store)
     monkeypatch.setenv("PATH", f"{store.bin_dir}:/usr/bin:/bin")
     return store
 

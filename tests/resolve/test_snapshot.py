@@ -9,7 +9,7 @@ import pytest
 
 from cudaup.core.versions import parse_request
 from cudaup.errors import SourceFormatError
-from cudaup.resolve.snapshot import Snapshot
+from cudaup.resolve.snapshot import OfflineCatalog
 
 WHERE = "the snapshot under test"
 URL = "https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run"
@@ -29,14 +29,14 @@ def _document(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_shipped_snapshot_loads_and_answers() -> None:
-    snapshot = Snapshot.load()
+    snapshot = OfflineCatalog.load()
     assert len(snapshot.releases) > 10
     resolution = snapshot.resolve(parse_request("13.0.1"), "linux-x86_64")
     assert resolution.artifacts[0].filename.endswith(".run")
 
 
 def test_a_good_document_parses() -> None:
-    snapshot = Snapshot.parse(json.dumps(_document()).encode(), WHERE)
+    snapshot = OfflineCatalog.parse(json.dumps(_document()).encode(), WHERE)
     assert snapshot.releases["13.0.1"][0]["size"] == 4302469087
 
 
@@ -59,7 +59,7 @@ def test_a_good_document_parses() -> None:
 )
 def test_a_damaged_snapshot_is_refused(document: Any, says: str) -> None:
     with pytest.raises(SourceFormatError) as caught:
-        Snapshot.parse(json.dumps(document).encode(), WHERE)
+        OfflineCatalog.parse(json.dumps(document).encode(), WHERE)
     assert WHERE in str(caught.value) and says in str(caught.value)
 
 
@@ -68,4 +68,4 @@ def test_a_damaged_snapshot_is_refused(document: Any, says: str) -> None:
 )
 def test_an_undecodable_snapshot_is_refused(data: bytes) -> None:
     with pytest.raises(SourceFormatError, match=WHERE):
-        Snapshot.parse(data, WHERE)
+        OfflineCatalog.parse(data, WHERE)

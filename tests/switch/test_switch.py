@@ -25,7 +25,7 @@ from cudaup.install import store as store_module
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import is_shim
-from cudaup.switch import environment, pins, selection, shim, shims, system_link
+from cudaup.switch import environment, pins, selection, shim, shim_files, system_link
 from tests.helpers import require_tool
 
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
@@ -369,7 +369,7 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     three.bin_dir.mkdir(parents=True)
     foreign = three.bin_dir / "ptxas"
     foreign.write_text("#!/bin/sh\necho mine\n")
-    written = shims.write_shims(three, ["nvcc", "ptxas", "cuobjdump"])
+    written = shim_files.write_shims(three, ["nvcc", "ptxas", "cuobjdump"])
     assert sorted(p.name for p in written) == ["cuobjdump", "nvcc"]
     assert foreign.read_text() == "#!/bin/sh\necho mine\n"  # never overwritten
     nvcc = three.bin_dir / "nvcc"
@@ -378,23 +378,23 @@ def test_write_shims_marks_replaces_and_removes_only_its_own(three: Store) -> No
     text = nvcc.read_text()
     assert text.startswith("#!/bin/sh\n# cudaup shim")
     assert text.endswith(
-        f"exec {sys.executable} -I -S -c '{shims.SHIM_CODE}' {shims.package_root()} "
+        f"exec {sys.executable} -I -S -c '{shim_files.SHIM_CODE}' {shim_files.package_root()} "
         f'{three.home} nvcc "$@"\n'
     )
     # The directory baked in is the one this cudaup was imported from.
-    assert (Path(shims.package_root()) / "cudaup" / "switch" / "shim.py").is_file()
-    shims.write_shims(three, ["nvcc"])
+    assert (Path(shim_files.package_root()) / "cudaup" / "switch" / "shim.py").is_file()
+    shim_files.write_shims(three, ["nvcc"])
     assert sorted(p.name for p in three.bin_dir.iterdir()) == ["nvcc", "ptxas"]
     assert not [p for p in three.bin_dir.iterdir() if p.name.startswith(".")]
     with pytest.raises(UsageError):
-        shims.write_shims(three, ["../evil"])
+        shim_files.write_shims(three, ["../evil"])
 
 
 def test_shims_are_written_only_for_tools_a_toolkit_has(three: Store, tmp_path: Path) -> None:
     make_toolkit(three, "12.9.0", ("nvcc", "nvvp", "ls", "python3"))
-    assert shims.available_tools(three) == ["nvcc", "nvvp", "ptxas"]
-    assert shims.foreign_programs(three.toolkits_dir / "12.9.0") == ["ls", "python3"]
-    written = shims.refresh_shims(three)
+    assert shim_files.available_tools(three) == ["nvcc", "nvvp", "ptxas"]
+    assert shim_files.foreign_programs(three.toolkits_dir / "12.9.0") == ["ls", "python3"]
+    written = shim_files.refresh_shims(three)
     assert sorted(p.name for p in written) == ["nvcc", "nvvp", "ptxas"]
     # A system's ncu stays visible behind the shims: no toolkit of cudaup's has one.
     system = make_tree(tmp_path / "nsight", "system", ("ncu",))
@@ -403,13 +403,13 @@ def test_shims_are_written_only_for_tools_a_toolkit_has(three: Store, tmp_path: 
     assert done.stdout.startswith("ncu from system")
     # nvcc keeps its shim with no toolkit at all: it says how to choose one.
     empty = Store(tmp_path / "empty")
-    assert [p.name for p in shims.refresh_shims(empty)] == ["nvcc"]
+    assert [p.name for p in shim_files.refresh_shims(empty)] == ["nvcc"]
     # A default that is a path brings its tools; removing a toolkit removes its shims.
     three.set_default(str(system))
-    assert "ncu" in shims.available_tools(three)
+    assert "ncu" in shim_files.available_tools(three)
     three.set_default(None)
     shutil.rmtree(three.toolkits_dir / "12.9.0")
-    assert sorted(p.name for p in shims.refresh_shims(three)) == ["nvcc", "ptxas"]
+    assert sorted(p.name for p in shim_files.refresh_shims(three)) == ["nvcc", "ptxas"]
     assert not (three.bin_dir / "nvvp").exists()
 
 
@@ -423,7 +423,7 @@ def run_shim(
 
 
 def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
-    shims.refresh_shims(three)
+    shim_files.refresh_shims(three)
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
@@ -473,7 +473,7 @@ def test_shims_end_to_end(three: Store, tmp_path: Path) -> None:
 def test_python_m_cudaup_shim_and_a_toolkit_that_is_the_shims_themselves(
     three: Store, tmp_path: Path
 ) -> None:
-    shims.refresh_shims(three)
+    shim_files.refresh_shims(three)
     three.set_default("13.0")
     argv = [sys.executable, "-m", "cudaup.switch.shim", str(three.home), "nvcc", "-V"]
     env = {"PATH": "/usr/bin:/bin"}
@@ -488,7 +488,7 @@ def test_python_m_cudaup_shim_and_a_toolkit_that_is_the_shims_themselves(
 
 
 def test_the_shim_survives_a_deleted_working_directory(three: Store, tmp_path: Path) -> None:
-    shims.refresh_shims(three)
+    shim_files.refresh_shims(three)
     three.set_default("13.0")
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -505,7 +505,7 @@ def test_the_shim_survives_a_deleted_working_directory(three: Store, tmp_path: P
 
 def test_shim_overhead_is_small(three: Store, tmp_path: Path) -> None:
     """Not a benchmark: a guard against slow imports (measured: ~9.5 ms, mostly Python start-up)."""
-    shims.refresh_shims(three)
+    shim_files.refresh_shims(three)
     three.set_default("13.0")
     env = {"PATH": f"{three.home / 'bin'}:/usr/bin:/bin"}
     real = str(three.toolkits_dir / "13.0.1" / "bin" / "nvcc")

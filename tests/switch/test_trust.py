@@ -33,8 +33,8 @@ UNTRUSTED = EXIT_CODES["untrusted-path"]
 #: Shims are written by a cudaup every user may run: the checkout and this venv may be
 #: private (a home directory, ``mktemp -d``), and a shim names the cudaup that wrote it.
 WRITE_SHIMS = (
-    "from cudaup.install.store import Store; from cudaup.switch import shims; "
-    "store = Store.from_env(); shims.write_shims(store, shims.available_tools(store))"
+    "from cudaup.install.store import Store; from cudaup.switch import shim_files; "
+    "store = Store.from_env(); shim_files.write_shims(store, shim_files.available_tools(store))"
 )
 
 

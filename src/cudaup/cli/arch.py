@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 from cudaup.binaries.coverage import Gpu, check_coverage
 from cudaup.binaries.read import Package, read_local
-from cudaup.cli.common import emit_json, human_size, settings_of
+from cudaup.cli.common import human_size, settings_of
+from cudaup.cli.output import emit_json
 from cudaup.core.fatbin import Target
 from cudaup.core.gpus import parse_gpu
 from cudaup.errors import GpuUnsupportedError, UsageError
@@ -87,7 +88,6 @@ def cmd_arch(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "schema": 1,
                 "packages": [p.to_json() for p in packages],
                 "gpus": [c.to_json() for c in coverage],
             }

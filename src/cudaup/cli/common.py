@@ -1,12 +1,10 @@
-"""What the command modules share: settings from flags, the platform, JSON output, sizes,
-warnings."""
+"""What the command modules share: settings from flags, the platform, sizes, warnings."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cudaup.config import Settings
 from cudaup.core.platforms import parse_platform
@@ -25,10 +23,6 @@ def human_size(value: int | None) -> str:
             return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
         amount /= 1024
     return f"{value} B"  # pragma: no cover
-
-
-def emit_json(document: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
 def warn(message: str) -> None:

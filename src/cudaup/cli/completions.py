@@ -18,9 +18,10 @@ import argparse
 import shlex
 from dataclasses import dataclass, field
 
+from cudaup.cli.argv import VALUED_GLOBALS
 from cudaup.cli.commands import COMMANDS
-from cudaup.cli.common import emit_json
-from cudaup.cli.main import VALUED_GLOBALS, build_parser
+from cudaup.cli.main import build_parser
+from cudaup.cli.output import emit_json
 from cudaup.core.platforms import PLATFORMS
 from cudaup.errors import UsageError
 
@@ -303,7 +304,7 @@ def cmd_completions(args: argparse.Namespace) -> int:
         raise UsageError(f"name the shell: cudaup completions {'|'.join(SHELLS)}")
     script = RENDERERS[args.shell](spec())
     if args.json:
-        emit_json({"schema": 1, "shell": args.shell, "script": script})
+        emit_json({"shell": args.shell, "script": script})
     else:
         print(script, end="")
     return 0

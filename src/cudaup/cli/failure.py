@@ -1,7 +1,8 @@
 """What a failed run says and exits with: the one error handler of the command line.
 
 Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and its exit
-code, with the error object on stdout under ``--json``; Ctrl-C says whether the same
+code, its hint (what gets round it) on a ``hint:`` line, and the error object on stdout
+under ``--json``; Ctrl-C says whether the same
 command resumes; a full disk or a refusal that no handler translated still names
 the path (exit 10 or 14); anything else is a bug (exit 1), with a traceback only under
 ``--debug``.  Loaded only when a run fails, so that every start stays light.
@@ -10,16 +11,16 @@ the path (exit 10 or 14); anything else is a bug (exit 1), with a traceback only
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from cudaup.cli import output
+from cudaup.cli.argv import OFFLINE_COMMANDS, command_name
 from cudaup.cli.commands import COMMANDS
-from cudaup.cli.main import OFFLINE_COMMANDS, command_name
-from cudaup.errors import CudaupError, HostUnreachableError, NoCommonLineError, UsageError
+from cudaup.cli.output import emit_json
+from cudaup.errors import CudaupError, HostUnreachableError, UsageError
 from cudaup.util.faults import explain, known_places
 
 
@@ -49,35 +50,36 @@ def unknown_command(name: str) -> UsageError:
 
 
 def _fail(exc: CudaupError, argv: list[str], json_wanted: bool, debug: bool) -> int:
-    """One sentence on stderr, the error object under ``--json``, the exit code."""
+    """One sentence on stderr (and the hint's line), the error object under ``--json``,
+    the exit code."""
     if debug:
         raise exc
+    hint = hint_for(exc, argv)
     if json_wanted:
-        error: dict[str, object] = {
-            "kind": exc.kind,
-            "message": str(exc),
-            "exit_code": exc.exit_code,
-        }
-        if isinstance(exc, NoCommonLineError):  # the exclusions and lines, as data
-            error["details"] = dict(exc.details)
-        sys.stdout.write(json.dumps({"schema": 1, "error": error}, indent=2) + "\n")
-    sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}{hint_for(exc, argv)}\n")
+        error = exc.to_json()
+        if hint is not None:
+            error["hint"] = hint
+        emit_json({"error": error})
+    sys.stderr.write(f"{output.error_prefix(sys.stderr)} {exc}\n")
+    if hint is not None:
+        sys.stderr.write(f"cudaup: hint: {hint}\n")
     return exc.exit_code
 
 
-def hint_for(exc: CudaupError, argv: Sequence[str]) -> str:
-    """What may get round ``exc``, only where something does: a host that could not be
-    reached at all; ``--mirror`` for NVIDIA's or PyPI's own hosts (a mirror can stand
-    in for them, not for a host the user chose), ``--offline`` for the commands that
-    answer from cudaup's shipped snapshot."""
-    if not isinstance(exc, HostUnreachableError):
-        return ""
+def hint_for(exc: CudaupError, argv: Sequence[str]) -> str | None:
+    """What may get round ``exc``, only where something does: the error's own hint, or for
+    a host that could not be reached at all, the ways the command line offers:
+    ``--mirror`` for NVIDIA's or PyPI's own hosts (a mirror can stand in for them, not for
+    a host the user chose), ``--offline`` for the commands that answer from cudaup's
+    shipped snapshot."""
+    if exc.hint is not None or not isinstance(exc, HostUnreachableError):
+        return exc.hint
     ways = []
     if exc.public and "--mirror" not in argv:
         ways.append("--mirror URL fetches from a mirror")
     if command_name(argv) in OFFLINE_COMMANDS and "--offline" not in argv:
         ways.append("--offline answers from cudaup's shipped snapshot")
-    return f" (no network here? {'; '.join(ways)})" if ways else ""
+    return f"no network here? {'; '.join(ways)}" if ways else None
 
 
 def _internal(exc: Exception, debug: bool) -> int:

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from cudaup.cli.common import add_components, emit_json, settings_of
-from cudaup.cli.output import error_prefix
+from cudaup.cli.common import add_components, settings_of
+from cudaup.cli.output import emit_json, error_prefix
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
 from cudaup.core.platforms import parse_platform
@@ -69,17 +69,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
         )
         if args.json:  # one object: the changes, and the error when there are any
             document: dict[str, object] = {
-                "schema": 1,
                 "lock": args.check,
                 "unchanged": not changes,
                 "changes": changes,
             }
             if failure is not None:
-                document["error"] = {
-                    "kind": failure.kind,
-                    "message": str(failure),
-                    "exit_code": failure.exit_code,
-                }
+                document["error"] = failure.to_json()
             emit_json(document)
         else:
             for change in changes:
@@ -110,7 +105,6 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "schema": 1,
                 "lock": str(output),
                 "toolkits": len(built.lock.toolkits),
                 "notes": built.notes,
@@ -136,7 +130,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             settings=settings, http=HttpClient(settings), progress=display,
         )  # fmt: skip
     if args.json:
-        emit_json({"schema": 1, "directory": args.directory, **report.to_json()})
+        emit_json({"directory": args.directory, **report.to_json()})
     else:
         print(
             f"{args.directory}: {len(report.fetched)} fetched, {len(report.kept)} kept (verified), {len(report.documents)} documents"

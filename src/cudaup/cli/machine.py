@@ -6,7 +6,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from cudaup.cli.common import emit_json, settings_of
+from cudaup.cli.common import settings_of
+from cudaup.cli.output import emit_json
 from cudaup.core.compat import FORWARD_NOTE, TABLE_SOURCE, Compatibility
 from cudaup.core.driver import DriverVersion
 from cudaup.core.libraries import LibraryRequest, parse_library
@@ -17,15 +18,17 @@ from cudaup.errors import (
     ProblemsFoundError,
     UsageError,
 )
-from cudaup.machine.compat_report import (
+from cudaup.machine.doctor import examine, lookup_from_env
+from cudaup.machine.driver_probe import driver_to_check
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.net.http import HttpClient
+from cudaup.resolve.compat_report import (
     DriverVerdict,
     ReleaseCompat,
     driver_compat,
     live_table,
     release_compat,
 )
-from cudaup.machine.doctor import examine, lookup_from_env
-from cudaup.net.http import HttpClient
 from cudaup.resolve.libraries import LibraryCompat
 from cudaup.resolve.resolver import Resolver
 
@@ -257,7 +260,8 @@ def cmd_compat(args: argparse.Namespace) -> int:
         if any(g.verdict == "no" for g in report.gpus):
             return GpuUnsupportedError.exit_code
         return _verdict_code(report.driver)
-    verdicts = driver_compat(table, args.driver, os_name, notes)
+    driver, reported = driver_to_check(args.driver, root=SystemRoot.from_env())
+    verdicts = driver_compat(table, driver, os_name, notes, reported)
     if args.json:
         emit_json(verdicts.to_json())
         return 0

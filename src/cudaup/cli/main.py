@@ -25,24 +25,13 @@ from collections.abc import Callable, Sequence
 
 from cudaup import __version__
 from cudaup.cli import output
+from cudaup.cli.argv import command_name
 from cudaup.cli.commands import COMMANDS
 from cudaup.errors import OutputClosedError, UsageError
 
 TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
 if TYPE_CHECKING:
     from typing import Any, NoReturn
-
-#: Global options that take a value, so that the command can be found without parsing.
-VALUED_GLOBALS = (
-    "--download-url",
-    "--archive-url",
-    "--prerelease-url",
-    "--pypi-url",
-    "--mirror",
-    "--color",
-)
-#: The commands ``--offline`` answers (from the shipped snapshot and tables).
-OFFLINE_COMMANDS = frozenset({"resolve", "versions", "compat"})
 
 
 #: What cudaup prints beyond ASCII, and what a terminal that cannot show it gets instead.
@@ -156,21 +145,6 @@ def _global_options(parser: argparse.ArgumentParser, *, copy: bool) -> None:
         default=None,
         help="a cudaup mirror: every host and the PyPI index at one root",
     )
-
-
-def command_name(argv: Sequence[str]) -> str | None:
-    """The command in ``argv`` (the first word that is neither an option nor its value)."""
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word == "--":
-            return None
-        elif word in VALUED_GLOBALS:
-            skip = True
-        elif not word.startswith("-"):
-            return word
-    return None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -2,7 +2,8 @@
 
 Colour (``--color auto|always|never``, ``NO_COLOR``), the verbose log (``-v``,
 ``-vv``), and a record of what the run's downloads left on disk, so that Ctrl-C
-is answered truthfully ("resume" only when something resumable was kept).  Set
+is answered truthfully ("resume" only when something resumable was kept).  And the one writer
+of the ``--json`` document on stdout (:func:`emit_json`, which puts ``"schema"`` first).  Set
 once per run by :func:`begin` (``cudaup.cli.main``); read by the progress
 displays and the error handler.  Light on purpose: ``cudaup --version`` imports it.
 """
@@ -41,6 +42,19 @@ def color_wanted(choice: str, stream: IO[str], env: Mapping[str, str] | None = N
         return stream.isatty()
     except (AttributeError, ValueError):  # closed, or not a real stream
         return False
+
+
+#: The version of the ``--json`` documents' shape (README, "Output for scripts").
+SCHEMA = 1
+
+
+def emit_json(document: Mapping[str, Any]) -> None:
+    """Print ``document`` as this command's ``--json`` answer: ``"schema"`` first (the one
+    place that key is written; a document with a shape of its own, the plan's, keeps its
+    number), then its keys in order."""
+    import json  # noqa: PLC0415 - only a --json run needs it
+
+    sys.stdout.write(json.dumps({"schema": SCHEMA, **document}, indent=2) + "\n")
 
 
 class Ledger:

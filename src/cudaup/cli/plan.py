@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from cudaup.binaries.coverage import Gpu
-from cudaup.cli.common import (
-    add_allow_minor_compat,
-    add_platform,
-    emit_json,
-    platform_of,
-    settings_of,
-)
+from cudaup.cli.common import add_allow_minor_compat, add_platform, platform_of, settings_of
+from cudaup.cli.output import emit_json
 from cudaup.core.driver import DriverVersion
 from cudaup.core.gpus import parse_gpu
-from cudaup.errors import GpuUnsupportedError, NoCommonLineError
+from cudaup.errors import GpuUnsupportedError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
@@ -71,19 +65,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
-    try:
-        result = Planner(settings).plan(
-            requirements, indexes, target, line=line, pre=args.pre,
-            allow_minor_compat=args.allow_minor_compat,
-        )  # fmt: skip
-    except NoCommonLineError as exc:
-        if not args.json:
-            raise
-        # The error object, with the exclusions and each package's lines as data.
-        error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
-        emit_json({"schema": 1, "error": {**error, "details": exc.details}})
-        sys.stderr.write(f"cudaup: error: {exc}\n")
-        return exc.exit_code
+    # No common line: the error object carries the exclusions and each package's lines.
+    result = Planner(settings).plan(
+        requirements, indexes, target, line=line, pre=args.pre,
+        allow_minor_compat=args.allow_minor_compat,
+    )  # fmt: skip
     if args.export:
         export_pylock(result, Path(args.export), settings)
     # --gpu (plan/kernels.py): the published wheels' kernels, per GPU named

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from urllib.parse import urlsplit
 
-from cudaup.cli.common import emit_json, settings_of
+from cudaup.cli.common import settings_of
+from cudaup.cli.output import emit_json
 from cudaup.errors import RemoteFileMissingError, UsageError
 from cudaup.resolve.probe import probe_url
 

@@ -10,11 +10,11 @@ from cudaup.cli.common import (
     add_channel,
     add_components,
     add_platform,
-    emit_json,
     human_size,
     platform_of,
     settings_of,
 )
+from cudaup.cli.output import emit_json
 from cudaup.config import Settings
 from cudaup.core.components import split_components
 from cudaup.core.model import Resolution
@@ -22,7 +22,7 @@ from cudaup.core.versions import parse_request
 from cudaup.errors import OfflineError
 from cudaup.resolve.releases import list_releases, offline_summaries
 from cudaup.resolve.resolver import Resolver
-from cudaup.resolve.snapshot import Snapshot
+from cudaup.resolve.snapshot import OfflineCatalog
 
 
 def add_resolve(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +46,7 @@ def add_versions(parser: argparse.ArgumentParser) -> None:
 def _library_versions(settings: Settings, name: str, as_json: bool) -> int:
     releases = Resolver(settings).library_releases(name)
     if as_json:
-        emit_json({"schema": 1, "product": name, "releases": [r.to_json() for r in releases]})
+        emit_json({"product": name, "releases": [r.to_json() for r in releases]})
         return 0
     print(f"{'release':<10} {'version':<12} {'date':<10}  CUDA majors (platforms)")
     for r in releases:
@@ -92,7 +92,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     if settings.offline:
         if args.channel != "installer":
             raise OfflineError("--offline answers only --channel installer (from the snapshot)")
-        resolution = Snapshot.load().resolve(parse_request(args.version), platform)
+        resolution = OfflineCatalog.load().resolve(parse_request(args.version), platform)
 
         artifacts = tuple(replace(a, url=settings.rewrite(a.url)) for a in resolution.artifacts)
         resolution = replace(resolution, artifacts=artifacts)
@@ -119,10 +119,10 @@ def cmd_versions(args: argparse.Namespace) -> int:
         if settings.offline:
             raise OfflineError("--offline knows CUDA's releases only, not a library's")
         return _library_versions(settings, args.product, args.json)
-    snapshot = Snapshot.load() if settings.offline else None
+    snapshot = OfflineCatalog.load() if settings.offline else None
     releases = offline_summaries(snapshot) if snapshot else list_releases(Resolver(settings))
     if args.json:
-        document: dict[str, object] = {"schema": 1, "releases": [r.to_json() for r in releases]}
+        document: dict[str, object] = {"releases": [r.to_json() for r in releases]}
         if snapshot:
             document["snapshot"] = snapshot.generated
         emit_json(document)

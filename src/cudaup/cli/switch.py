@@ -1,7 +1,7 @@
 """The switching commands: ``default``, ``pin``, ``env``, ``run``, ``which``, ``show``, ``undo``.
 
-Each handler returns an exit code and, with ``--json``, prints one JSON object
-with ``"schema": 1``.  The work is done by :mod:`cudaup.switch`.
+Each handler reads its flags, calls :mod:`cudaup.switch` (which holds the rules and
+the ``--json`` documents), and words the answer; it returns an exit code.
 """
 
 from __future__ import annotations
@@ -9,18 +9,27 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from cudaup.cli.common import emit_json, settings_of, warn
-from cudaup.core.tools import is_toolkit_tool
-from cudaup.errors import CommandNotRunError, ReleaseNotFoundError, UsageError
+from cudaup.cli.common import settings_of, warn
+from cudaup.cli.output import emit_json
+from cudaup.errors import CommandNotRunError, UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.machine.toolkits import is_shim
-from cudaup.switch import environment, github, pins, pyenv, selection, shim, shims, system_link
+from cudaup.switch import (
+    environment,
+    github,
+    launch,
+    overview,
+    pins,
+    pyenv,
+    selection,
+    shim,
+    shim_files,
+    system_link,
+)
 
 log = logging.getLogger("cudaup.switch")
 _CHOOSE = (
@@ -121,14 +130,6 @@ def _answer(value: str, path: Path | None, version: str | None) -> str:
     return value if value == str(path) else f"{value} → {path}"
 
 
-def _override_note(active: selection.Active) -> str | None:
-    """A note when something above the default decides here."""
-
-    if active.source in {"env", "file"}:
-        return f"here, {shim.asker(active.source, str(active.origin))} takes precedence ({active.request})"
-    return None
-
-
 # -- default -------------------------------------------------------------------------------
 def cmd_default(args: argparse.Namespace) -> int:
 
@@ -142,7 +143,7 @@ def cmd_default(args: argparse.Namespace) -> int:
         target, version = system_link.system_target(store, args.value, root=root)
         change = system_link.set_system_link(store, target, version=version, root=root)
         if args.json:
-            emit_json({"schema": 1, **change.to_json()})
+            emit_json(change.to_json())
             return 0
         via = " through update-alternatives" if change.method == "update-alternatives" else ""
         print(f"{system_link.LINK} {change.after.words()}{via}")
@@ -153,42 +154,31 @@ def cmd_default(args: argparse.Namespace) -> int:
             raise UsageError("give a value or --unset, not both")
         store.set_default(None)
         if args.json:
-            emit_json({"schema": 1, "default": None})
+            emit_json({"default": None})
         else:
             print("no default toolkit now")
         return 0
     if args.value is None:
         return _print_default(args, store)
-    choice = selection.choose_default(store, args.value, root=root)
-    store.set_default(choice.value)
-    shims.refresh_shims(store)
-    active = _select(store)
-    notes = [n for n in (choice.note, _override_note(active)) if n]
-    if not shims.shims_on_path(store):
-        notes.append(f"add {store.bin_dir} to PATH so that nvcc and friends run the active toolkit")
+    recorded = overview.set_default(store, args.value, root=root)
+    for warning in recorded.active.warnings:
+        warn(warning)
     if args.json:
-        emit_json({"schema": 1, "default": choice.to_json(), "notes": notes})
+        emit_json(recorded.to_json())
         return 0
+    choice = recorded.choice
     print(f"default: {_answer(choice.value, choice.path, choice.version)}")
-    for note in notes:
+    for note in recorded.notes:
         print(f"note: {note}")
     return 0
 
 
 def _print_default(args: argparse.Namespace, store: Store) -> int:
 
-    value = store.default()
-    resolved = selection.resolve_default(store)
+    state = overview.read_default(store)
+    value, resolved = state.value, state.resolved
     if args.json:
-        document = None
-        if value is not None and resolved is not None:
-            document = {
-                "value": value,
-                "path": str(resolved.path) if resolved.path else None,
-                "version": resolved.version,
-                "problem": resolved.problem,
-            }
-        emit_json({"schema": 1, "default": document})
+        emit_json(state.to_json())
         return 0
     if value is None or resolved is None:
         print("no default toolkit; set one with `cudaup default VERSION`")
@@ -203,7 +193,7 @@ def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
 
     state = system_link.read_link_state(root)
     if args.json:
-        emit_json({"schema": 1, "link": system_link.LINK, "state": state.to_json()})
+        emit_json({"link": system_link.LINK, "state": state.to_json()})
     else:
         print(f"{system_link.LINK} {state.words()}")
     return 0
@@ -217,71 +207,40 @@ def cmd_pin(args: argparse.Namespace) -> int:
     if args.unset:
         if args.value is not None:
             raise UsageError("give a value or --unset, not both")
-        removed = pins.remove_pin(here)
-        still, still_asks, _ = pins.nearest_pin(here)
+        removal = pins.unpin(here)
         if args.json:
-            emit_json(
-                {
-                    "schema": 1,
-                    "removed": str(removed) if removed else None,
-                    "applies_here": str(still) if still else None,
-                }
-            )
+            emit_json(removal.to_json())
             return 0
-        print(f"removed {removed}" if removed else f"no {selection.PIN_FILE} in {here}")
-        if still is not None:
-            print(f"note: {still} still applies here ({still_asks})")
+        print(
+            f"removed {removal.removed}"
+            if removal.removed
+            else f"no {selection.PIN_FILE} in {here}"
+        )
+        if removal.applies_here is not None:
+            print(f"note: {removal.applies_here} still applies here ({removal.request})")
         return 0
     if args.value is None:
-        pin, asks, skipped = pins.nearest_pin(here)
-        request = asks if pin else None
-        for warning in skipped:
+        lookup = pins.look_up_pin(here)
+        for warning in lookup.skipped:
             warn(warning)
         if args.json:
-            emit_json({"schema": 1, "pin": str(pin) if pin else None, "request": request})
-        elif pin is None:
+            emit_json(lookup.to_json())
+        elif lookup.pin is None:
             print(
                 f"no {selection.PIN_FILE} in {here} or above; write one with `cudaup pin VERSION`"
             )
         else:
-            print(f"{pin}: {request}")
+            print(f"{lookup.pin}: {lookup.request}")
         return 0
-    value = selection.check_request(args.value)
-    if shim.is_path_request(value):
-        problem = selection.foreign_problem(
-            store, selection.real_path(SystemRoot.from_env(), value, here)
-        )
-        if problem is not None:
-            raise UsageError(problem)
-    path = pins.write_pin(here, args.value)
-    without_env = {k: v for k, v in os.environ.items() if k != selection.TOOLKIT_ENV}
-    pinned = selection.select(store, env=without_env, cwd=here)
-    if pinned.path is None:
-        fix = (
-            f"; install it with `cudaup install {value}`"
-            if pinned.failure == "not-installed"
-            else ""
-        )
-        warn(f"{pinned.problem}{fix}")
-    notes = []
-    if os.environ.get(selection.TOOLKIT_ENV, "").strip():
-        notes.append(
-            f"{selection.TOOLKIT_ENV}={os.environ[selection.TOOLKIT_ENV]} overrides it in this environment"
-        )
+    change = pins.pin_directory(store, here, args.value, root=SystemRoot.from_env(), env=os.environ)
+    if change.problem is not None:
+        warn(change.problem)
     if args.json:
-        emit_json(
-            {
-                "schema": 1,
-                "pin": str(path),
-                "request": value,
-                "toolkit": pinned.to_json(),
-                "notes": notes,
-            }
-        )
+        emit_json(change.to_json())
         return 0
-    answer = f" → {pinned.describe()}" if pinned.path else ""
-    print(f"wrote {path}: {value}{answer}")
-    for note in notes:
+    answer = f" → {change.toolkit.describe()}" if change.toolkit.path else ""
+    print(f"wrote {change.pin}: {change.request}{answer}")
+    for note in change.notes:
         print(f"note: {note}")
     return 0
 
@@ -297,12 +256,13 @@ def cmd_env(args: argparse.Namespace) -> int:
         raise UsageError("give a VERSION or --python, not both")
     extra: dict[str, str] = {}
     if args.python is not None:
-        active, extra = _for_environment(args, store)
+        found = _for_environment(args, store)
+        active, extra = found.active, found.extra
     else:
         _no_install_without_python(args)
         active = _select(store, request=args.version)
     toolkit = active.require()
-    document: dict[str, Any] = {"schema": 1, "shell": shell, "toolkit": active.to_json()}
+    document: dict[str, Any] = {"shell": shell, "toolkit": active.to_json()}
     if shell == "dockerfile":
         text = environment.render_dockerfile(toolkit)  # checks the paths first
         document["variables"] = environment.dockerfile_env(toolkit)
@@ -327,52 +287,34 @@ def _no_install_without_python(args: argparse.Namespace) -> None:
         raise UsageError("--install goes with --python (`cudaup install VERSION` installs one)")
 
 
-def _for_environment(
-    args: argparse.Namespace, store: Store
-) -> tuple[selection.Active, dict[str, str]]:
-    """The toolkit of ``--python``'s line (installed with ``--install``), and the variables
-    to add: ``TORCH_CUDA_ARCH_LIST`` from the GPUs present when it is unset.  A host compiler
-    the toolkit does not accept is warned about, with the way out."""
-    # Only these commands need the installer and the driver probe: loaded here, not at start.
-    from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
-    from cudaup.machine.driver_probe import detect_driver  # noqa: PLC0415
-    from cudaup.machine.host import host_platform  # noqa: PLC0415
+def _for_environment(args: argparse.Namespace, store: Store) -> pyenv.EnvironmentToolkit:
+    """:func:`pyenv.toolkit_for_environment` for ``--python`` (``--install``: what
+    ``upgrade`` installs beside an environment), its warnings said."""
 
-    root = pyenv.environment_root(args.python)
-    line = pyenv.environment_line(root)
-    log.info("%s: %s: CUDA %s", root, line.reason, line.request)
-    active = _select(store, request=line.request)
-    if active.path is None and args.install:
-        empty = store.is_empty()
-        # What `upgrade` installs beside an environment: what a JIT or an extension build needs.
+    def install(request: str) -> None:
+        # Only these commands need the installer: loaded here, not at start.
         from cudaup.cli.upgrade import DEFAULT_COMPONENTS  # noqa: PLC0415
+        from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
+        from cudaup.machine.host import host_platform  # noqa: PLC0415
 
+        empty = store.is_empty()
         options = InstallOptions(platform=host_platform(), components=DEFAULT_COMPONENTS)
-        result = install(line.request, options, settings=settings_of(args), store=store)
+        result = install(request, options, settings=settings_of(args), store=store)
         store.adopt_first(store.at(result.path), empty)
-        shims.refresh_shims(store)
-        active = _select(store, request=line.request)
-    if active.path is None:
-        hint = (
-            f"; `--install` installs it ({line.reason})"
-            if active.failure == "not-installed"
-            else ""
-        )
-        raise ReleaseNotFoundError(f"{active.problem or 'no toolkit'}{hint}")
-    extra: dict[str, str] = {}
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        log.info("TORCH_CUDA_ARCH_LIST is set (%s): kept", os.environ["TORCH_CUDA_ARCH_LIST"])
-    else:
-        gpus = detect_driver(root=SystemRoot.from_env()).gpus
-        arch = pyenv.arch_list(gpus)
-        if arch is None:
-            log.info("no GPU found here: TORCH_CUDA_ARCH_LIST is left unset")
-        else:
-            extra["TORCH_CUDA_ARCH_LIST"] = arch
-    problem = pyenv.compiler_problem(active.path, os.environ)
-    if problem is not None:
-        warn(problem)
-    return active, extra
+        shim_files.refresh_shims(store)
+
+    found = pyenv.toolkit_for_environment(
+        args.python,
+        store,
+        env=os.environ,
+        root=SystemRoot.from_env(),
+        install=install if args.install else None,
+    )
+    for warning in found.active.warnings:
+        warn(warning)
+    if found.compiler_problem is not None:
+        warn(found.compiler_problem)
+    return found
 
 
 def _github_env(
@@ -417,39 +359,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = Store.from_env()
     program = command[0]
     extra: dict[str, str] = {}
+    python_bin = None
     if args.python is not None:
-        active, extra = _for_environment(args, store)
+        found = _for_environment(args, store)
+        active, extra, python_bin = found.active, found.extra, found.root / "bin"
     else:
         _no_install_without_python(args)
         # `run 13.0 -- ncu` wants the newest 13.0.x that has ncu, as the ncu shim would.
         tool = program if "/" not in program else shim.COMPILER
         active = _select(store, request=args.version, tool=tool)
     toolkit = active.require()
-    if (
-        "/" not in program
-        and not is_toolkit_tool(program)
-        and shim.tool_path(str(toolkit), program)
-    ):
-        # PATH would find it in the toolkit's bin first: a name no NVIDIA toolkit ships.
-        raise CommandNotRunError(
-            f"cannot run {program}: {shim.not_a_toolkit_tool(program)}, and {toolkit / 'bin'} "
-            "holds one, which PATH would find first; name the program you mean by its path",
-            127,
-        )
-    environ = dict(os.environ)
-    environ.update(environment.toolkit_env(toolkit, store))
-    environ.update(extra)
-    # Shims the command starts (a tool this toolkit lacks, a nested build) agree with it,
-    # and come before any other toolkit's tools on PATH.
-    environ[selection.TOOLKIT_ENV] = str(toolkit)
-    environ["PATH"] = _with_shims(environ["PATH"], toolkit, store)
-    if args.python is not None:  # the environment's own tools (python, pip) next
-        bin_dir = str(pyenv.environment_root(args.python) / "bin")
-        entries = [e for e in environ["PATH"].split(os.pathsep) if e != bin_dir]
-        at = next((i + 1 for i, e in enumerate(entries) if e == str(store.bin_dir.absolute())), 1)
-        environ["PATH"] = os.pathsep.join([*entries[:at], bin_dir, *entries[at:]])
-    if "/" not in program:
-        _refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
+    launch.refuse_shadowed(program, toolkit)
+    environ = launch.run_environ(toolkit, store, os.environ, extra=extra, python_bin=python_bin)
+    launch.refuse_other_toolkits(program, active, toolkit, environ["PATH"], store)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -463,35 +385,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - execvpe does not return
 
 
-def _with_shims(path: str, toolkit: Path, store: Store) -> str:
-    """``PATH`` with the shims right after the toolkit's ``bin`` (when there are shims)."""
-    if not store.bin_dir.is_dir():
-        return path
-    shim_dir = os.path.normpath(store.bin_dir.absolute())
-    entries = [e for e in path.split(os.pathsep) if e and os.path.normpath(e) != shim_dir]
-    own = str(toolkit / "bin")
-    at = entries.index(own) + 1 if own in entries else 0
-    return os.pathsep.join([*entries[:at], shim_dir, *entries[at:]])
-
-
-def _refuse_other_toolkits(
-    program: str, active: selection.Active, toolkit: Path, path: str, store: Store
-) -> None:
-    """Exit 127 when ``program`` is a toolkit's tool (one cudaup knows, or one an installed
-    toolkit has: it has a shim) that the chosen toolkit lacks: PATH would find another
-    toolkit's (``/usr/local/bin/nvcc``), and a build with the wrong compiler that exits 0
-    is worse than none."""
-    if shim.tool_path(str(toolkit), program) is not None:
-        return
-    if not is_toolkit_tool(program):
-        return  # make, cmake, python: no toolkit's tool
-    shim_dir = os.path.normpath(store.bin_dir.absolute())
-    beyond = os.pathsep.join(e for e in path.split(os.pathsep) if os.path.normpath(e) != shim_dir)
-    found = shutil.which(program, path=beyond)  # what PATH would have run
-    instead = f"; cudaup does not run {found} instead" if found and not is_shim(Path(found)) else ""
-    raise CommandNotRunError(selection.missing_tool(active, program, store) + instead, 127)
-
-
 # -- which / show -----------------------------------------------------------------------------------
 def cmd_which(args: argparse.Namespace) -> int:
 
@@ -499,7 +392,7 @@ def cmd_which(args: argparse.Namespace) -> int:
     active = _select(store, tool=args.tool)
     path = selection.tool_in(active, args.tool, store)
     if args.json:
-        emit_json({"schema": 1, "tool": args.tool, "path": str(path), "toolkit": active.to_json()})
+        emit_json({"tool": args.tool, "path": str(path), "toolkit": active.to_json()})
         return 0
     print(path)
     label = f"CUDA {active.version}" if active.version else f"the toolkit at {active.path}"
@@ -510,52 +403,31 @@ def cmd_which(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
-    root = SystemRoot.from_env()
-    active = _select(store)
-    installed = store.installed()
-    link = system_link.read_link_state(root)
-    on_path = shims.shims_on_path(store)
+    state = overview.overview(store, SystemRoot.from_env(), _select(store))
     if args.json:
-        emit_json(
-            {
-                "schema": 1,
-                "active": active.to_json(),
-                "default": store.default(),
-                "installed": [
-                    {
-                        "version": t.version,
-                        "path": str(t.path),
-                        "external": t.external,
-                        "active": active.path is not None and t.path == active.path,
-                    }
-                    for t in installed
-                ],
-                "shims": {"dir": str(store.bin_dir), "on_path": on_path},
-                "system_link": {"link": system_link.LINK, **link.to_json()},
-            }
-        )
+        emit_json(state.to_json())
         return 0
+    active = state.active
     if active.path is None:
         print(f"active     {active.reason}")
     else:
         print(f"active     {active.describe()}")
         print(f"           {_why(active)}")
-    print(f"default    {store.default() or 'none'}")
-    if not installed:
+    print(f"default    {state.default.value or 'none'}")
+    if not state.installed:
         print("installed  none")
-    default = selection.resolve_default(store)
-    for index, toolkit in enumerate(installed):
-        marks = [
-            word
-            for word, chosen in (("active", active), ("default", default))
-            if chosen is not None and chosen.path is not None and toolkit.path == chosen.path
-        ]
+    for index, toolkit in enumerate(state.installed):
+        marks = state.marks(toolkit)
         head = "installed" if index == 0 else ""
         mark = f"  ({', '.join(marks)})" if marks else ""
         print(f"{head:<10} {toolkit.version:<8} {toolkit.path}{mark}")
-    where = "on PATH" if on_path else "not on PATH: add it so that nvcc runs the active toolkit"
-    print(f"shims      {store.bin_dir} ({where})")
-    print(f"system     {system_link.LINK} {link.words()}")
+    where = (
+        "on PATH"
+        if state.shims_on_path
+        else "not on PATH: add it so that nvcc runs the active toolkit"
+    )
+    print(f"shims      {state.shim_dir} ({where})")
+    print(f"system     {system_link.LINK} {state.link.words()}")
     return 0
 
 
@@ -571,26 +443,16 @@ def add_shims(parser: argparse.ArgumentParser) -> None:
 
 def cmd_shims(args: argparse.Namespace) -> int:
 
-    store = Store.from_env()
-    stale = shims.stale_shims(store)
-    if args.rebuild:
-        shims.refresh_shims(store)
-    listed = store.bin_dir.iterdir() if store.bin_dir.is_dir() else iter(())
-    written = sorted(p for p in listed if is_shim(p))
-    rebuilt = [p.name for p in stale] if args.rebuild else []
-    still = [] if args.rebuild else [p.name for p in stale]
+    report = shim_files.review_shims(Store.from_env(), rebuild=args.rebuild)
     if args.json:
-        emit_json({
-            "schema": 1, "dir": str(store.bin_dir), "shims": [p.name for p in written],
-            "stale": still, "rebuilt": rebuilt, "on_path": shims.shims_on_path(store),
-        })  # fmt: skip
+        emit_json(report.to_json())
         return 0
-    print(f"{store.bin_dir}: {', '.join(p.name for p in written) or 'no shims'}")
-    if rebuilt:
-        print(f"rewrote {', '.join(rebuilt)} for this cudaup ({sys.executable})")
-    if still:
+    print(f"{report.directory}: {', '.join(report.shims) or 'no shims'}")
+    if report.rebuilt:
+        print(f"rewrote {', '.join(report.rebuilt)} for this cudaup ({sys.executable})")
+    if report.stale:
         print(
-            f"note: {', '.join(still)} run another cudaup (a checkout or environment since "
+            f"note: {', '.join(report.stale)} run another cudaup (a checkout or environment since "
             "moved?); `cudaup shims --rebuild` rewrites them for this one"
         )
     return 0
@@ -602,7 +464,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     store = Store.from_env()
     change = system_link.undo_system_link(store)
     if args.json:
-        emit_json({"schema": 1, **change.to_json()})
+        emit_json(change.to_json())
         return 0
     print(f"{system_link.LINK} {change.after.words()} again")
     if change.note:

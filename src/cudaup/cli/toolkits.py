@@ -15,12 +15,12 @@ from pathlib import Path
 from cudaup.cli.common import (
     add_components,
     add_connections,
-    emit_json,
     human_size,
     platform_of,
     settings_of,
     warn,
 )
+from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
@@ -31,9 +31,10 @@ from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
 from cudaup.switch import shim, system_link
+from cudaup.switch.overview import list_toolkits
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
-from cudaup.switch.shims import foreign_programs, refresh_shims, shims_on_path
+from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
 from cudaup.util.cachedir import inspect
 
 
@@ -149,7 +150,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     step = next_step(store, result, installed)
     if args.json:
         emit_json({
-            "schema": 1, **result.to_json(), "pin": str(pin) if pin else None,
+            **result.to_json(), "pin": str(pin) if pin else None,
             "default_set": default, "shims_skipped": skipped, "next": step,
         })  # fmt: skip
         return 0
@@ -267,7 +268,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
         emit_json({
-            "schema": 1, "removed": toolkit.version, "path": str(toolkit.path),
+            "removed": toolkit.version, "path": str(toolkit.path),
             "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
             "system_link": [change.to_json() for change in link_changes], "notes": notes,
         })  # fmt: skip
@@ -292,46 +293,22 @@ def _shown(toolkit: InstalledToolkit) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
 
-    store = Store.from_env()
-    installed = store.installed()
-    default = store.default()
-    # The default may be a request (13.0): it names whichever installed toolkit it resolves to.
-    chosen = resolve_default(store)
-    default_path = chosen.path.resolve() if chosen is not None and chosen.path else None
-    mine = {t.path.resolve() for t in installed}
-    others = [
-        t
-        for t in find_toolkits(
-            Lookup(root=SystemRoot.from_env(), env=dict(os.environ), store=store.toolkits_dir)
-        )
-        if t.real.resolve() not in mine
-    ]
+    listing = list_toolkits(Store.from_env(), SystemRoot.from_env(), os.environ)
     if args.json:
-        emit_json({
-            "schema": 1,
-            "default": default,
-            "installed": [
-                {"version": t.version, "path": str(t.path), "components": t.components,
-                 "channel": (t.record or {}).get("channel"),
-                 "libraries": t.libraries, "external": t.external,
-                 "foreign_platform": t.foreign, "default": t.path.resolve() == default_path}
-                for t in installed
-            ],
-            "other": [t.to_json() for t in others],
-        })  # fmt: skip
+        emit_json(listing.to_json())
         return 0
-    if not installed:
+    if not listing.installed:
         print("installed by cudaup: none")
-    for toolkit in installed:
+    for toolkit in listing.installed:
         # In words, as `show` marks them: a `*` meant the default here and "active" there.
-        mark = " (default)" if toolkit.path.resolve() == default_path else ""
+        mark = " (default)" if listing.is_default(toolkit) else ""
         channel = (toolkit.record or {}).get("channel", "?")
         foreign = f"; for {toolkit.foreign}, not run here" if toolkit.foreign else ""
         print(
             f"  {toolkit.version:<9} {toolkit.path}  "
             f"({channel}: {', '.join(toolkit.components)}{foreign}){mark}"
         )
-    for other in others:
+    for other in listing.others:
         owner = f" · {other.owner}" if other.owner else ""
         via = ", ".join(other.found_via)
         print(f"  {other.identity.describe():<9} {other.path}  (found via {via}{owner})")

@@ -13,11 +13,11 @@ from cudaup.cli.common import (
     add_components,
     add_connections,
     add_platform,
-    emit_json,
     human_size,
     platform_of,
     settings_of,
 )
+from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.config import parse_size
 from cudaup.download import DownloadRequest, fetch_many
@@ -72,8 +72,8 @@ def cmd_download(args: argparse.Namespace) -> int:
             warm_up()  # the CA certificates load in the background while the request is prepared
         if not (args.sha256 or args.md5 or args.allow_unverified):
             raise UsageError(
-                f"a bare URL needs the checksum to check it against: --sha256 HEX or --md5 HEX "
-                f"(--allow-unverified downloads {args.target} unchecked)"
+                "a bare URL needs the checksum to check it against: --sha256 HEX or --md5 HEX",
+                hint=f"--allow-unverified downloads {args.target} unchecked",
             )
         # NVIDIA's own hosts go to the configured base or mirror, as `probe` sends them.
         url = settings.rewrite(args.target)
@@ -108,7 +108,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         except NetworkError as exc:
             raise _as_unreachable(exc, [r.url for r in requests]) or exc from None
     if args.json:
-        emit_json({"schema": 1, "files": [r.to_json() for r in results]})
+        emit_json({"files": [r.to_json() for r in results]})
         return 0
     for result in results:
         if result.skipped:
@@ -151,7 +151,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     root = settings_of(args).cache_root
     if args.action == "dir":
         if args.json:
-            emit_json({"schema": 1, "root": str(root)})
+            emit_json({"root": str(root)})
         else:
             print(root)
         return 0

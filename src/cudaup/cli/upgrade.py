@@ -14,22 +14,22 @@ from cudaup.cli.common import (
     add_channel,
     add_components,
     add_platform,
-    emit_json,
     human_size,
     platform_of,
     settings_of,
 )
+from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
 from cudaup.core.gpus import parse_gpu
-from cudaup.errors import UsageError, VerificationFailedError
+from cudaup.errors import UsageError
 from cudaup.install.store import Store
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.lines import line_text, parse_line
 from cudaup.switch.pins import write_pin
-from cudaup.switch.shims import refresh_shims
+from cudaup.switch.shim_files import refresh_shims
 from cudaup.upgrade import UpgradePlan, Upgrader, UpgradeRequest, plan_upgrade
-from cudaup.upgrade.snapshots import Snapshot
+from cudaup.upgrade.snapshots import EnvironmentSnapshot
 from cudaup.upgrade.transaction import UpgradeOutcome
 
 DEFAULT_COMPONENTS = ("nvcc", "cudart")
@@ -143,10 +143,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         if args.dry_run:
             _show_plan(plan, args.json, dry_run=True)
             return 0
-        message = "nothing was changed: there is no terminal to ask on; apply it with --yes"
-        _show_plan(plan, args.json, dry_run=True, error=message)
-        sys.stderr.write(f"cudaup: error: {message}\n")
-        return UsageError.exit_code
+        refusal = UsageError(
+            "nothing was changed: there is no terminal to ask on; apply it with --yes"
+        )
+        _show_plan(plan, args.json, dry_run=True, error=refusal)
+        sys.stderr.write(f"cudaup: error: {refusal}\n")
+        return refusal.exit_code
 
     def confirm(plan: UpgradePlan) -> bool:
         if args.yes:
@@ -158,23 +160,14 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     quiet = args.quiet or args.json
     with display_for(quiet=quiet) as display:
         upgrader = Upgrader(settings, echo=_echo(quiet), progress=display)
-        try:
-            outcome = upgrader.upgrade(request, confirm)
-        except VerificationFailedError as exc:
-            if args.json:
-                error = {"kind": exc.kind, "message": str(exc), "exit_code": exc.exit_code}
-                details = {"step": exc.step, "package": exc.package}
-                emit_json({"schema": 1, "error": {**error, "details": details}})
-                sys.stderr.write(f"cudaup: error: {exc}\n")
-                return exc.exit_code
-            raise
+        outcome = upgrader.upgrade(request, confirm)
     if outcome.toolkit is not None:
         refresh_shims(Store.from_env())  # the new toolkit's tools get shims
     pinned = None
     if args.pin and (outcome.snapshot is not None or outcome.nothing):
         pinned = write_pin(Path.cwd(), outcome.plan.release)
     if args.json:
-        document = {"schema": 1, **outcome.to_json(), "dry_run": False}
+        document = {**outcome.to_json(), "dry_run": False}
         document["pin"] = str(pinned) if pinned else None
         emit_json(document)
         return 0
@@ -183,16 +176,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _show_plan(
-    plan: UpgradePlan, as_json: bool, *, dry_run: bool, error: str | None = None
+    plan: UpgradePlan, as_json: bool, *, dry_run: bool, error: UsageError | None = None
 ) -> None:
     if as_json:
-        document = {"schema": 1, **plan.to_json(), "dry_run": dry_run}
-        if error:
-            document["error"] = {
-                "kind": "usage",
-                "message": error,
-                "exit_code": UsageError.exit_code,
-            }
+        document = {**plan.to_json(), "dry_run": dry_run}
+        if error is not None:
+            document["error"] = error.to_json()
         emit_json(document)
         return
     environment = plan.environment
@@ -247,7 +236,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         _python(args), args.to
     )
     if args.json:
-        emit_json({"schema": 1, **outcome.to_json()})
+        emit_json(outcome.to_json())
         return 0
     restored = outcome.snapshot
     print(
@@ -264,7 +253,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     upgrader = Upgrader(settings, echo=_echo(args.quiet or args.json))
     if args.keep < 0:
         raise UsageError("--keep takes a number of snapshots, 0 or more")
-    removed: list[Snapshot] = []
+    removed: list[EnvironmentSnapshot] = []
     if args.prune:
         _store, removed = upgrader.prune(_python(args), args.keep)
     listing = upgrader.snapshots(_python(args))
@@ -278,7 +267,6 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "schema": 1,
                 "environment": str(store.environment),
                 "store": str(store.directory),
                 "snapshots": rows,

@@ -100,8 +100,8 @@ def fetch(
         request = DownloadRequest.from_artifact(request)
     if request.checksum is None and not allow_unverified:
         raise IntegrityError(
-            f"no checksum is known for {request.filename}, so it cannot be verified; "
-            "pass --allow-unverified to download it anyway"
+            f"no checksum is known for {request.filename}, so it cannot be verified",
+            hint="--allow-unverified downloads it anyway",
         )
     check_connections(connections)
     place = _prepare_directory(directory, http)
@@ -267,7 +267,8 @@ def fetch_many(
     unverified = [r.filename for r in normalized if r.checksum is None]
     if unverified and not allow_unverified:
         raise IntegrityError(
-            f"no checksum is known for {', '.join(unverified)}; pass --allow-unverified to download anyway"
+            f"no checksum is known for {', '.join(unverified)}",
+            hint="--allow-unverified downloads them anyway",
         )
     _prepare_directory(directory, http)
     known = sum(r.size or 0 for r in normalized)

@@ -150,8 +150,8 @@ def check_platform(options: InstallOptions) -> None:
     if options.platform != here and options.prefix is None:
         raise UsageError(
             f"a {options.platform} toolkit cannot run on this {here} machine, so cudaup does "
-            "not put it in its store (where `default`, `pin` and the shims would run it); "
-            "install it into a directory of its own with --prefix DIR"
+            "not put it in its store (where `default`, `pin` and the shims would run it)",
+            hint="--prefix DIR installs it into a directory of its own",
         )
 
 
@@ -168,7 +168,7 @@ def check_driver(
     if verdict.verdict == "no":
         message = f"driver {info.version} cannot run CUDA {release}: {verdict.reason}"
         if not force:
-            raise DriverTooOldError(message + " (--force installs it anyway)")
+            raise DriverTooOldError(message, hint="--force installs it anyway")
         notes.append(message + "; installed anyway (--force)")
     elif verdict.verdict == "minor-version":
         notes.append(f"driver {info.version} runs CUDA {release} under {verdict.reason}")
@@ -370,7 +370,8 @@ def materialize(
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
     if unverified and not options.allow_unverified:
         raise UsageError(
-            f"no checksum is published for {', '.join(unverified)}; --allow-unverified installs it anyway"
+            f"no checksum is published for {', '.join(unverified)}",
+            hint="--allow-unverified installs it anyway",
         )
     wanted = {a.component for a in resolution.artifacts}
     store.check_links()  # a link planted in the home is refused before anything is written
@@ -476,8 +477,8 @@ def check_prefix(
             return True
         components = ", ".join(existing.components) or "no components"
         raise ConflictError(
-            f"{prefix} holds CUDA {existing.version} ({components}), not {release}; "
-            f"--force replaces it with CUDA {release}, or choose another --prefix"
+            f"{prefix} holds CUDA {existing.version} ({components}), not {release}",
+            hint=f"--force replaces it with CUDA {release}, or choose another --prefix",
         )
     try:
         entries = sorted(entry.name for entry in prefix.iterdir())
@@ -490,7 +491,8 @@ def check_prefix(
     holds = "is a file" if entries is None else f"holds {_named(entries)}"
     raise ConflictError(
         f"{prefix} {holds}, not a toolkit this cudaup installed, so cudaup will not replace "
-        "it (not even with --force): choose another --prefix, or empty that directory"
+        "it (not even with --force)",
+        hint="choose another --prefix, or empty that directory",
     )
 
 

@@ -34,11 +34,10 @@ from cudaup.machine.toolkits import (
     is_shim,
     python_site_packages,
 )
+from cudaup.machine.torch_version import TorchInfo, read_torch
 
 Severity = Literal["error", "warning", "info"]
 IN_USE = ("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")
-_TORCH_VERSION = re.compile(r"""^__version__\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.M)
-_TORCH_CUDA = re.compile(r"""^cuda\s*(?::\s*[\w\[\]. ]+)?\s*=\s*(?:['"]([^'"]+)['"]|None)""", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +48,6 @@ class Problem:
 
     def to_json(self) -> dict[str, str]:
         return {"severity": self.severity, "message": self.message, "fix": self.fix}
-
-
-@dataclass(frozen=True, slots=True)
-class TorchInfo:
-    version: str
-    cuda: str | None
-    path: str
 
 
 @dataclass
@@ -99,25 +91,6 @@ class Report:
             "kernels": [k.to_json() for k in self.kernels],
             "problems": [p.to_json() for p in self.problems],
         }
-
-
-def read_torch(sites: list[Path]) -> TorchInfo | None:
-    """torch's version and CUDA from ``torch/version.py``, without importing torch."""
-    for site in sites:
-        path = site / "torch" / "version.py"
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        version = _TORCH_VERSION.search(text)
-        cuda = _TORCH_CUDA.search(text)
-        if version:
-            return TorchInfo(
-                version.group(1),
-                cuda.group(1) if cuda and cuda.group(1) else None,
-                str(path.parent),
-            )
-    return None
 
 
 def examine(
@@ -379,68 +352,88 @@ def _layout_problems(report: Report) -> list[Problem]:
 
 
 def _environment_problems(report: Report) -> list[Problem]:
-    problems: list[Problem] = []
-    if report.shim_problem:
-        problems.append(
-            Problem(
-                "warning",
-                f"nvcc on PATH is cudaup's shim, and it runs no toolkit here: {report.shim_problem}",
-                "choose a toolkit (`cudaup default VERSION`, `cudaup pin VERSION`), or take "
-                "cudaup's shim directory off PATH",
-            )
-        )
-    toolkits = report.toolkits
-    library_roots = {
-        t.identity.describe(): t.path
-        for entry in _entries(report.env.get("LD_LIBRARY_PATH"))
-        if (t := _owner_of(entry, toolkits)) is not None
-    }
-    if len(library_roots) > 1:
-        listing = ", ".join(f"{path} (CUDA {release})" for release, path in library_roots.items())
-        problems.append(
-            Problem(
-                "warning",
-                f"LD_LIBRARY_PATH mixes toolkits: {listing}",
-                'keep one toolkit\'s lib64 in LD_LIBRARY_PATH (`eval "$(cudaup env)"` sets it for the active one)',
-            )
-        )
+    """What the environment's variables and PATH get wrong, one check per step."""
+    found = (
+        _shim_runs_nothing(report),
+        _mixed_library_path(report),
+        _nvcc_and_home_disagree(report),
+        _headers_apart_from_libraries(report),
+    )
+    return [problem for problem in found if problem is not None]
+
+
+def _owners(report: Report, variable: str) -> list[Toolkit]:
+    """The toolkits the entries of the path list ``variable`` lie in, in its order."""
+    return [
+        t
+        for entry in _entries(report.env.get(variable))
+        if (t := _owner_of(entry, report.toolkits)) is not None
+    ]
+
+
+def _library_roots(report: Report) -> dict[str, str]:
+    """The toolkits on ``LD_LIBRARY_PATH``, by release (the last entry of a release names it)."""
+    return {t.identity.describe(): t.path for t in _owners(report, "LD_LIBRARY_PATH")}
+
+
+def _shim_runs_nothing(report: Report) -> Problem | None:
+    if not report.shim_problem:
+        return None
+    return Problem(
+        "warning",
+        f"nvcc on PATH is cudaup's shim, and it runs no toolkit here: {report.shim_problem}",
+        "choose a toolkit (`cudaup default VERSION`, `cudaup pin VERSION`), or take "
+        "cudaup's shim directory off PATH",
+    )
+
+
+def _mixed_library_path(report: Report) -> Problem | None:
+    library_roots = _library_roots(report)
+    if len(library_roots) <= 1:
+        return None
+    listing = ", ".join(f"{path} (CUDA {release})" for release, path in library_roots.items())
+    return Problem(
+        "warning",
+        f"LD_LIBRARY_PATH mixes toolkits: {listing}",
+        'keep one toolkit\'s lib64 in LD_LIBRARY_PATH (`eval "$(cudaup env)"` sets it for the active one)',
+    )
+
+
+def _nvcc_and_home_disagree(report: Report) -> Problem | None:
     home = report.env.get("CUDA_HOME") or report.env.get("CUDA_PATH")
-    nvcc_toolkit = next((t for t in toolkits if "nvcc on PATH" in t.found_via), None)
-    home_toolkit = _owner_of(home, toolkits) if home else None
+    nvcc = next((t for t in report.toolkits if "nvcc on PATH" in t.found_via), None)
+    home_toolkit = _owner_of(home, report.toolkits) if home else None
     if (
-        nvcc_toolkit is not None
-        and home_toolkit is not None
-        and nvcc_toolkit is not home_toolkit
-        and nvcc_toolkit.identity.describe() != home_toolkit.identity.describe()
+        nvcc is None
+        or home_toolkit is None
+        or nvcc is home_toolkit
+        or nvcc.identity.describe() == home_toolkit.identity.describe()
     ):
-        problems.append(
-            Problem(
-                "warning",
-                f"nvcc on PATH is CUDA {nvcc_toolkit.identity.describe()} ({nvcc_toolkit.path}) but CUDA_HOME is "
-                f"CUDA {home_toolkit.identity.describe()} ({home_toolkit.path})",
-                f"put {home_toolkit.path}/bin first on PATH, or set CUDA_HOME={nvcc_toolkit.path}",
-            )
-        )
+        return None
+    return Problem(
+        "warning",
+        f"nvcc on PATH is CUDA {nvcc.identity.describe()} ({nvcc.path}) but CUDA_HOME is "
+        f"CUDA {home_toolkit.identity.describe()} ({home_toolkit.path})",
+        f"put {home_toolkit.path}/bin first on PATH, or set CUDA_HOME={nvcc.path}",
+    )
+
+
+def _headers_apart_from_libraries(report: Report) -> Problem | None:
     include_roots = {
         t.path
         for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
-        for entry in _entries(report.env.get(name))
-        if (t := _owner_of(entry, toolkits)) is not None
+        for t in _owners(report, name)
     }
-    lib_paths = set(library_roots.values()) | {
-        t.path
-        for entry in _entries(report.env.get("LIBRARY_PATH"))
-        if (t := _owner_of(entry, toolkits)) is not None
+    lib_paths = set(_library_roots(report).values()) | {
+        t.path for t in _owners(report, "LIBRARY_PATH")
     }
-    if include_roots and lib_paths and include_roots.isdisjoint(lib_paths):
-        problems.append(
-            Problem(
-                "error",
-                f"headers come from {', '.join(sorted(include_roots))} but libraries from {', '.join(sorted(lib_paths))}",
-                "point CPATH and LD_LIBRARY_PATH/LIBRARY_PATH at the same toolkit",
-            )
-        )
-    return problems
+    if not include_roots or not lib_paths or not include_roots.isdisjoint(lib_paths):
+        return None
+    return Problem(
+        "error",
+        f"headers come from {', '.join(sorted(include_roots))} but libraries from {', '.join(sorted(lib_paths))}",
+        "point CPATH and LD_LIBRARY_PATH/LIBRARY_PATH at the same toolkit",
+    )
 
 
 def _library_problems(report: Report) -> list[Problem]:

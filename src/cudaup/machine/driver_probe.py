@@ -46,7 +46,7 @@ from cudaup.core.driver import (
 from cudaup.errors import UsageError
 from cudaup.machine.sysroot import SystemRoot
 
-__all__ = ["DRIVER_VERSION_ENV", "NVIDIA_SMI_QUERY", "detect_driver"]
+__all__ = ["DRIVER_VERSION_ENV", "NVIDIA_SMI_QUERY", "detect_driver", "driver_to_check"]
 
 DRIVER_VERSION_ENV = "CUDAUP_DRIVER_VERSION"
 NVIDIA_SMI_QUERY = (
@@ -99,6 +99,22 @@ def detect_driver(
     return _complete_with_nvidia_smi(
         root, env, timeout=timeout, version=version, source=source, notes=notes
     )
+
+
+def driver_to_check(
+    text: str | None, *, root: SystemRoot, env: Mapping[str, str] | None = None
+) -> tuple[DriverVersion, CudaVersion | None]:
+    """The driver a question is about: ``text`` (``--driver``), else
+    ``CUDAUP_DRIVER_VERSION``, else this machine's; with the CUDA version it reports
+    itself (``None`` when it was named, not asked).  :class:`UsageError` when there is
+    none, since no answer can be given about no driver."""
+    info = detect_driver(root=root, override=text or None, env=env)
+    if info.version is None:
+        raise UsageError(
+            "no NVIDIA driver found on this machine",
+            hint="--driver VERSION names one, or name a release: cudaup compat 13.0",
+        )
+    return info.version, info.cuda_version
 
 
 def _overridden(version: DriverVersion) -> DriverInfo:

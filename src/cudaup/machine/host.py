@@ -35,6 +35,6 @@ def host_platform() -> Platform:
     elif sys.platform == "win32":
         return "windows-arm64" if machine == "arm64" else "windows-x86_64"
     raise UsageError(
-        f"NVIDIA publishes no CUDA toolkit for this host ({sys.platform} {machine}); "
-        f"pass --platform (one of {', '.join(PLATFORMS)})"
+        f"NVIDIA publishes no CUDA toolkit for this host ({sys.platform} {machine})",
+        hint=f"--platform names one (one of {', '.join(PLATFORMS)})",
     )

@@ -90,7 +90,7 @@ def python_version(text: str | None) -> tuple[int, int]:
         return int(major), int(minor)
     except (OSError, subprocess.SubprocessError, ValueError):
         raise UsageError(
-            f"cannot run {interpreter} to learn its version; pass --python X.Y"
+            f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
         ) from None
 
 

@@ -8,7 +8,7 @@ I/O; :class:`cudaup.resolve.resolver.Resolver` fetches and calls these.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -28,13 +28,18 @@ from cudaup.nvidia.installers import classify_installer
 from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Manifest
 from cudaup.resolve.pypi import DistFile
 
+
 # ----------------------------------------------------------------------------
 # Facts about one release, as fetched
 # ----------------------------------------------------------------------------
-JETSON_NO_RUNFILE = (
-    "Jetson (linux-aarch64) never had a runfile installer; use --channel redist "
-    "(archives up to 12.x) or JetPack's L4T repositories. From 13.0 Jetson Thor uses linux-sbsa"
-)
+def jetson_has_no_runfile() -> ArtifactNotFoundError:
+    """The answer to a runfile asked for linux-aarch64, with the ways that exist."""
+    return ArtifactNotFoundError(
+        "Jetson (linux-aarch64) never had a runfile installer; from 13.0 Jetson Thor uses "
+        "linux-sbsa",
+        hint="--channel redist installs its archives (up to 12.x), or use JetPack's L4T "
+        "repositories",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,16 @@ def installer_platforms(facts: ReleaseFacts) -> list[Platform]:
     return list(found)
 
 
+@dataclass(frozen=True, slots=True)
+class _Offered:
+    """One installer file a source names, with what that source says of it."""
+
+    filename: str
+    url: str
+    md5: str | None = None
+    size: int | None = None
+
+
 def choose_installer(
     facts: ReleaseFacts, platform: Platform, local_dir_url: str
 ) -> InstallerChoice:
@@ -102,10 +117,25 @@ def choose_installer(
     (the probe must then confirm it).  Raises when no source lists one.
     """
     if platform == "linux-aarch64":
-        raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+        raise jetson_has_no_runfile()
     notes: list[str] = []
     sources: list[SourceRef] = []
-    listed = {
+    listed = _listed_installers(facts, platform)
+    offered = _from_page(facts, platform, listed, sources, notes) or _from_md5sums(
+        listed, platform, local_dir_url, notes
+    )
+    if offered is None:
+        raise _no_installer(facts, platform)
+    md5 = _agreed_md5(facts, offered, listed, sources)
+    driver = _installer_driver(facts, offered.filename, platform, sources, notes)
+    return InstallerChoice(
+        offered.filename, offered.url, md5, offered.size, driver, tuple(sources), tuple(notes)
+    )
+
+
+def _listed_installers(facts: ReleaseFacts, platform: Platform) -> dict[str, str]:
+    """The local installers for ``platform`` that ``md5sum.txt`` lists, with their md5."""
+    return {
         name: digest
         for name, digest in (facts.md5sums or {}).items()
         if (info := classify_installer(name))
@@ -113,58 +143,90 @@ def choose_installer(
         and not info.network
         and info.version in {None, facts.label}
     }
+
+
+def _from_page(
+    facts: ReleaseFacts,
+    platform: Platform,
+    listed: Mapping[str, str],
+    sources: list[SourceRef],
+    notes: list[str],
+) -> _Offered | None:
+    """The download-archive page's installer for ``platform`` (one ``md5sum.txt`` lists
+    when it offers several), or ``None`` when there is no page or it offers none."""
     offered = facts.page.for_platform(platform) if facts.page else []
-    page_md5: str | None = None
-    size: int | None = None
-    if offered:
-        pick = next((d for d in offered if d.filename in listed), offered[0])
-        filename, url = pick.filename, pick.url
-        page_md5, size = pick.md5, pick.size
-        vouches = ["url"] + (["md5"] if page_md5 else []) + (["size"] if size else [])
-        sources.append(SourceRef("download-archive page", facts.page_url, tuple(vouches)))
-        if len(offered) > 1:
-            others = ", ".join(d.filename for d in offered if d is not pick)
-            notes.append(f"the page also offers {others} for {platform}")
-    elif listed:
-        if len(listed) > 1:
-            notes.append(
-                f"md5sum.txt lists several {platform} installers: {', '.join(sorted(listed))}"
-            )
-        filename = sorted(listed)[0]
-        url = local_dir_url + filename
-        notes.append(
-            "no download-archive page; the URL is md5sum.txt's file name in NVIDIA's "
-            "local_installers/ directory" + (", to be confirmed by the probe")
-        )
-    else:
-        have = installer_platforms(facts)
-        what = f"CUDA {facts.label}" + (" (a developer preview)" if facts.preview else "")
-        elsewhere = f"; it has installers for {', '.join(have)}" if have else ""
-        raise ArtifactNotFoundError(
-            f"{what} has no standalone installer for {platform} ({describe(platform)}){elsewhere}"
-        )
-    listed_md5 = listed.get(filename) or (facts.md5sums or {}).get(filename)
+    if not offered:
+        return None
+    pick = next((d for d in offered if d.filename in listed), offered[0])
+    vouches = ["url"] + (["md5"] if pick.md5 else []) + (["size"] if pick.size else [])
+    sources.append(SourceRef("download-archive page", facts.page_url, tuple(vouches)))
+    if len(offered) > 1:
+        others = ", ".join(d.filename for d in offered if d is not pick)
+        notes.append(f"the page also offers {others} for {platform}")
+    return _Offered(pick.filename, pick.url, pick.md5, pick.size)
+
+
+def _from_md5sums(
+    listed: Mapping[str, str], platform: Platform, local_dir_url: str, notes: list[str]
+) -> _Offered | None:
+    """Without a page: ``md5sum.txt``'s file in NVIDIA's ``local_installers/``, which the
+    probe must confirm; ``None`` when it lists none."""
+    if not listed:
+        return None
+    if len(listed) > 1:
+        notes.append(f"md5sum.txt lists several {platform} installers: {', '.join(sorted(listed))}")
+    filename = sorted(listed)[0]
+    notes.append(
+        "no download-archive page; the URL is md5sum.txt's file name in NVIDIA's "
+        "local_installers/ directory, to be confirmed by the probe"
+    )
+    return _Offered(filename, local_dir_url + filename)
+
+
+def _no_installer(facts: ReleaseFacts, platform: Platform) -> ArtifactNotFoundError:
+    have = installer_platforms(facts)
+    what = f"CUDA {facts.label}" + (" (a developer preview)" if facts.preview else "")
+    elsewhere = f"; it has installers for {', '.join(have)}" if have else ""
+    return ArtifactNotFoundError(
+        f"{what} has no standalone installer for {platform} ({describe(platform)}){elsewhere}"
+    )
+
+
+def _agreed_md5(
+    facts: ReleaseFacts, offered: _Offered, listed: Mapping[str, str], sources: list[SourceRef]
+) -> str | None:
+    """The installer's md5: ``md5sum.txt``'s, else the page's; refused when the two disagree."""
+    listed_md5 = listed.get(offered.filename) or (facts.md5sums or {}).get(offered.filename)
     if listed_md5:
         sources.append(SourceRef("md5sum.txt", facts.md5sum_url, ("filename", "md5")))
-    if listed_md5 and page_md5 and listed_md5 != page_md5:
+    if listed_md5 and offered.md5 and listed_md5 != offered.md5:
         raise IntegrityError(
-            f"md5sum.txt and the download-archive page disagree on {filename}'s md5 "
-            f"({listed_md5} vs {page_md5}); refusing to guess"
+            f"md5sum.txt and the download-archive page disagree on {offered.filename}'s md5 "
+            f"({listed_md5} vs {offered.md5}); refusing to guess"
         )
+    return listed_md5 or offered.md5
+
+
+def _installer_driver(
+    facts: ReleaseFacts,
+    filename: str,
+    platform: Platform,
+    sources: list[SourceRef],
+    notes: list[str],
+) -> str | None:
+    """The driver the installer bundles: the manifest's on Linux (it says so for the
+    release), else the one the file's name carries; a disagreement is noted."""
     info = classify_installer(filename)
     name_driver = info.driver if info else None
     manifest_driver = facts.manifest.driver_version if facts.manifest else None
-    driver = name_driver
-    if platform.startswith("linux-") and manifest_driver:
-        driver = manifest_driver
-        sources.append(SourceRef(f"redistrib_{facts.label}.json", facts.manifest_url, ("driver",)))
-        if name_driver and name_driver != manifest_driver:
-            notes.append(
-                f"{filename} names driver {name_driver} but the manifest bundles {manifest_driver}"
-            )
-    return InstallerChoice(
-        filename, url, listed_md5 or page_md5, size, driver, tuple(sources), tuple(notes)
-    )
+    if not (platform.startswith("linux-") and manifest_driver):
+        return name_driver
+    sources.append(SourceRef(f"redistrib_{facts.label}.json", facts.manifest_url, ("driver",)))
+    if name_driver and name_driver != manifest_driver:
+        notes.append(
+            f"{filename} names driver {name_driver} but the manifest bundles {manifest_driver}"
+        )
+    return manifest_driver
 
 
 def choose_redist(

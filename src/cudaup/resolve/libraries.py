@@ -103,7 +103,8 @@ def redist_library(
     if library.product is None:
         raise ArtifactNotFoundError(
             f"NVIDIA publishes no redist manifest for {library.title}, so no archive of it "
-            f"can be verified on the redist channel: use --channel pypi ({library.project(major)})"
+            "can be verified on the redist channel",
+            hint=f"--channel pypi installs its wheel ({library.project(major)})",
         )
     variant = library.variant(major)
     for listed in nvidia.listing(library.product):

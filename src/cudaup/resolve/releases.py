@@ -26,7 +26,7 @@ from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import installer_platforms
 from cudaup.resolve.pypi import PackageIndex
 from cudaup.resolve.resolver import Resolver
-from cudaup.resolve.snapshot import Snapshot
+from cudaup.resolve.snapshot import OfflineCatalog
 
 ReleaseSource = Literal["nvidia", "pypi", "snapshot"]
 #: NVIDIA's meta-package on PyPI: one version per CUDA release (``13.4.1`` or ``13.4.1.0``).
@@ -77,7 +77,7 @@ def list_releases(resolver: Resolver, *, include_index: bool = True) -> list[Rel
     return sorted(summaries, key=lambda s: Version(s.version), reverse=True)
 
 
-def offline_summaries(snapshot: Snapshot) -> list[ReleaseSummary]:
+def offline_summaries(snapshot: OfflineCatalog) -> list[ReleaseSummary]:
     """The offline snapshot's releases, newest first, in the same shape as the live list;
     what it does not record (dates, redist platforms) is None, never a guess."""
     summaries = []
@@ -194,7 +194,7 @@ def snapshot_releases(notes: list[str] | None = None) -> LiveReleases:
             known.add(str(Version(release)))
         except InvalidVersion:
             continue
-    generated = Snapshot.load().generated
+    generated = OfflineCatalog.load().generated
     return LiveReleases(
         tuple(sorted(known, key=Version, reverse=True)),
         "snapshot",

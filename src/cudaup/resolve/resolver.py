@@ -42,12 +42,12 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import (
-    JETSON_NO_RUNFILE,
     InstallerChoice,
     ReleaseFacts,
     choose_installer,
     choose_redist,
     choose_wheel,
+    jetson_has_no_runfile,
     requirements_for,
     wheel_artifact,
 )
@@ -198,7 +198,7 @@ class Resolver:
     # -- installer channel ------------------------------------------------------
     def _resolve_installer(self, request: ReleaseRequest, platform: Platform) -> Resolution:
         if platform == "linux-aarch64":
-            raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+            raise jetson_has_no_runfile()
         if request.exact_label:
             candidates = [request.exact_label]
         else:

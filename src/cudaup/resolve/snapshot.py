@@ -28,7 +28,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     SourceFormatError,
 )
-from cudaup.resolve.choose import JETSON_NO_RUNFILE
+from cudaup.resolve.choose import jetson_has_no_runfile
 
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -37,12 +37,12 @@ PREVIEW_FILES = DEFAULT_PRERELEASE_URL + "/prerelease/"
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class OfflineCatalog:
     generated: str
     releases: dict[str, list[dict[str, Any]]]
 
     @classmethod
-    def load(cls) -> Snapshot:
+    def load(cls) -> OfflineCatalog:
         path = resources.files("cudaup").joinpath("data/snapshot.json")
         try:
             data = path.read_bytes()
@@ -51,7 +51,7 @@ class Snapshot:
         return cls.parse(data, f"cudaup's offline snapshot {path}")
 
     @classmethod
-    def parse(cls, data: bytes, where: str) -> Snapshot:
+    def parse(cls, data: bytes, where: str) -> OfflineCatalog:
         """Check every entry of a snapshot document (see the module docstring)."""
         document = load_json(data, what=where, max_bytes=MAX_SNAPSHOT_BYTES)
         if not isinstance(document, dict) or not isinstance(document.get("releases"), dict):
@@ -73,7 +73,7 @@ class Snapshot:
 
     def resolve(self, request: ReleaseRequest, platform: Platform) -> Resolution:
         if platform == "linux-aarch64":
-            raise ArtifactNotFoundError(JETSON_NO_RUNFILE)
+            raise jetson_has_no_runfile()
         versions = [Version(label) for label in self.releases]
         picked = request.pick(versions)
         if not picked:

@@ -7,11 +7,24 @@ owner (:func:`cudaup.switch.shim.read_pin`, :mod:`cudaup.util.trust`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cudaup.errors import UntrustedPathError, UsageError
+from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
-from cudaup.switch.selection import PIN_FILE, check_request
+from cudaup.switch.selection import (
+    PIN_FILE,
+    TOOLKIT_ENV,
+    Active,
+    check_request,
+    foreign_problem,
+    real_path,
+    select,
+)
 from cudaup.util.atomic import atomic_write
 
 
@@ -67,3 +80,92 @@ def pinned_release(start: Path) -> tuple[Path, str, list[str]]:
             "name a release: cudaup install 13.0.1"
         )
     return pin, check_request(request), skipped
+
+
+# -- what `cudaup pin` does and answers ------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PinLookup:
+    """The pin that chooses in a directory (``cudaup pin``), and the pins skipped on the way."""
+
+    pin: Path | None
+    request: str | None
+    skipped: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pin": str(self.pin) if self.pin else None, "request": self.request}
+
+
+def look_up_pin(directory: Path) -> PinLookup:
+    pin, request, skipped = nearest_pin(directory)
+    return PinLookup(pin, request if pin else None, tuple(skipped))
+
+
+@dataclass(frozen=True, slots=True)
+class PinRemoval:
+    """What ``cudaup pin --unset`` removed, and the pin above that applies now."""
+
+    removed: Path | None
+    applies_here: Path | None
+    request: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "removed": str(self.removed) if self.removed else None,
+            "applies_here": str(self.applies_here) if self.applies_here else None,
+        }
+
+
+def unpin(directory: Path) -> PinRemoval:
+    removed = remove_pin(directory)
+    still, request, _ = nearest_pin(directory)
+    return PinRemoval(removed, still, request)
+
+
+@dataclass(frozen=True, slots=True)
+class PinChange:
+    """What ``cudaup pin VALUE`` wrote, and the toolkit the pin chooses (``CUDAUP_TOOLKIT``
+    aside: it would override the pin in this environment, and ``notes`` says so)."""
+
+    pin: Path
+    request: str
+    toolkit: Active
+    notes: tuple[str, ...] = ()
+
+    @property
+    def problem(self) -> str | None:
+        """Why the pin chooses no toolkit yet (with the way out), or ``None``."""
+        if self.toolkit.path is not None:
+            return None
+        fix = (
+            f"; install it with `cudaup install {self.request}`"
+            if self.toolkit.failure == "not-installed"
+            else ""
+        )
+        return f"{self.toolkit.problem}{fix}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pin": str(self.pin),
+            "request": self.request,
+            "toolkit": self.toolkit.to_json(),
+            "notes": list(self.notes),
+        }
+
+
+def pin_directory(
+    store: Store, directory: Path, text: str, *, root: SystemRoot, env: Mapping[str, str]
+) -> PinChange:
+    """Write ``directory``'s pin after the checks (a request cudaup reads; a toolkit
+    directory that is not another tool's), and select what it chooses there."""
+    request = check_request(text)
+    if shim.is_path_request(request):
+        problem = foreign_problem(store, real_path(root, request, directory))
+        if problem is not None:
+            raise UsageError(problem)
+    path = write_pin(directory, text)
+    without_override = {k: v for k, v in env.items() if k != TOOLKIT_ENV}
+    pinned = select(store, env=without_override, cwd=directory)
+    notes = []
+    if env.get(TOOLKIT_ENV, "").strip():
+        notes.append(f"{TOOLKIT_ENV}={env[TOOLKIT_ENV]} overrides it in this environment")
+    return PinChange(path, request, pinned, tuple(notes))

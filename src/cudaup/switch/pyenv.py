@@ -3,8 +3,8 @@ environment and this host: the CUDA line its frameworks were built for, read fro
 never by importing (torch's ``torch/version.py``, ``cuda = '13.0'``; else a CuPy build's
 distribution name, ``cupy-cuda13x``: any 13.x), ``TORCH_CUDA_ARCH_LIST`` from the GPUs
 present, and whether the host compiler is one the toolkit accepts (its
-``include/crt/host_config.h``).  The ``.pth`` that binds an environment to its toolkit is
-:mod:`cudaup.upgrade.binding`'s.
+``include/crt/host_config.h``); :func:`toolkit_for_environment` puts them together.  The
+``.pth`` that binds an environment to its toolkit is :mod:`cudaup.upgrade.binding`'s.
 """
 
 from __future__ import annotations
@@ -13,13 +13,16 @@ import logging
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudaup.core.driver import GpuInfo
-from cudaup.errors import UsageError
-from cudaup.machine.doctor import read_torch
+from cudaup.errors import ReleaseNotFoundError, UsageError
+from cudaup.install.store import Store
+from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.torch_version import read_torch
+from cudaup.switch.selection import Active, select
 
 log = logging.getLogger("cudaup.switch.binding")
 
@@ -146,3 +149,56 @@ def compiler_problem(toolkit: Path, env: Mapping[str, str]) -> str | None:
         f"accepts (gcc {limit} at most, {header}): install gcc-{limit} and g++-{limit} and set "
         f"NVCC_CCBIN=g++-{limit}, or pass -allow-unsupported-compiler to nvcc at your own risk"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentToolkit:
+    """The toolkit of an environment's line (``env --python``, ``run --python``), and what
+    goes with it."""
+
+    active: Active
+    #: the environment's own directory (its ``bin`` comes after the toolkit's on PATH)
+    root: Path
+    #: variables to add: ``TORCH_CUDA_ARCH_LIST`` from the GPUs present, when it is unset
+    extra: dict[str, str] = field(default_factory=dict)
+    #: a host compiler the toolkit does not accept, with the way out
+    compiler_problem: str | None = None
+
+
+def toolkit_for_environment(
+    python: str,
+    store: Store,
+    *,
+    env: Mapping[str, str],
+    root: SystemRoot,
+    install: Callable[[str], None] | None = None,
+) -> EnvironmentToolkit:
+    """The installed toolkit of ``python``'s environment's CUDA line; ``install`` (the
+    caller's, given a release request) is called first when none of the line is installed.
+    :class:`ReleaseNotFoundError` when there is still none."""
+    environment = environment_root(python)
+    line = environment_line(environment)
+    log.info("%s: %s: CUDA %s", environment, line.reason, line.request)
+    active = select(store, request=line.request, env=env)
+    if active.path is None and install is not None:
+        install(line.request)
+        active = select(store, request=line.request, env=env)
+    if active.path is None:
+        installable = active.failure == "not-installed"
+        raise ReleaseNotFoundError(
+            active.problem or "no toolkit",
+            hint=f"--install installs it ({line.reason})" if installable else None,
+        )
+    extra: dict[str, str] = {}
+    if env.get("TORCH_CUDA_ARCH_LIST"):
+        log.info("TORCH_CUDA_ARCH_LIST is set (%s): kept", env["TORCH_CUDA_ARCH_LIST"])
+    else:
+        # Only these commands probe the driver: loaded here, not when `env VERSION` starts.
+        from cudaup.machine.driver_probe import detect_driver  # noqa: PLC0415
+
+        arch = arch_list(detect_driver(root=root, env=env).gpus)
+        if arch is None:
+            log.info("no GPU found here: TORCH_CUDA_ARCH_LIST is left unset")
+        else:
+            extra["TORCH_CUDA_ARCH_LIST"] = arch
+    return EnvironmentToolkit(active, environment, extra, compiler_problem(active.path, env))

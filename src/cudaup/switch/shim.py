@@ -1,6 +1,6 @@
 """The program behind ``$CUDAUP_HOME/bin/nvcc`` and friends: run the active toolkit's tool.
 
-Each shim is a short ``sh`` script written by :func:`cudaup.switch.write_shims`::
+Each shim is a short ``sh`` script written by :func:`cudaup.switch.shim_files.write_shims`::
 
     #!/bin/sh
     # cudaup shim: ...

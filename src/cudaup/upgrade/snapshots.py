@@ -63,7 +63,7 @@ def _quiet(_message: str) -> None:
 
 
 @dataclass
-class Snapshot:
+class EnvironmentSnapshot:
     id: str
     path: Path
     record: dict[str, Any]
@@ -154,7 +154,7 @@ class SnapshotStore:
         except PermissionDeniedError:
             return [], False
 
-    def usage(self, snapshot: Snapshot) -> Usage:
+    def usage(self, snapshot: EnvironmentSnapshot) -> Usage:
         """The disk a snapshot takes, with its work tree or the environment moved aside
         while a run is on: allocated blocks, each inode once however many links it has."""
         inodes: dict[tuple[int, int], list[int]] = {}  # (device, inode) -> [bytes, links, seen]
@@ -189,7 +189,7 @@ class SnapshotStore:
         return self.directory / f"aside-{snapshot_id}"
 
     # -- records -----------------------------------------------------------------------
-    def snapshots(self) -> list[Snapshot]:
+    def snapshots(self) -> list[EnvironmentSnapshot]:
         """Every snapshot, oldest first."""
         if not self.directory.is_dir():
             return []
@@ -201,7 +201,7 @@ class SnapshotStore:
                 found.append(self.read(entry.name))
         return found
 
-    def read(self, snapshot_id: str) -> Snapshot:
+    def read(self, snapshot_id: str) -> EnvironmentSnapshot:
         path = self.path_of(snapshot_id)
         what = str(path / RECORD)
         try:
@@ -220,24 +220,24 @@ class SnapshotStore:
             or not isinstance(record.get("changes"), list)
         ):
             raise SourceFormatError(f"{what} is not a snapshot record cudaup wrote (remove {path})")
-        return Snapshot(snapshot_id, path, record)
+        return EnvironmentSnapshot(snapshot_id, path, record)
 
-    def write(self, snapshot: Snapshot) -> None:
+    def write(self, snapshot: EnvironmentSnapshot) -> None:
         atomic_write(snapshot.path / RECORD, _dumps(snapshot.record), durable=True)
 
-    def create(self, record: dict[str, Any], fingerprint: Fingerprint) -> Snapshot:
+    def create(self, record: dict[str, Any], fingerprint: Fingerprint) -> EnvironmentSnapshot:
         """The record and manifest of a tree already cloned to ``<id>/tree``."""
-        snapshot = Snapshot(record["id"], self.path_of(record["id"]), record)
+        snapshot = EnvironmentSnapshot(record["id"], self.path_of(record["id"]), record)
         rows = [entry.to_json() for entry in fingerprint.entries]
         atomic_write(snapshot.path / MANIFEST, _dumps(rows), durable=True)
         self.write(snapshot)
         return snapshot
 
-    def remove(self, snapshot: Snapshot) -> None:
+    def remove(self, snapshot: EnvironmentSnapshot) -> None:
         remove_tree(snapshot.path)
 
     # -- swaps and their journal -----------------------------------------------------------
-    def swap_in(self, snapshot: Snapshot, incoming: Path, phase: str) -> Path:
+    def swap_in(self, snapshot: EnvironmentSnapshot, incoming: Path, phase: str) -> Path:
         """Put ``incoming`` where the environment is, journaled in ``snapshot`` as ``phase``;
         where the old environment went."""
         aside = self.aside_path(snapshot.id)
@@ -256,7 +256,7 @@ class SnapshotStore:
         incoming.rename(self.environment)
         return aside
 
-    def swapped(self, snapshot: Snapshot) -> bool:
+    def swapped(self, snapshot: EnvironmentSnapshot) -> bool:
         """Whether the swap a journal names happened (the environment is the incoming tree);
         a half-done two-rename swap is undone first."""
         journal = snapshot.journal
@@ -314,7 +314,7 @@ class SnapshotStore:
             echo(note)
         return notes
 
-    def prune(self, keep: int) -> list[Snapshot]:
+    def prune(self, keep: int) -> list[EnvironmentSnapshot]:
         """Remove all but the newest ``keep`` snapshots; the ones removed."""
         existing = self.snapshots()
         doomed = existing[: max(0, len(existing) - keep)]

@@ -46,7 +46,7 @@ from cudaup.upgrade.clone import clone_tree
 from cudaup.upgrade.environment import locate
 from cudaup.upgrade.families import load_families
 from cudaup.upgrade.planning import UpgradePlan, UpgradeRequest, plan_upgrade
-from cudaup.upgrade.snapshots import RESTORABLE, Snapshot, SnapshotStore, place_of
+from cudaup.upgrade.snapshots import RESTORABLE, EnvironmentSnapshot, SnapshotStore, place_of
 from cudaup.upgrade.verify import Check, Verifier, problems
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.faults import Place, cache_place, explained, remove_tree
@@ -163,7 +163,7 @@ class Upgrader:
         root = store.environment
         snapshot_id = store.new_id()
         work = store.work_path(snapshot_id)
-        snapshot: Snapshot | None = None
+        snapshot: EnvironmentSnapshot | None = None
         committed = False
         try:
             self.echo("locking the plan's files (uv)")
@@ -413,7 +413,7 @@ class Upgrader:
             notes.append(f"another cudaup is working on {root} now: its entry is in progress")
         return SnapshotList(store, store.snapshots(), notes, busy)
 
-    def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[Snapshot]]:
+    def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[EnvironmentSnapshot]]:
         root, _ = locate(python)
         store = SnapshotStore(root)
         if not store.directory.is_dir():
@@ -428,7 +428,7 @@ class Upgrader:
 @dataclass
 class SnapshotList:
     store: SnapshotStore
-    snapshots: list[Snapshot]
+    snapshots: list[EnvironmentSnapshot]
     notes: list[str]
     #: A live cudaup holds the environment's lock: its snapshot is in progress.
     busy: bool

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 from cudaup.core.driver import DriverInfo
 from cudaup.errors import VerificationFailedError
 from cudaup.install.store import Store
-from cudaup.machine.doctor import read_torch
+from cudaup.machine.torch_version import read_torch
 from cudaup.plan.lines import Line, line_text
 from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.changes import Change

@@ -2,13 +2,14 @@
 
 The rules are :class:`~cudaup.core.compat.CompatTable`'s; this module adds what
 only a running cudaup knows: releases newer than the shipped tables (their
-manifests name the driver they bundle) and this machine's driver.
+manifests name the driver they bundle).  Which driver to ask about (``--driver``, or
+this machine's) is :func:`cudaup.machine.driver_probe.driver_to_check`'s to say: the
+release facts sit below the machine, as the layering in ``docs/design.md`` has them.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,9 +20,7 @@ from cudaup.core.compat import FORWARD_NOTE, OS, Architecture, Compatibility, Co
 from cudaup.core.driver import CudaVersion, DriverVersion
 from cudaup.core.gpus import parse_gpu
 from cudaup.core.versions import nearest, parse_request
-from cudaup.errors import CudaupError, ReleaseNotFoundError, UsageError
-from cudaup.machine.driver_probe import DRIVER_VERSION_ENV, detect_driver
-from cudaup.machine.sysroot import SystemRoot
+from cudaup.errors import CudaupError, ReleaseNotFoundError
 from cudaup.net.http import HttpClient
 from cudaup.resolve.releases import bundled_drivers, learn_releases, live_releases
 from cudaup.resolve.resolver import Resolver
@@ -214,23 +213,13 @@ class DriverCompat:
 
 def driver_compat(
     table: CompatTable,
-    driver_text: str | None,
+    driver: DriverVersion,
     os_name: OS,
     notes: list[str],
-    env: Mapping[str, str] | None = None,
+    reported: CudaVersion | None = None,
 ) -> DriverCompat:
-    """Verdicts for ``driver_text`` (else ``CUDAUP_DRIVER_VERSION``, else this machine's)."""
-    env = os.environ if env is None else env
-    override = driver_text or env.get(DRIVER_VERSION_ENV)
-    if override:
-        driver, reported = DriverVersion.from_text(override), None
-    else:
-        info = detect_driver(root=SystemRoot.from_env(), env=env)
-        if info.version is None:
-            raise UsageError(
-                "no NVIDIA driver found on this machine; pass --driver VERSION or a release"
-            )
-        driver, reported = info.version, info.cuda_version
+    """Every known release's verdict for ``driver`` (``reported``: the CUDA version the
+    driver itself reports, when it was asked)."""
     results = [table.check(driver, r, os_name, reported) for r in table.releases()]
     return DriverCompat(
         driver,

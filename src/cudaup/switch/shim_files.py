@@ -18,7 +18,9 @@ import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cudaup
 from cudaup.core.tools import is_toolkit_tool
@@ -162,3 +164,41 @@ def shims_on_path(store: Store, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     wanted = os.path.normpath(store.bin_dir.absolute())
     return any(os.path.normpath(entry) == wanted for entry in env.get("PATH", "").split(os.pathsep))
+
+
+@dataclass(frozen=True, slots=True)
+class ShimsReport:
+    """What ``cudaup shims`` found (and, with ``--rebuild``, rewrote) in ``$CUDAUP_HOME/bin``."""
+
+    directory: Path
+    shims: tuple[str, ...]
+    #: shims another cudaup wrote, left as they are
+    stale: tuple[str, ...]
+    #: shims another cudaup wrote, rewritten for this one
+    rebuilt: tuple[str, ...]
+    on_path: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dir": str(self.directory),
+            "shims": list(self.shims),
+            "stale": list(self.stale),
+            "rebuilt": list(self.rebuilt),
+            "on_path": self.on_path,
+        }
+
+
+def review_shims(store: Store, *, rebuild: bool) -> ShimsReport:
+    """The shims there, which another cudaup wrote, and (``rebuild``) those rewritten."""
+    stale = [p.name for p in stale_shims(store)]
+    if rebuild:
+        refresh_shims(store)
+    listed = store.bin_dir.iterdir() if store.bin_dir.is_dir() else iter(())
+    written = tuple(sorted(p.name for p in listed if is_shim(p)))
+    return ShimsReport(
+        directory=store.bin_dir,
+        shims=written,
+        stale=() if rebuild else tuple(stale),
+        rebuilt=tuple(stale) if rebuild else (),
+        on_path=shims_on_path(store),
+    )
