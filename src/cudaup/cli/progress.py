@@ -70,6 +70,12 @@ def bytes_text(done: float, total: float | None) -> str:
     return f"{done / scale:.1f}/{total / scale:.1f} {unit}"
 
 
+def verifying_text(event: ProgressEvent) -> str:
+    """``verifying, 62 %``: how much of a downloaded file the hash has read."""
+    percent = event.done * 100 // event.total if event.total else 0
+    return f"verifying, {percent} %"
+
+
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "-:--:--"
@@ -127,6 +133,8 @@ class PlainProgress:
         self.step, self.every = step, every  # percent, seconds
         # name -> (next percent to report, time of the last line, bytes at start)
         self._state: dict[str, tuple[int, float, int]] = {}
+        # name -> (next percent of the hash to report, time of the last line)
+        self._verifying: dict[str, tuple[int, float]] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -161,6 +169,12 @@ class PlainProgress:
                         f"{name}: {percent}% of {size_text(event.total)}, {size_text(rate)}/s"
                     )
                     self._state[name] = ((percent // self.step + 1) * self.step, now, base)
+            elif event.kind == "verifying":
+                threshold, last = self._verifying.get(name, (0, now))
+                percent = event.done * 100 // event.total if event.total else 0
+                if percent >= threshold or now - last >= self.every:
+                    self._line(f"{name}: {verifying_text(event)}")
+                    self._verifying[name] = ((percent // self.step + 1) * self.step, now)
             elif event.kind == "done":
                 self._line(f"{name}: done{', ' + event.message if event.message else ''}")
             elif event.kind == "unpacked":

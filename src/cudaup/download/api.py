@@ -73,8 +73,8 @@ if TYPE_CHECKING:
 MAX_CONNECTIONS_PER_HOST = 16
 
 
-def check_connections(connections: int) -> None:
-    if not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
+def check_connections(connections: int | None) -> None:
+    if connections is not None and not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
         raise UsageError(f"--connections must be between 1 and {MAX_CONNECTIONS_PER_HOST}")
 
 
@@ -83,7 +83,7 @@ def fetch(
     directory: Path,
     *,
     http: HttpClient,
-    connections: int = 8,
+    connections: int | None = None,
     progress: Progress | None = None,
     allow_unverified: bool = False,
     slots: threading.Semaphore | None = None,
@@ -175,7 +175,7 @@ def _fetch_locked(
     request: DownloadRequest,
     target: Target,
     http: HttpClient,
-    connections: int,
+    connections: int | None,
     progress: Progress | None,
     slots: threading.Semaphore | None,
     arrival: Arrival | None = None,
@@ -238,7 +238,7 @@ def download(
     dest: Path,
     *,
     http: HttpClient,
-    connections: int = 8,
+    connections: int | None = None,
     progress: Progress | None = None,
     allow_unverified: bool = False,
 ) -> Path:
@@ -254,7 +254,7 @@ def fetch_many(
     directory: Path,
     *,
     http: HttpClient,
-    connections: int = 8,
+    connections: int | None = None,
     total_connections: int = MAX_CONNECTIONS_PER_HOST,
     progress: Progress | None = None,
     allow_unverified: bool = False,
@@ -273,7 +273,7 @@ def fetch_many(
     known = sum(r.size or 0 for r in normalized)
     check_space(directory, known, f"{len(normalized)} file{'s' if len(normalized) != 1 else ''}")
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
-    per_file = max(1, min(connections, total_connections))
+    per_file = None if connections is None else max(1, min(connections, total_connections))
 
     cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
 

@@ -23,6 +23,7 @@ import urllib3
 
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import HASH_BLOCK, publish
+from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
 from cudaup.download.remote import (
     Budget,
     BusyError,
@@ -42,7 +43,7 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.segments import Segment, SegmentPlan
+from cudaup.download.segments import ASSUMED_HASH_SPEED, Segment, SegmentPlan
 from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
@@ -83,10 +84,35 @@ class Transfer:
         self.errors: list[BaseException] = []
         #: connections this download may use; lowered for good by each 503/429
         self.connections = connections
+        #: connections wanted now (see :mod:`cudaup.download.ramp`), at most the above
+        self.wanted = connections
         #: why the server asked for fewer connections, for the supervisor to tell
         self.lowered_by = ""
-        self._workers = connections
+        #: bytes of the file the hasher has read back and hashed
+        self.hashed = 0
+        self._workers = 0
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+
+    def widen(self, threads: list[threading.Thread]) -> None:
+        """Start workers until :attr:`wanted` run (each appended to ``threads``)."""
+        with self._lock:
+            missing = min(self.wanted, self.connections) - self._workers
+            self._workers += max(0, missing)
+        for _ in range(missing):
+            thread = threading.Thread(
+                target=self.work, daemon=True, name=f"cudaup-dl-{len(threads)}"
+            )
+            threads.append(thread)
+            thread.start()
+
+    def _surplus(self) -> bool:
+        """Whether this worker is one too many now (then it stops, counted out)."""
+        with self._lock:
+            if self._workers <= min(self.wanted, self.connections):
+                return False
+            self._workers -= 1
+            return True
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
@@ -116,9 +142,12 @@ class Transfer:
 
     # -- a worker ----------------------------------------------------------------
     def work(self) -> None:
-        retired = False
+        retired = False  # counted out already: one too many now, or refused by the server
         try:
-            while not retired and (segment := self.plan.take()) is not None:
+            while not retired and not (retired := self._surplus()):
+                segment = self.plan.take()
+                if segment is None:
+                    break
                 try:
                     retired = self._fetch_segment(segment)
                 finally:
@@ -136,7 +165,7 @@ class Transfer:
         """After a 503/429: one connection fewer from now on; whether this worker stops."""
         with self._lock:
             self.connections = max(1, self.connections - 1)
-            self.plan.connections = self.connections
+            self.plan.connections = min(self.wanted, self.connections)
             self.lowered_by = str(busy)
             if self._workers <= self.connections:
                 return False
@@ -248,6 +277,7 @@ class Transfer:
                         raise OSError(f"cannot read back byte {position} of the part file")
                     digest.update(view[:count])
                     position += count
+                    self.hashed = position
                 # how fast the hash goes sizes the last pieces (see segments)
                 self.plan.observe_hash(position - start, time.perf_counter() - began)
             result.append(digest.hexdigest())
@@ -359,7 +389,7 @@ def fetch_segmented(
     http: HttpClient,
     remote: Remote,
     watchdog: Watchdog,
-    connections: int,
+    connections: int | None,
     progress: Progress | None,
     slots: threading.Semaphore | None,
     started: float,
@@ -369,7 +399,8 @@ def fetch_segmented(
     assert remote.size is not None
     size = remote.size
     tail = arrival.tail_first if arrival else 0
-    plan = _prepare(request, target, remote, progress, connections, tail)
+    most = connections if connections is not None else DEFAULT_CONNECTIONS
+    plan = _prepare(request, target, remote, progress, most, tail)
     resumed_from = plan.completed
     if resumed_from:
         notice(
@@ -397,12 +428,13 @@ def fetch_segmented(
     with target.explained(target.part, "open"):
         part = PartFile(target.part)
     checksum = request.checksum
-    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, connections)
+    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most)
+    # An explicit count is used from the start; the default adapts (see ramp).
+    ramp = ConnectionRamp(most, start=connections or 1)
+    transfer.wanted = plan.connections = ramp.count
+    plan.may_grow_to = 0 if ramp.settled else ramp.most
     digests: list[str] = []
-    threads = [
-        threading.Thread(target=transfer.work, daemon=True, name=f"cudaup-dl-{i}")
-        for i in range(connections)
-    ]
+    threads: list[threading.Thread] = []
     if checksum is not None:
         threads.append(
             threading.Thread(
@@ -412,12 +444,25 @@ def fetch_segmented(
                 name="cudaup-hash",
             )
         )
-    told = connections
+    told = most
     flusher = Flusher(save_state, transfer)
 
     def every_tick() -> None:
         nonlocal told
-        emit(progress, ProgressEvent(request.filename, "advance", plan.completed, size))
+        completed = plan.completed
+        if completed == size and checksum is not None and not digests:
+            # The last byte is here, the verdict is not: say how far the hash is.
+            emit(progress, ProgressEvent(request.filename, "verifying", transfer.hashed, size))
+        else:
+            emit(progress, ProgressEvent(request.filename, "advance", completed, size))
+        if not ramp.settled:
+            ramp.cap(transfer.connections)
+            # Past the hash speed more connections cannot end a verified download sooner.
+            ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
+            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling)
+            plan.connections = min(transfer.wanted, transfer.connections)
+            plan.may_grow_to = 0 if ramp.settled else ramp.most
+            transfer.widen(threads)
         if transfer.connections < told:
             told = transfer.connections
             host = urlsplit(remote.url).netloc
@@ -436,6 +481,7 @@ def fetch_segmented(
         if arrival is not None:
             arrival._attach(target.part, plan)
         emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
+        transfer.widen(threads)
         supervise(
             threads,
             watchdog,
@@ -478,5 +524,5 @@ def fetch_segmented(
         fetched=size - resumed_from,
         seconds=time.monotonic() - started,
         skipped=False,
-        connections=transfer.connections,
+        connections=min(transfer.wanted, transfer.connections),
     )

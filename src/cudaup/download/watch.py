@@ -229,13 +229,16 @@ def supervise(
 ) -> None:
     """Run ``threads`` and watch them from this thread until they end or ``finished()``.
 
+    ``every_tick`` may append started threads to ``threads``: they are watched too.
+
     Each tick: ``every_tick`` (progress, resume state), the speed floor, the stall limit
     (raises its :class:`NetworkError`), ``cancel`` (raises
     :class:`~cudaup.util.parallel.CancelledError`).  The caller stops the workers and
     saves state on the way out, whatever the exception.
     """
     for thread in threads:
-        thread.start()
+        if thread.ident is None:  # not started yet (the caller may start some, and add more)
+            thread.start()
     while alive := [t for t in threads if t.is_alive()]:
         alive[0].join(TICK)
         check_cancelled(cancel)

@@ -109,7 +109,8 @@ class InstallOptions:
     allow_unverified: bool = False
     force: bool = False
     driver: str | None = None
-    connections: int = 8
+    #: connections per file; None adapts (see cudaup.download.ramp)
+    connections: int | None = None
     #: hardlink: share the cache's files (copies across filesystems); copy: files of its own
     link_mode: LinkMode = "hardlink"
     #: check the sha256 of every cached file before it is used, whatever its stamp says
