@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from cudaup.download import (
     ProgressEvent,
     fetch,
     fetch_many,
+    segmented,
 )
 from cudaup.download.arrival import Arrival
 from cudaup.download.segments import MIN_SPLIT
@@ -92,6 +94,57 @@ def test_parallel_ranges_verified_while_streaming(
         r.if_range == '"v1"' for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"
     )
     assert events[0].kind == "start" and events[-1].kind == "done"
+
+
+def test_sha256_is_what_is_checked_where_md5_vouches_too(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # A redist manifest lists both: the stronger one decides (the md5 here is wrong).
+    fault_server.add("/f.run", BODY)
+    result = fetch(request(fault_server, md5="0" * 32), tmp_path / "out", http=client(tmp_path))
+    assert result.algorithm == "sha256" and result.digest == SHA
+    fetched_ok(result.path)
+
+
+def test_a_hash_behind_the_last_byte_says_verifying_until_the_verdict(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hash may not start before the display was told "verifying": it is behind.
+    fault_server.add("/f.run", BODY)
+    told = threading.Event()
+
+    class HeldBack:
+        def __init__(self, algorithm: str) -> None:
+            self._digest = hashlib.new(algorithm)
+
+        def update(self, data: memoryview) -> None:
+            assert told.wait(30)
+            self._digest.update(data)
+
+        def hexdigest(self) -> str:
+            return self._digest.hexdigest()
+
+    monkeypatch.setattr(segmented, "hashlib", types.SimpleNamespace(new=HeldBack))
+    events: list[ProgressEvent] = []
+
+    part = tmp_path / "out" / "f.run.part"
+    on_disk: list[bool] = []
+
+    def progress(event: ProgressEvent) -> None:
+        events.append(event)
+        if event.kind == "verifying" and not told.is_set():
+            on_disk.append(part.read_bytes() == BODY)  # every byte landed before
+            told.set()
+
+    result = fetch(
+        request(fault_server), tmp_path / "out", http=client(tmp_path), progress=progress
+    )
+    fetched_ok(result.path)
+    kinds = [e.kind for e in events]
+    first = kinds.index("verifying")
+    assert events[first].done < SIZE and events[first].total == SIZE
+    assert on_disk == [True] and "done" not in kinds[:first]
+    assert set(kinds[first:-1]) == {"verifying"} and kinds[-1] == "done"  # then the verdict
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ How one file is fetched (:func:`fetch`):
    once a second or every 128 MiB (so the writeback overlaps a fast transfer).  A
    re-run with matching validators continues where the last one stopped; a changed
    remote (ETag, Last-Modified or size) restarts cleanly, with a message.
-4. N connections take pieces from the front of what is left
-   (:mod:`cudaup.download.segments`), sized so that the round trip of each request
+4. Connections take pieces from the front of what is left
+   (:mod:`cudaup.download.segments`; how many adapts to what each adds,
+   :mod:`cudaup.download.ramp`, unless a count is given), sized so that the round trip of each request
    does not show; near the end an idle worker steals half of the busiest piece.
    Every range request carries ``If-Range``, and a 206 must carry the
    ``Content-Range`` that was asked for.  A server that ignores ranges (200) gets

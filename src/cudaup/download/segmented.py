@@ -450,8 +450,9 @@ def fetch_segmented(
     def every_tick() -> None:
         nonlocal told
         completed = plan.completed
-        if completed == size and checksum is not None and not digests:
-            # The last byte is here, the verdict is not: say how far the hash is.
+        if completed == size and checksum is not None:
+            # The last byte is here, the verdict is not (it comes after the hash, the sync
+            # and the comparison): say how far the hash is.
             emit(progress, ProgressEvent(request.filename, "verifying", transfer.hashed, size))
         else:
             emit(progress, ProgressEvent(request.filename, "advance", completed, size))
