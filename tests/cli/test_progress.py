@@ -127,9 +127,11 @@ def test_rich_display_accepts_events(terminal: IO[str]) -> None:
 def row(display: RichProgress) -> str:
     """The rows the bar draws now, as text on 80 columns (through its real columns)."""
     progress = display._progress
-    console = Console(file=io.StringIO(), width=80, color_system=None)
-    console.print(progress.make_tasks_table(progress.tasks))
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    drawn = io.StringIO()
+    Console(file=drawn, width=80, color_system=None).print(
+        progress.make_tasks_table(progress.tasks)
+    )
+    return drawn.getvalue()
 
 
 def test_the_bar_says_verifying_until_the_verdict(terminal: IO[str]) -> None:
