@@ -10,6 +10,7 @@ with that reason.
 
 from __future__ import annotations
 
+import collections
 import errno
 import hashlib
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, fetch
+from cudaup.download import DownloadRequest, fetch, fetch_many
 from cudaup.errors import (
     EXIT_CODES,
     InsufficientSpaceError,
@@ -174,6 +175,32 @@ def test_disk_full_through_the_cli(
 
 
 @needs_root
+@pytest.mark.parametrize("kernel", ["/proc/1", "/sys/kernel"])
+def test_a_kernel_file_system_is_a_refusal_not_a_full_disk(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], kernel: str
+) -> None:
+    # proc and sysfs hold no blocks: "0 bytes free" would blame the disk (exit 10)
+    fault_server.add("/f.run", BODY)
+    run = run_cli(capsys, "download", fault_server.url + "/f.run", "--sha256", SHA, "-o", kernel)
+    assert run.code == EXIT_CODES["permission-denied"] == 14, run.err
+    assert run.err.splitlines()[-1].startswith(f"cudaup: error: cannot write in {kernel}: ")
+    assert fault_server.requests() == []  # refused before the probe
+
+
+def test_several_files_need_their_room_in_one_sentence(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Usage = collections.namedtuple("Usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: Usage(10**9, 10**9, 1000))
+    requests = [
+        DownloadRequest(fault_server.url + f"/{name}", name, SIZE, SHA) for name in ("a", "b")
+    ]
+    with pytest.raises(InsufficientSpaceError, match=f"^2 files need {2 * SIZE} more bytes "):
+        fetch_many(requests, tmp_path / "out", http=client(tmp_path / "cache"))
+    with pytest.raises(InsufficientSpaceError, match=f"^1 file needs {SIZE} more bytes "):
+        fetch_many(requests[:1], tmp_path / "out", http=client(tmp_path / "cache"))
+
+
 def test_a_body_of_unknown_size_rechecks_the_free_space_as_it_grows(
     fault_server: FaultServer,
     tmp_path: Path,
@@ -269,7 +296,7 @@ FETCH_AS_LIBRARY = """
 import sys
 from pathlib import Path
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, fetch
+from cudaup.download import DownloadRequest, fetch, fetch_many
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient
 url, sha, out = sys.argv[1:4]

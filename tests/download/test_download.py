@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
+from cudaup.core.units import binary_size
 from cudaup.download import (
     DownloadRequest,
     DownloadResult,
@@ -77,7 +78,16 @@ def fetched_ok(path: Path, body: bytes = BODY) -> None:
 def test_parallel_ranges_verified_while_streaming(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY)
+    # Every answer holds after its first byte until eight ranges are asked for: they are
+    # in flight together, however loaded the machine is.
+    together = threading.Event()
+    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=1, until=together))
+
+    def when_eight_are_in() -> None:
+        fault_server.wait_for_requests(1 + 8, "/f.run")  # the probe, then the ranges
+        together.set()
+
+    threading.Thread(target=when_eight_are_in, daemon=True).start()
     events: list[ProgressEvent] = []
     result = fetch(
         request(fault_server),
@@ -90,6 +100,7 @@ def test_parallel_ranges_verified_while_streaming(
     assert result.digest == SHA and result.algorithm == "sha256" and result.fetched == SIZE
     ranges = [r.range for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"]
     assert len(ranges) >= 8 and all(r and r.startswith("bytes=") for r in ranges)
+    assert fault_server.connections("/f.run") >= 8
     assert all(
         r.if_range == '"v1"' for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"
     )
@@ -320,25 +331,36 @@ def _interrupt_after(limit: int) -> Callable[[ProgressEvent], None]:
 def test_interrupted_download_resumes_without_refetching(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY, Fault(rate=1.5 * 1024 * 1024))
+    # Each range answer sends 256 KiB, then holds: the interrupt comes with bytes on disk
+    # and most of the file missing, however loaded the machine is.
+    held = threading.Event()
+    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=256 * 1024, until=held))
     with pytest.raises(KeyboardInterrupt):
         fetch(
             request(fault_server),
             tmp_path / "out",
             http=client(tmp_path),
             connections=4,
-            progress=_interrupt_after(SIZE // 3),
+            progress=_interrupt_after(256 * 1024),
         )
+    held.set()
     state = json.loads((tmp_path / "out/f.run.part.json").read_text())
     completed = sum(pos - start for start, pos, _end in state["segments"])
-    assert 0 < completed < SIZE and not (tmp_path / "out/f.run").exists()
+    assert 0 < completed <= 4 * 256 * 1024 and not (tmp_path / "out/f.run").exists()
     fault_server.resources["/f.run"].faults.clear()
     before = time.monotonic()
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
+    events: list[ProgressEvent] = []
+    # One connection: nothing is stolen, so no answer is cut off with bytes in flight.
+    result = fetch(
+        request(fault_server), tmp_path / "out", http=client(tmp_path), connections=1,
+        progress=events.append,
+    )  # fmt: skip
     fetched_ok(result.path)
     refetched = fault_server.sent(since=before)
     assert result.resumed_from == completed
-    assert refetched <= SIZE - completed + 1  # only what was missing (+ the probe byte)
+    assert refetched == SIZE - completed + 1  # exactly what was missing (+ the probe byte)
+    [said] = [e.message for e in events if e.kind == "notice"]
+    assert said == f"resuming at {binary_size(completed)} of 8.0 MiB"  # binary units
 
 
 def test_changed_remote_restarts_cleanly(fault_server: FaultServer, tmp_path: Path) -> None:

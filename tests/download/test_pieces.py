@@ -92,21 +92,18 @@ def test_the_file_fills_from_its_front_and_the_hash_follows(
 
 
 def test_a_far_server_gets_larger_pieces(fault_server: FaultServer, tmp_path: Path) -> None:
-    """Each request waits 0.2 s for its answer: pieces grow until that round trip no longer
-    shows (here to the even share of what is left, then the rest at once: smaller last
-    pieces would cost more round trips than they save); a near server gets smaller pieces
-    and more of them (the base piece on an idle machine: a loaded one answers later)."""
+    """Each request waits at least 0.2 s for its answer: pieces grow until that round trip
+    no longer shows (here to the even share of what is left, then the rest at once:
+    smaller last pieces would cost more round trips than they save).  How a near server's
+    pieces compare is the plan's (a loaded machine answers a near request late too):
+    test_segments' test_pieces_follow_the_round_trip."""
     body = payload(32 * MIB, seed=22)
     fault_server.add("/f.run", body, Fault(rate=16 * MIB, latency=0.2))
     get(fault_server, tmp_path / "far", body, connections=2)
     far = [last - first for first, last in asked(fault_server)]
     assert far[:2] == [BASE_PIECE, BASE_PIECE]  # nothing known yet
+    # 64 round trips of at least 0.2 s: more than the base piece at any speed above 0.33 MiB/s
     assert max(far[2:]) > BASE_PIECE, far
-    fault_server.log.clear()
-    fault_server.add("/f.run", body, Fault(rate=16 * MIB))
-    get(fault_server, tmp_path / "near", body, connections=2)
-    near = [last - first for first, last in asked(fault_server)]
-    assert max(near) < max(far[2:]) and len(near) > len(far), (near, far)
 
 
 def test_the_state_is_saved_as_the_bytes_arrive_not_only_each_second(

@@ -59,7 +59,7 @@ from cudaup.download.segmented import fetch_segmented
 from cudaup.download.stream import fetch_single_stream
 from cudaup.download.target import Target, check_ceiling, check_space
 from cudaup.download.watch import Limits, Watchdog
-from cudaup.errors import IntegrityError, NetworkError, UsageError
+from cudaup.errors import IntegrityError, NetworkError, PermissionDeniedError, UsageError
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
 from cudaup.util.faults import Place, cache_place, denied, explained, output_place
@@ -143,14 +143,21 @@ def _prepare_directory(directory: Path, http: HttpClient) -> Place:
     return place
 
 
-def _check_writable(target: Target) -> None:
-    """Refuse before any byte moves when this user may not write the directory."""
-    directory = target.directory
+def _check_writable(directory: Path, place: Place) -> None:
+    """Refuse before any byte moves when this user may not write the directory, or its
+    file system holds no files at all (proc, sysfs: no blocks, so "0 bytes free" would
+    blame the disk)."""
+    found = os.statvfs(directory)
+    if found.f_blocks == 0:
+        raise PermissionDeniedError(
+            f"cannot write in {directory}: its file system holds no files (a kernel "
+            f"interface such as /proc or /sys); {place.remedy}"
+        )
     if os.access(directory, os.W_OK | os.X_OK):
         return
-    read_only = os.statvfs(directory).f_flag & os.ST_RDONLY
+    read_only = found.f_flag & os.ST_RDONLY
     refusal = OSError(errno.EROFS if read_only else errno.EACCES, "refused", str(directory))
-    raise denied(f"cannot write in {directory}", refusal, [target.place], directory)
+    raise denied(f"cannot write in {directory}", refusal, [place], directory)
 
 
 def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None:
@@ -193,7 +200,7 @@ def _fetch_locked(
             ),
         )
         return done
-    _check_writable(target)
+    _check_writable(target.directory, target.place)
     watchdog = Watchdog(Limits.of(http.settings))
     for attempt in range(3):
         check_cancelled(cancel)
@@ -270,9 +277,12 @@ def fetch_many(
         raise IntegrityError(
             f"no checksum is known for {', '.join(unverified)}; pass --allow-unverified to download anyway"
         )
-    _prepare_directory(directory, http)
+    _check_writable(directory, _prepare_directory(directory, http))
     known = sum(r.size or 0 for r in normalized)
-    check_space(directory, known, f"{len(normalized)} file{'s' if len(normalized) != 1 else ''}")
+    several = len(normalized) != 1
+    check_space(
+        directory, known, f"{len(normalized)} file{'s' if several else ''}", plural=several
+    )
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
     per_file = None if connections is None else max(1, min(connections, total_connections))
 

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from cudaup.core.units import binary_size
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import HASH_BLOCK, publish
 from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
@@ -407,7 +408,7 @@ def fetch_segmented(
             progress,
             request,
             size,
-            f"resuming at {resumed_from} of {size} bytes",
+            f"resuming at {binary_size(resumed_from)} of {binary_size(size)}",
             done=resumed_from,
         )
 
