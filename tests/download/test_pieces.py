@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, fetch, segmented
+from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, download, parallel
 from cudaup.download.arrival import Arrival
-from cudaup.download.segments import BASE_PIECE
+from cudaup.download.range_plan import BASE_PIECE
 from cudaup.errors import InsufficientSpaceError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
@@ -47,7 +47,7 @@ def get(
     request = DownloadRequest(
         server.url + "/f.run", "f.run", len(body), hashlib.sha256(body).hexdigest()
     )
-    result = fetch(
+    result = download(
         request, tmp_path / "out", http=client(tmp_path), connections=connections,
         **kwargs,  # type: ignore[arg-type]
     )  # fmt: skip
@@ -109,8 +109,8 @@ def test_a_far_server_gets_larger_pieces(fault_server: FaultServer, tmp_path: Pa
 def test_the_state_is_saved_as_the_bytes_arrive_not_only_each_second(
     fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segmented, "FLUSH_BYTES", 2 * MIB)
-    monkeypatch.setattr(segmented, "STATE_INTERVAL", 3600.0)  # never by the clock
+    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
+    monkeypatch.setattr(parallel, "STATE_INTERVAL", 3600.0)  # never by the clock
     body = payload(16 * MIB, seed=23)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))  # two seconds with two connections
     state = tmp_path / "out" / "f.run.part.json"
@@ -131,7 +131,7 @@ def test_a_sync_that_finds_the_disk_full_ends_the_download_resumably(
     """A file system that allocates blocks late says "full" when the data is synced, not
     when it is written: the sync that fails names the part file, and the state saved
     before it still resumes."""
-    monkeypatch.setattr(segmented, "FLUSH_BYTES", 2 * MIB)
+    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
     body = payload(16 * MIB, seed=24)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))
     real = os.fdatasync

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from cudaup.download import fetch
+from cudaup.download import download
 from cudaup.download.ramp import MIN_RISE, WINDOW, ConnectionRamp, Step
 from tests.download.test_download import client, request
 from tests.faultserver import Fault, FaultServer, SharedLink, payload
@@ -94,7 +94,7 @@ def test_a_cap_per_connection_gets_more_connections(
 ) -> None:
     # 1 MiB/s per answer: one connection is far below anything the CPUs limit.
     fault_server.add("/f.run", BODY, Fault(rate=MiB))
-    result = fetch(
+    result = download(
         request(fault_server, size=SIZE, sha256=_sha(BODY)), tmp_path / "out",
         http=client(tmp_path),
     )  # fmt: skip
@@ -107,7 +107,7 @@ def test_a_shared_pipe_is_not_split_for_nothing(fault_server: FaultServer, tmp_p
     # 4 MiB/s for every connection together: the added ones bring nothing, so the
     # download goes back to one (having tried more).
     fault_server.add("/f.run", BODY[: 4 * MiB], Fault(link=SharedLink(4 * MiB)))
-    result = fetch(
+    result = download(
         request(fault_server, size=4 * MiB, sha256=_sha(BODY[: 4 * MiB])), tmp_path / "out",
         http=client(tmp_path),
     )  # fmt: skip
@@ -129,7 +129,7 @@ def test_an_explicit_count_opens_that_many_at_once(
 
     watcher = threading.Thread(target=open_the_gate, daemon=True)
     watcher.start()
-    result = fetch(
+    result = download(
         request(fault_server, size=SIZE, sha256=_sha(BODY)), tmp_path / "out",
         http=client(tmp_path), connections=4,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """Verified, resumable, parallel downloads of multi-GB files.
 
-How one file is fetched (:func:`fetch`):
+How one file is downloaded (:func:`download`):
 
 1. A lock (in cudaup's cache, not beside the file) keeps two processes from
    writing the same target; the second waits, then finds the finished file.
@@ -12,7 +12,7 @@ How one file is fetched (:func:`fetch`):
    re-run with matching validators continues where the last one stopped; a changed
    remote (ETag, Last-Modified or size) restarts cleanly, with a message.
 4. Connections take pieces from the front of what is left
-   (:mod:`cudaup.download.segments`; how many adapts to what each adds,
+   (:mod:`cudaup.download.range_plan`; how many adapts to what each adds,
    :mod:`cudaup.download.ramp`, unless a count is given), sized so that the round trip of each request
    does not show; near the end an idle worker steals half of the busiest piece.
    Every range request carries ``If-Range``, and a 206 must carry the
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudaup.download.arrival import Arrival
+from cudaup.download.parallel import download_parallel
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
 from cudaup.download.request import (
@@ -55,10 +56,9 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.segmented import fetch_segmented
-from cudaup.download.stream import fetch_single_stream
-from cudaup.download.target import Target, check_ceiling, check_space
-from cudaup.download.watch import Limits, Watchdog
+from cudaup.download.stream import download_stream
+from cudaup.download.target import DownloadPaths, check_ceiling, check_space
+from cudaup.download.watch import TransferLimits, Watchdog
 from cudaup.errors import IntegrityError, NetworkError, PermissionDeniedError, UsageError
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
@@ -79,7 +79,7 @@ def check_connections(connections: int | None) -> None:
         raise UsageError(f"--connections must be between 1 and {MAX_CONNECTIONS_PER_HOST}")
 
 
-def fetch(
+def download(
     request: DownloadRequest | Artifact,
     directory: Path,
     *,
@@ -106,7 +106,7 @@ def fetch(
         )
     check_connections(connections)
     place = _prepare_directory(directory, http)
-    target = Target(directory, request.filename, place)
+    target = DownloadPaths(directory, request.filename, place)
     lock_path = cachedir.CacheLayout(http.settings.cache_root).download_lock(target.final)
 
     def waiting() -> None:
@@ -117,7 +117,7 @@ def fetch(
     cache = cache_place(http.settings.cache_root)
     with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
         try:
-            result = _fetch_locked(
+            result = _download_locked(
                 request, target, http, connections, progress, slots, arrival, cancel
             )
         except BaseException:
@@ -160,7 +160,7 @@ def _check_writable(directory: Path, place: Place) -> None:
     raise denied(f"cannot write in {directory}", refusal, [place], directory)
 
 
-def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None:
+def _existing(target: DownloadPaths, request: DownloadRequest) -> DownloadResult | None:
     if not is_verified(target.final, request):
         return None
     algorithm, expected = request.checksum or ("", "")
@@ -179,9 +179,9 @@ def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None
     )
 
 
-def _fetch_locked(
+def _download_locked(
     request: DownloadRequest,
-    target: Target,
+    target: DownloadPaths,
     http: HttpClient,
     connections: int | None,
     progress: Progress | None,
@@ -201,7 +201,7 @@ def _fetch_locked(
         )
         return done
     _check_writable(target.directory, target.place)
-    watchdog = Watchdog(Limits.of(http.settings))
+    watchdog = Watchdog(TransferLimits.of(http.settings))
     for attempt in range(3):
         check_cancelled(cancel)
         remote = probe_remote(http, request.url, watchdog, cancel)
@@ -213,10 +213,10 @@ def _fetch_locked(
         check_ceiling(request, remote, http.settings.max_size)
         try:
             if remote.size is None or not remote.ranges:
-                return fetch_single_stream(
+                return download_stream(
                     request, target, http, remote, watchdog, progress, started, cancel
                 )
-            return fetch_segmented(
+            return download_parallel(
                 request, target, http, remote, watchdog, connections, progress, slots, started,
                 arrival, cancel,
             )  # fmt: skip
@@ -235,29 +235,13 @@ def _fetch_locked(
             message = f"{exc}; starting over with one stream"
             notice(progress, request, remote.size, message)
             remote = dataclasses.replace(remote, ranges=False)
-            return fetch_single_stream(
+            return download_stream(
                 request, target, http, remote, watchdog, progress, started, cancel
             )
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def download(
-    artifact: Artifact | DownloadRequest,
-    dest: Path,
-    *,
-    http: HttpClient,
-    connections: int | None = None,
-    progress: Progress | None = None,
-    allow_unverified: bool = False,
-) -> Path:
-    """Fetch one artifact into directory ``dest``, verified; the final path."""
-    return fetch(
-        artifact, dest, http=http, connections=connections, progress=progress,
-        allow_unverified=allow_unverified,
-    ).path  # fmt: skip
-
-
-def fetch_many(
+def download_many(
     requests: Sequence[DownloadRequest | Artifact],
     directory: Path,
     *,
@@ -280,16 +264,14 @@ def fetch_many(
     _check_writable(directory, _prepare_directory(directory, http))
     known = sum(r.size or 0 for r in normalized)
     several = len(normalized) != 1
-    check_space(
-        directory, known, f"{len(normalized)} file{'s' if several else ''}", plural=several
-    )
+    check_space(directory, known, f"{len(normalized)} file{'s' if several else ''}", plural=several)
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
     per_file = None if connections is None else max(1, min(connections, total_connections))
 
     cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
 
     def one(request: DownloadRequest) -> DownloadResult:
-        return fetch(
+        return download(
             request, directory, http=http, connections=per_file, progress=progress,
             allow_unverified=allow_unverified, slots=slots, cancel=cancel,
         )  # fmt: skip

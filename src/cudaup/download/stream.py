@@ -39,7 +39,7 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.target import SPACE_STEP, Target, check_space, passed_ceiling
+from cudaup.download.target import SPACE_STEP, DownloadPaths, check_space, passed_ceiling
 from cudaup.download.watch import Flow, Watchdog, join_all, supervise
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
@@ -51,7 +51,7 @@ class _Stream:
     def __init__(
         self,
         request: DownloadRequest,
-        target: Target,
+        target: DownloadPaths,
         http: HttpClient,
         remote: Remote,
         watchdog: Watchdog,
@@ -183,9 +183,9 @@ class _Stream:
         self.written = start
 
 
-def fetch_single_stream(
+def download_stream(
     request: DownloadRequest,
-    target: Target,
+    target: DownloadPaths,
     http: HttpClient,
     remote: Remote,
     watchdog: Watchdog,

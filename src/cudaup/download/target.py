@@ -26,7 +26,7 @@ SPACE_STEP = 64 * 2**20
 _RAISE_IT = "--max-size or CUDAUP_MAX_SIZE raises it"
 
 
-class Target:
+class DownloadPaths:
     """Paths of one download: the final name, the part file and its resume state.
 
     ``place`` says what to do when the directory refuses a write (another ``-o``, or

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Literal
 
 from cudaup.core.model import Artifact
-from cudaup.download import DownloadResult, Progress, ProgressEvent, fetch
+from cudaup.download import DownloadResult, Progress, ProgressEvent, download
 from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
 from cudaup.download.arrival import Arrival
 from cudaup.errors import InsufficientSpaceError, IntegrityError
@@ -512,9 +512,9 @@ def _fetch_extracting(
     results: list[DownloadResult] = []
     failures: list[BaseException] = []
 
-    def download() -> None:
+    def transfer() -> None:
         try:
-            result = fetch(
+            result = download(
                 artifact, downloads, http=http, connections=connections,
                 progress=progress, slots=slots, arrival=arrival, cancel=cancel,
             )  # fmt: skip
@@ -523,7 +523,7 @@ def _fetch_extracting(
         else:
             results.append(result)
 
-    thread = threading.Thread(target=download, daemon=True, name="cudaup-fetch")
+    thread = threading.Thread(target=transfer, daemon=True, name="cudaup-fetch")
     thread.start()
     early: Exception | None = None
     extracted: Extracted | None = None

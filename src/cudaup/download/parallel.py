@@ -25,6 +25,7 @@ from cudaup.core.units import binary_size
 from cudaup.download.arrival import Arrival
 from cudaup.download.publish import HASH_BLOCK, publish
 from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
+from cudaup.download.range_plan import ASSUMED_HASH_SPEED, Segment, SegmentPlan
 from cudaup.download.remote import (
     Budget,
     BusyError,
@@ -44,8 +45,7 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.segments import ASSUMED_HASH_SPEED, Segment, SegmentPlan
-from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
+from cudaup.download.target import DownloadPaths, PartFile, PartFileClosedError, check_space
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
@@ -67,7 +67,7 @@ class Transfer:
         http: HttpClient,
         request: DownloadRequest,
         remote: Remote,
-        target: Target,
+        target: DownloadPaths,
         part: PartFile,
         plan: SegmentPlan,
         slots: threading.Semaphore | None,
@@ -117,7 +117,7 @@ class Transfer:
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
-        """One of the connections shared by every download of a ``fetch_many``."""
+        """One of the connections shared by every download of a ``download_many``."""
         if self.slots is None:
             yield
             return
@@ -327,7 +327,11 @@ class Flusher:
 
 
 def resume_plan(
-    target: Target, remote: Remote, progress: Progress | None, filename: str, connections: int
+    target: DownloadPaths,
+    remote: Remote,
+    progress: Progress | None,
+    filename: str,
+    connections: int,
 ) -> SegmentPlan | None:
     state = target.load_state()
     if state is None:
@@ -364,7 +368,7 @@ def resume_plan(
 
 def _prepare(
     request: DownloadRequest,
-    target: Target,
+    target: DownloadPaths,
     remote: Remote,
     progress: Progress | None,
     connections: int,
@@ -384,9 +388,9 @@ def _prepare(
     return SegmentPlan.split(size, connections, tail)
 
 
-def fetch_segmented(
+def download_parallel(
     request: DownloadRequest,
-    target: Target,
+    target: DownloadPaths,
     http: HttpClient,
     remote: Remote,
     watchdog: Watchdog,

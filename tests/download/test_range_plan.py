@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from cudaup.download.segments import (
+from cudaup.download.range_plan import (
     ALIGN,
     BASE_PIECE,
     MAX_PIECE,
