@@ -1,6 +1,7 @@
 """Verified, resumable, parallel downloads; reading a file while it arrives.
 
-``api`` is the entry point (:func:`download`, :func:`download_many`); ``remote``
+``api`` is the entry point (:func:`download`, :func:`download_many`), which hands
+each transfer its context as one ``job``; ``remote``
 probes the server and reads its answers; ``range_plan`` is the pure byte-range plan
 that ``parallel`` fills over connections (as many as ``ramp`` says; ``stream`` when
 the server ignores ranges); ``watch`` makes every transfer end (a speed floor per connection, a

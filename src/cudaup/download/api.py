@@ -39,12 +39,12 @@ import dataclasses
 import errno
 import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudaup.download.arrival import Arrival
+from cudaup.download.job import DownloadJob
 from cudaup.download.parallel import download_parallel
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
@@ -117,9 +117,11 @@ def download(
     cache = cache_place(http.settings.cache_root)
     with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
         try:
-            result = _download_locked(
-                request, target, http, connections, progress, slots, arrival, cancel
+            watchdog = Watchdog(TransferLimits.of(http.settings))
+            job = DownloadJob(
+                request, target, http, watchdog, connections, progress, slots, arrival, cancel
             )
+            result = _download_locked(job)
         except BaseException:
             if arrival is not None:
                 arrival._lose()
@@ -179,17 +181,9 @@ def _existing(target: DownloadPaths, request: DownloadRequest) -> DownloadResult
     )
 
 
-def _download_locked(
-    request: DownloadRequest,
-    target: DownloadPaths,
-    http: HttpClient,
-    connections: int | None,
-    progress: Progress | None,
-    slots: threading.Semaphore | None,
-    arrival: Arrival | None = None,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
-    started = time.monotonic()
+def _download_locked(job: DownloadJob) -> DownloadResult:
+    request, target, http, progress = job.request, job.paths, job.http, job.progress
+    arrival, cancel, watchdog = job.arrival, job.cancel, job.watchdog
     with target.explained(target.final, "read"):
         done = _existing(target, request)
     if done is not None:
@@ -201,7 +195,6 @@ def _download_locked(
         )
         return done
     _check_writable(target.directory, target.place)
-    watchdog = Watchdog(TransferLimits.of(http.settings))
     for attempt in range(3):
         check_cancelled(cancel)
         remote = probe_remote(http, request.url, watchdog, cancel)
@@ -213,13 +206,8 @@ def _download_locked(
         check_ceiling(request, remote, http.settings.max_size)
         try:
             if remote.size is None or not remote.ranges:
-                return download_stream(
-                    request, target, http, remote, watchdog, progress, started, cancel
-                )
-            return download_parallel(
-                request, target, http, remote, watchdog, connections, progress, slots, started,
-                arrival, cancel,
-            )  # fmt: skip
+                return download_stream(job, remote)
+            return download_parallel(job, remote)
         except RemoteChangedError as exc:
             if arrival is not None:
                 arrival._lose()  # an early reader saw bytes of the old file
@@ -235,9 +223,7 @@ def _download_locked(
             message = f"{exc}; starting over with one stream"
             notice(progress, request, remote.size, message)
             remote = dataclasses.replace(remote, ranges=False)
-            return download_stream(
-                request, target, http, remote, watchdog, progress, started, cancel
-            )
+            return download_stream(job, remote)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import urllib3
 
 from cudaup.core.units import binary_size
-from cudaup.download.arrival import Arrival
+from cudaup.download.job import DownloadJob
 from cudaup.download.publish import HASH_BLOCK, publish
 from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
 from cudaup.download.range_plan import ASSUMED_HASH_SPEED, Segment, SegmentPlan
@@ -388,19 +388,11 @@ def _prepare(
     return SegmentPlan.split(size, connections, tail)
 
 
-def download_parallel(
-    request: DownloadRequest,
-    target: DownloadPaths,
-    http: HttpClient,
-    remote: Remote,
-    watchdog: Watchdog,
-    connections: int | None,
-    progress: Progress | None,
-    slots: threading.Semaphore | None,
-    started: float,
-    arrival: Arrival | None = None,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
+def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
+    """Fill the part file over ranged connections, hashing its prefix as it grows."""
+    request, target, http, watchdog = job.request, job.paths, job.http, job.watchdog
+    connections, progress, slots, arrival = job.connections, job.progress, job.slots, job.arrival
+    started, cancel = job.started, job.cancel
     assert remote.size is not None
     size = remote.size
     tail = arrival.tail_first if arrival else 0

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from cudaup.download.job import DownloadJob
 from cudaup.download.publish import publish
 from cudaup.download.remote import (
     Budget,
@@ -34,7 +35,6 @@ from cudaup.download.remote import (
 from cudaup.download.request import (
     DownloadRequest,
     DownloadResult,
-    Progress,
     ProgressEvent,
     emit,
     notice,
@@ -183,17 +183,10 @@ class _Stream:
         self.written = start
 
 
-def download_stream(
-    request: DownloadRequest,
-    target: DownloadPaths,
-    http: HttpClient,
-    remote: Remote,
-    watchdog: Watchdog,
-    progress: Progress | None,
-    started: float,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
+def download_stream(job: DownloadJob, remote: Remote) -> DownloadResult:
     """One GET from byte 0 into a fresh part file, hashing inline (see the module docstring)."""
+    request, target, http, watchdog = job.request, job.paths, job.http, job.watchdog
+    progress, started, cancel = job.progress, job.started, job.cancel
     if target.load_state() is not None or target.part.exists():
         notice(progress, request, remote.size, "the server does not support ranges: starting over")
     target.discard()
