@@ -38,6 +38,24 @@ def payload(size: int, seed: int = 7) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
+class SharedLink:
+    """A link whose bytes per second all the answers share, however many connections:
+    a second connection only splits it."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._free_at = 0.0  # when the link has sent everything booked so far
+
+    def send(self, count: int) -> None:
+        """Wait until ``count`` more bytes fit on the link."""
+        with self._lock:
+            now = time.monotonic()
+            self._free_at = max(self._free_at, now) + count / self.rate
+            ready = self._free_at
+        time.sleep(max(0.0, ready - time.monotonic()))
+
+
 @dataclass
 class Fault:
     times: int | None = None  # misbehave on the first N matching requests only (None: always)
@@ -49,7 +67,8 @@ class Fault:
     status: int | None = None  # answer this status instead
     retry_after: str | None = None
     stall: float = 0.0  # sleep this long after the headers and some bytes
-    rate: float | None = None  # bytes per second
+    rate: float | None = None  # bytes per second (of each answer)
+    link: SharedLink | None = None  # bytes per second of every answer together (a full pipe)
     only_from: int | None = None  # apply only to ranges starting at or below this byte
     redirect: str | None = None
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
@@ -382,11 +401,8 @@ class FaultServer:
         if fault and fault.drop_after is not None:
             to_send = to_send[: fault.drop_after]
         # A slow rate goes out in small pieces (about 20 a second): a trickle, not a burst.
-        step = (
-            64 * 1024
-            if not (fault and fault.rate)
-            else max(1, min(64 * 1024, int(fault.rate / 20)))
-        )
+        pace = fault and (fault.rate or (fault.link.rate if fault.link else None))
+        step = 64 * 1024 if not pace else max(1, min(64 * 1024, int(pace / 20)))
         hang_at = fault.hang_after if fault and fault.hang == "body" else None
         started = time.monotonic()
         for offset in range(0, len(to_send), step):
@@ -397,6 +413,8 @@ class FaultServer:
                 request.wfile.flush()
                 (fault.until or self.released).wait()
                 piece = piece[hang_at - offset :]
+            if fault and fault.link:
+                fault.link.send(len(piece))
             request.wfile.write(piece)
             record.sent += len(piece)
             if fault and fault.stall and offset == 0:

@@ -5,7 +5,7 @@ The library, by package (each with its own ``__all__``; docs/api.md)::
     cudaup.core       parse_request("13.0"), DriverVersion.parse("590.48.01"), CompatTable
     cudaup.nvidia     parse_manifest(bytes), parse_redist_listing(html, ...): NVIDIA's formats
     cudaup.resolve    Resolver(settings).resolve("13.0", platform=..., channel=...)
-    cudaup.download   fetch(artifact, directory, http=...), fetch_many(...)
+    cudaup.download   download(artifact, directory, http=...), download_many(...)
     cudaup.install    install("13.0", InstallOptions(...), settings=..., store=Store.from_env())
     cudaup.plan       Planner(settings).plan(requirements, indexes, target)
     cudaup.machine    doctor(), detect_driver(), find_toolkits(...)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import IO
 
 import pytest
+from rich.console import Console
 
 from cudaup.cli import output
 from cudaup.cli.bars import RichProgress
@@ -121,6 +122,48 @@ def test_rich_display_accepts_events(terminal: IO[str]) -> None:
         display(ProgressEvent("a.run", "unpacked", 10, 10))
         [task] = display._progress.tasks
         assert task.completed == 10 and task.fields["state"] == "unpacked"
+
+
+def row(display: RichProgress) -> str:
+    """The rows the bar draws now, as text on 80 columns (through its real columns)."""
+    progress = display._progress
+    drawn = io.StringIO()
+    Console(file=drawn, width=80, color_system=None).print(
+        progress.make_tasks_table(progress.tasks)
+    )
+    return drawn.getvalue()
+
+
+def test_the_bar_says_verifying_until_the_verdict(terminal: IO[str]) -> None:
+    fcntl.ioctl(terminal.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    with RichProgress(terminal) as display:
+        display(ProgressEvent(WHEEL, "start", 0, 4 * 2**30))
+        display(ProgressEvent(WHEEL, "advance", 4 * 2**30, 4 * 2**30))  # the last byte is here
+        display(ProgressEvent(WHEEL, "verifying", int(2.5 * 2**30), 4 * 2**30))
+        drawn = row(display)
+        assert "verifying, 62 %" in drawn and "done" not in drawn, drawn
+        assert "4.0/4.0 GiB" in drawn and max(map(len, drawn.splitlines())) <= 80
+        display(ProgressEvent(WHEEL, "verifying", 4 * 2**30 - 1, 4 * 2**30))
+        assert "verifying, 99 %" in row(display)
+        display(ProgressEvent(WHEEL, "done", 4 * 2**30, 4 * 2**30))
+        drawn = row(display)
+        assert "done" in drawn and "verifying" not in drawn, drawn
+
+
+def test_plain_lines_say_verifying_until_the_verdict() -> None:
+    out = io.StringIO()
+    display = PlainProgress(out)
+    display(ProgressEvent("cuda.run", "start", 0, 1000))
+    display(ProgressEvent("cuda.run", "advance", 1000, 1000))
+    for hashed in range(0, 1000, 50):
+        display(ProgressEvent("cuda.run", "verifying", hashed, 1000))
+    display(ProgressEvent("cuda.run", "done", 1000, 1000))
+    lines = out.getvalue().splitlines()
+    verifying = [line for line in lines if "verifying" in line]
+    assert (
+        verifying[0] == "cuda.run: verifying, 0 %" and verifying[-1] == "cuda.run: verifying, 90 %"
+    )
+    assert len(verifying) == 10 and lines[-1] == "cuda.run: done"
 
 
 @pytest.mark.parametrize(

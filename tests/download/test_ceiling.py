@@ -3,7 +3,7 @@
 A 200 with no Content-Length that never stops, for a file no source gives a size
 for, is read up to the ceiling and refused the moment it passes it; a file whose
 size a source states is refused before its first byte when that size passes the
-ceiling.  Each case runs through :func:`cudaup.download.fetch` and through
+ceiling.  Each case runs through :func:`cudaup.download.download` and through
 ``cudaup download URL --sha256 … --max-size`` in a sandboxed filesystem
 (:mod:`tests.sandbox`), snapshotted before and after: nothing is left but the lock.
 The free space a growing body leaves is re-checked in ``test_disk.py``.
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudaup.config import DEFAULT_MAX_SIZE, Settings, parse_size
-from cudaup.download import DownloadRequest, ProgressEvent, fetch
+from cudaup.download import DownloadRequest, ProgressEvent, download
 from cudaup.errors import EXIT_CODES, DownloadTooLargeError, UsageError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
@@ -83,7 +83,7 @@ def test_an_endless_body_stops_as_it_passes_the_ceiling(
     events: list[ProgressEvent] = []
     ceiling = 8 * MIB
     with pytest.raises(DownloadTooLargeError) as caught:
-        fetch(
+        download(
             unsized(fault_server), tmp_path / "out", http=client(tmp_path, ceiling),
             progress=events.append,
         )  # fmt: skip
@@ -105,11 +105,11 @@ def test_a_body_of_exactly_the_ceiling_is_taken_and_one_byte_more_is_not(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(ignore_range=True, no_length=True))
-    result = fetch(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB))
+    result = download(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB))
     assert result.path.read_bytes() == BODY and result.size == MIB
     result.path.unlink()
     with pytest.raises(DownloadTooLargeError):
-        fetch(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB - 1))
+        download(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB - 1))
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -118,7 +118,7 @@ def test_a_stated_size_past_the_ceiling_is_refused_before_its_first_byte(
 ) -> None:
     fault_server.add("/f.run", BODY)
     with pytest.raises(DownloadTooLargeError) as caught:
-        fetch(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB // 2))
+        download(unsized(fault_server), tmp_path / "out", http=client(tmp_path, MIB // 2))
     assert str(caught.value) == (
         f"{fault_server.url}/f.run is 1048576 bytes (0.00 GiB), more than the download size "
         "ceiling of 524288 bytes (0.00 GiB); refusing it (--max-size or CUDAUP_MAX_SIZE raises it)"
@@ -129,7 +129,7 @@ def test_a_stated_size_past_the_ceiling_is_refused_before_its_first_byte(
     fault_server.add("/f.run", BODY, Fault(ignore_range=True, no_length=True))
     stated = DownloadRequest(fault_server.url + "/f.run", "f.run", MIB, SHA)
     with pytest.raises(DownloadTooLargeError, match="is 1048576 bytes"):
-        fetch(stated, tmp_path / "out", http=client(tmp_path, MIB // 2))
+        download(stated, tmp_path / "out", http=client(tmp_path, MIB // 2))
     assert len(fault_server.requests("/f.run")) == 2  # each probe, no body asked for
 
 

@@ -2,7 +2,7 @@
 may not write (a real unprivileged user), read-only mounts, and lock files that any
 user sharing the cache can take and that die with their holder.
 
-Each case runs through :func:`cudaup.download.fetch` and through ``cudaup download``,
+Each case runs through :func:`cudaup.download.download` and through ``cudaup download``,
 for the error class, the exit code and the words (the path, the bytes, what to do).
 Mounting and switching users need root; as another user these tests are skipped
 with that reason.
@@ -10,6 +10,7 @@ with that reason.
 
 from __future__ import annotations
 
+import collections
 import errno
 import hashlib
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, fetch
+from cudaup.download import DownloadRequest, download, download_many
 from cudaup.errors import (
     EXIT_CODES,
     InsufficientSpaceError,
@@ -137,7 +138,7 @@ def test_disk_full_mid_download_names_the_directory_then_resumes(
     held_server(fault_server, go_on)
     fill_when_held(fault_server, disk, go_on)
     with pytest.raises(InsufficientSpaceError) as caught:
-        fetch(request(fault_server), disk, http=client(tmp_path / "cache"), connections=1)
+        download(request(fault_server), disk, http=client(tmp_path / "cache"), connections=1)
     message = str(caught.value)
     found = re.fullmatch(
         rf"cannot write {disk}/f\.run\.part: the disk is full in {disk}: it needs (\d+) bytes, "
@@ -150,7 +151,7 @@ def test_disk_full_mid_download_names_the_directory_then_resumes(
     saved = recorded(disk / "f.run.part.json")  # the last state saved (the disk is full)
     (disk / "filler").unlink()  # room again: the same download resumes and verifies
     fault_server.resources["/f.run"].faults.clear()
-    result = fetch(request(fault_server), disk, http=client(tmp_path / "cache"), connections=1)
+    result = download(request(fault_server), disk, http=client(tmp_path / "cache"), connections=1)
     assert result.path.read_bytes() == BODY
     assert result.resumed_from == saved > 0
 
@@ -174,6 +175,32 @@ def test_disk_full_through_the_cli(
 
 
 @needs_root
+@pytest.mark.parametrize("kernel", ["/proc/1", "/sys/kernel"])
+def test_a_kernel_file_system_is_a_refusal_not_a_full_disk(
+    fault_server: FaultServer, capsys: pytest.CaptureFixture[str], kernel: str
+) -> None:
+    # proc and sysfs hold no blocks: "0 bytes free" would blame the disk (exit 10)
+    fault_server.add("/f.run", BODY)
+    run = run_cli(capsys, "download", fault_server.url + "/f.run", "--sha256", SHA, "-o", kernel)
+    assert run.code == EXIT_CODES["permission-denied"] == 14, run.err
+    assert run.err.splitlines()[-1].startswith(f"cudaup: error: cannot write in {kernel}: ")
+    assert fault_server.requests() == []  # refused before the probe
+
+
+def test_several_files_need_their_room_in_one_sentence(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Usage = collections.namedtuple("Usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: Usage(10**9, 10**9, 1000))
+    requests = [
+        DownloadRequest(fault_server.url + f"/{name}", name, SIZE, SHA) for name in ("a", "b")
+    ]
+    with pytest.raises(InsufficientSpaceError, match=f"^2 files need {2 * SIZE} more bytes "):
+        download_many(requests, tmp_path / "out", http=client(tmp_path / "cache"))
+    with pytest.raises(InsufficientSpaceError, match=f"^1 file needs {SIZE} more bytes "):
+        download_many(requests[:1], tmp_path / "out", http=client(tmp_path / "cache"))
+
+
 def test_a_body_of_unknown_size_rechecks_the_free_space_as_it_grows(
     fault_server: FaultServer,
     tmp_path: Path,
@@ -186,7 +213,7 @@ def test_a_body_of_unknown_size_rechecks_the_free_space_as_it_grows(
     fault_server.add("/f.run", BODY, Fault(ignore_range=True, no_length=True, endless=True))
     unsized = DownloadRequest(fault_server.url + "/f.run", "f.run", None, SHA)
     with pytest.raises(InsufficientSpaceError) as caught:
-        fetch(unsized, disk, http=client(tmp_path / "cache"))
+        download(unsized, disk, http=client(tmp_path / "cache"))
     found = re.fullmatch(
         rf"f\.run \(its size unknown, (\d+) bytes so far\) needs 67108864 more bytes "
         rf"\(0\.06 GiB\) in {disk}, but only (\d+) bytes \(0\.\d\d GiB\) are free",
@@ -208,7 +235,7 @@ def test_no_room_for_the_part_file_itself(
     disk = tmpfs("size=4m,nr_inodes=1")  # the root directory is the only file it can hold
     fault_server.add("/f.run", BODY)
     with pytest.raises(InsufficientSpaceError) as caught:
-        fetch(request(fault_server), disk, http=client(tmp_path / "cache"))
+        download(request(fault_server), disk, http=client(tmp_path / "cache"))
     assert str(caught.value).startswith(
         f"cannot create {disk}/f.run.part: the file system has no free inodes (room for new "
         f"files) left in {disk}: it needs {SIZE} bytes"
@@ -223,7 +250,7 @@ def test_no_room_for_the_resume_state(
     disk = tmpfs("size=4m,nr_inodes=2")  # room for the part file, none for its state
     fault_server.add("/f.run", BODY)
     with pytest.raises(InsufficientSpaceError) as caught:
-        fetch(request(fault_server), disk, http=client(tmp_path / "cache"))
+        download(request(fault_server), disk, http=client(tmp_path / "cache"))
     assert str(caught.value).startswith(f"cannot write {disk}/f.run.part.json: ")
     assert f" in {disk}: it needs " in str(caught.value)
 
@@ -247,7 +274,7 @@ def test_full_disk_and_quota_at_publish_and_in_writes(
         with pytest.raises(InsufficientSpaceError, match=re.escape(
             f"cannot create {out}/f.run: the disk is full in {out}: it needs 4096 bytes"
         )):  # fmt: skip
-            fetch(request(fault_server), out, http=client(tmp_path / "cache"))
+            download(request(fault_server), out, http=client(tmp_path / "cache"))
 
     def over_quota(fd: int, data: bytes, offset: int) -> int:
         raise OSError(errno.EDQUOT, "Disk quota exceeded")
@@ -255,7 +282,7 @@ def test_full_disk_and_quota_at_publish_and_in_writes(
     with monkeypatch.context() as patch:
         patch.setattr(os, "pwrite", over_quota)
         with pytest.raises(InsufficientSpaceError) as caught:
-            fetch(request(fault_server), out, http=client(tmp_path / "cache"))
+            download(request(fault_server), out, http=client(tmp_path / "cache"))
     assert str(caught.value).startswith(
         f"cannot write {out}/f.run.part: the disk quota is exhausted in {out}: it needs "
         f"{SIZE} bytes"
@@ -269,12 +296,12 @@ FETCH_AS_LIBRARY = """
 import sys
 from pathlib import Path
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, fetch
+from cudaup.download import DownloadRequest, download, download_many
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient
 url, sha, out = sys.argv[1:4]
 try:
-    fetch(DownloadRequest.from_url(url, sha256=sha), Path(out), http=HttpClient(Settings.from_env()))
+    download(DownloadRequest.from_url(url, sha256=sha), Path(out), http=HttpClient(Settings.from_env()))
 except CudaupError as exc:
     print(type(exc).__name__, exc.exit_code, exc, sep="|")
 else:
@@ -352,7 +379,7 @@ def test_a_read_only_file_system(
     fault_server.add("/f.run", BODY)
     disk = tmpfs("size=1m,ro")
     with pytest.raises(PermissionDeniedError) as caught:
-        fetch(request(fault_server), disk, http=client(tmp_path / "cache"))
+        download(request(fault_server), disk, http=client(tmp_path / "cache"))
     assert str(caught.value) == (
         f"cannot write in {disk}: read-only file system: {disk}; choose another -o "
         "directory, or fix its permissions"
@@ -363,7 +390,7 @@ def test_a_read_only_file_system(
     with pytest.raises(PermissionDeniedError, match=re.escape(
         f"cannot open the lock file {disk}/locks/"
     )):  # fmt: skip
-        fetch(request(fault_server), tmp_path / "out", http=client(disk))
+        download(request(fault_server), tmp_path / "out", http=client(disk))
     assert fault_server.requests() == []
 
 

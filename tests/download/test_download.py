@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
@@ -20,15 +21,17 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
+from cudaup.core.units import binary_size
 from cudaup.download import (
     DownloadRequest,
     DownloadResult,
     ProgressEvent,
-    fetch,
-    fetch_many,
+    download,
+    download_many,
+    parallel,
 )
 from cudaup.download.arrival import Arrival
-from cudaup.download.segments import MIN_SPLIT
+from cudaup.download.range_plan import MIN_SPLIT
 from cudaup.errors import (
     ArrivalLostError,
     InsufficientSpaceError,
@@ -75,9 +78,18 @@ def fetched_ok(path: Path, body: bytes = BODY) -> None:
 def test_parallel_ranges_verified_while_streaming(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY)
+    # Every answer holds after its first byte until eight ranges are asked for: they are
+    # in flight together, however loaded the machine is.
+    together = threading.Event()
+    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=1, until=together))
+
+    def when_eight_are_in() -> None:
+        fault_server.wait_for_requests(1 + 8, "/f.run")  # the probe, then the ranges
+        together.set()
+
+    threading.Thread(target=when_eight_are_in, daemon=True).start()
     events: list[ProgressEvent] = []
-    result = fetch(
+    result = download(
         request(fault_server),
         tmp_path / "out",
         http=client(tmp_path),
@@ -88,10 +100,62 @@ def test_parallel_ranges_verified_while_streaming(
     assert result.digest == SHA and result.algorithm == "sha256" and result.fetched == SIZE
     ranges = [r.range for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"]
     assert len(ranges) >= 8 and all(r and r.startswith("bytes=") for r in ranges)
+    assert fault_server.connections("/f.run") >= 8
     assert all(
         r.if_range == '"v1"' for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"
     )
     assert events[0].kind == "start" and events[-1].kind == "done"
+
+
+def test_sha256_is_what_is_checked_where_md5_vouches_too(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # A redist manifest lists both: the stronger one decides (the md5 here is wrong).
+    fault_server.add("/f.run", BODY)
+    result = download(request(fault_server, md5="0" * 32), tmp_path / "out", http=client(tmp_path))
+    assert result.algorithm == "sha256" and result.digest == SHA
+    fetched_ok(result.path)
+
+
+def test_a_hash_behind_the_last_byte_says_verifying_until_the_verdict(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hash may not start before the display was told "verifying": it is behind.
+    fault_server.add("/f.run", BODY)
+    told = threading.Event()
+
+    class HeldBack:
+        def __init__(self, algorithm: str) -> None:
+            self._digest = hashlib.new(algorithm)
+
+        def update(self, data: memoryview) -> None:
+            assert told.wait(30)
+            self._digest.update(data)
+
+        def hexdigest(self) -> str:
+            return self._digest.hexdigest()
+
+    monkeypatch.setattr(parallel, "hashlib", types.SimpleNamespace(new=HeldBack))
+    events: list[ProgressEvent] = []
+
+    part = tmp_path / "out" / "f.run.part"
+    on_disk: list[bool] = []
+
+    def progress(event: ProgressEvent) -> None:
+        events.append(event)
+        if event.kind == "verifying" and not told.is_set():
+            on_disk.append(part.read_bytes() == BODY)  # every byte landed before
+            told.set()
+
+    result = download(
+        request(fault_server), tmp_path / "out", http=client(tmp_path), progress=progress
+    )
+    fetched_ok(result.path)
+    kinds = [e.kind for e in events]
+    first = kinds.index("verifying")
+    assert events[first].done < SIZE and events[first].total == SIZE
+    assert on_disk == [True] and "done" not in kinds[:first]
+    assert set(kinds[first:-1]) == {"verifying"} and kinds[-1] == "done"  # then the verdict
 
 
 @pytest.mark.parametrize(
@@ -110,7 +174,7 @@ def test_transient_faults_are_retried(
     fault_server: FaultServer, tmp_path: Path, fault: Fault
 ) -> None:
     fault_server.add("/f.run", BODY, fault)
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
+    result = download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
     fetched_ok(result.path)
     assert fault.used == fault.times
 
@@ -121,7 +185,7 @@ def test_retry_after_is_honoured(fault_server: FaultServer, tmp_path: Path) -> N
     http = HttpClient(
         Settings.from_env(cache_dir=tmp_path / "cache"), backoff=Backoff(sleep=slept.append)
     )
-    fetch(request(fault_server), tmp_path / "out", http=http, connections=2)
+    download(request(fault_server), tmp_path / "out", http=http, connections=2)
     assert 2.0 in slept
 
 
@@ -129,7 +193,7 @@ def test_server_that_ignores_range_gets_one_plain_stream(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(ignore_range=True))
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=8)
+    result = download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=8)
     fetched_ok(result.path)
     gets = fault_server.requests("/f.run")
     assert [g.status for g in gets] == [200, 200]  # the probe (closed early) and one full stream
@@ -142,7 +206,7 @@ def test_endless_body_beyond_the_known_size_is_refused(
     # no Content-Length, no ranges: only the manifest's size bounds the body
     fault_server.add("/f.run", BODY, Fault(ignore_range=True, extra=10, no_length=True))
     with pytest.raises(IntegrityError, match=f"more than the expected {SIZE} bytes"):
-        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server), tmp_path / "out", http=client(tmp_path))
     assert not (tmp_path / "out/f.run").exists()
 
 
@@ -151,13 +215,13 @@ def test_a_range_that_never_matches_fails_with_the_reason(
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(wrong_range=True, only_from=SIZE))
     with pytest.raises(NetworkError, match="asked for bytes"):
-        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+        download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
 
 
 def test_416_restarts_then_gives_up(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY, Fault(status=416))
     with pytest.raises(NetworkError, match="keeps changing"):
-        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+        download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
 
 
 def test_stalled_connection_times_out_and_is_retried(
@@ -165,7 +229,7 @@ def test_stalled_connection_times_out_and_is_retried(
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(times=1, stall=3.0, only_from=SIZE))
     started = time.monotonic()
-    result = fetch(
+    result = download(
         request(fault_server), tmp_path / "out", http=client(tmp_path, timeout=0.5), connections=2
     )
     fetched_ok(result.path)
@@ -175,13 +239,13 @@ def test_stalled_connection_times_out_and_is_retried(
 def test_redirect_loop_is_stopped(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/loop.run", BODY, Fault(redirect="/loop.run"))
     with pytest.raises(NetworkError, match="more than 10 redirects"):
-        fetch(request(fault_server, "/loop.run"), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server, "/loop.run"), tmp_path / "out", http=client(tmp_path))
 
 
 def test_redirect_is_followed_to_the_real_file(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/real.run", BODY)
     fault_server.add("/alias.run", b"", Fault(redirect="/real.run"))
-    result = fetch(
+    result = download(
         request(fault_server, "/alias.run"), tmp_path / "out", http=client(tmp_path), connections=4
     )
     assert result.path.name == "alias.run" and result.path.read_bytes() == BODY
@@ -195,13 +259,13 @@ def test_checksum_mismatch_deletes_and_names_both(
     fault_server.add("/f.run", BODY)
     wrong = "0" * 64
     with pytest.raises(IntegrityError, match=f"sha256 mismatch: expected {wrong}, got {SHA}"):
-        fetch(request(fault_server, sha256=wrong), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server, sha256=wrong), tmp_path / "out", http=client(tmp_path))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
 def test_md5_for_installers(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY)
-    result = fetch(
+    result = download(
         request(fault_server, sha256=None, md5=hashlib.md5(BODY).hexdigest()),
         tmp_path / "o",
         http=client(tmp_path),
@@ -212,10 +276,10 @@ def test_md5_for_installers(fault_server: FaultServer, tmp_path: Path) -> None:
 def test_no_checksum_needs_allow_unverified(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY)
     with pytest.raises(IntegrityError, match="no checksum is known") as refused:
-        fetch(request(fault_server, sha256=None), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server, sha256=None), tmp_path / "out", http=client(tmp_path))
     assert refused.value.hint == "--allow-unverified downloads it anyway"
     assert fault_server.requests() == []
-    result = fetch(
+    result = download(
         request(fault_server, sha256=None),
         tmp_path / "out",
         http=client(tmp_path),
@@ -226,23 +290,23 @@ def test_no_checksum_needs_allow_unverified(fault_server: FaultServer, tmp_path:
 
 def test_404_fails_at_once_with_the_url(fault_server: FaultServer, tmp_path: Path) -> None:
     with pytest.raises(RemoteFileMissingError, match="/missing.run answered HTTP 404"):
-        fetch(request(fault_server, "/missing.run"), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server, "/missing.run"), tmp_path / "out", http=client(tmp_path))
     assert len(fault_server.requests()) == 1
 
 
 def test_size_disagreeing_with_the_source(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY)
     with pytest.raises(IntegrityError, match="sources disagree"):
-        fetch(request(fault_server, size=SIZE + 1), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server, size=SIZE + 1), tmp_path / "out", http=client(tmp_path))
 
 
 def test_existing_verified_file_is_not_fetched_again(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     fault_server.add("/f.run", BODY)
-    fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    download(request(fault_server), tmp_path / "out", http=client(tmp_path))
     before = len(fault_server.log)
-    again = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+    again = download(request(fault_server), tmp_path / "out", http=client(tmp_path))
     assert again.skipped and len(fault_server.log) == before
 
 
@@ -253,7 +317,7 @@ def test_free_space_is_checked_before_the_first_byte(
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: Usage(10**9, 10**9, 1000))
     with pytest.raises(InsufficientSpaceError, match=f"needs {SIZE} more bytes .* only 1000 bytes"):
-        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path))
+        download(request(fault_server), tmp_path / "out", http=client(tmp_path))
     assert [r.range for r in fault_server.requests()] == ["bytes=0-0"]
 
 
@@ -268,31 +332,42 @@ def _interrupt_after(limit: int) -> Callable[[ProgressEvent], None]:
 def test_interrupted_download_resumes_without_refetching(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY, Fault(rate=1.5 * 1024 * 1024))
+    # Each range answer sends 256 KiB, then holds: the interrupt comes with bytes on disk
+    # and most of the file missing, however loaded the machine is.
+    held = threading.Event()
+    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=256 * 1024, until=held))
     with pytest.raises(KeyboardInterrupt):
-        fetch(
+        download(
             request(fault_server),
             tmp_path / "out",
             http=client(tmp_path),
             connections=4,
-            progress=_interrupt_after(SIZE // 3),
+            progress=_interrupt_after(256 * 1024),
         )
+    held.set()
     state = json.loads((tmp_path / "out/f.run.part.json").read_text())
     completed = sum(pos - start for start, pos, _end in state["segments"])
-    assert 0 < completed < SIZE and not (tmp_path / "out/f.run").exists()
+    assert 0 < completed <= 4 * 256 * 1024 and not (tmp_path / "out/f.run").exists()
     fault_server.resources["/f.run"].faults.clear()
     before = time.monotonic()
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4)
+    events: list[ProgressEvent] = []
+    # One connection: nothing is stolen, so no answer is cut off with bytes in flight.
+    result = download(
+        request(fault_server), tmp_path / "out", http=client(tmp_path), connections=1,
+        progress=events.append,
+    )  # fmt: skip
     fetched_ok(result.path)
     refetched = fault_server.sent(since=before)
     assert result.resumed_from == completed
-    assert refetched <= SIZE - completed + 1  # only what was missing (+ the probe byte)
+    assert refetched == SIZE - completed + 1  # exactly what was missing (+ the probe byte)
+    [said] = [e.message for e in events if e.kind == "notice"]
+    assert said == f"resuming at {binary_size(completed)} of 8.0 MiB"  # binary units
 
 
 def test_changed_remote_restarts_cleanly(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.add("/f.run", BODY, Fault(rate=1.5 * 1024 * 1024))
     with pytest.raises(KeyboardInterrupt):
-        fetch(
+        download(
             request(fault_server, size=None, sha256=None),
             tmp_path / "out",
             http=client(tmp_path),
@@ -308,7 +383,7 @@ def test_changed_remote_restarts_cleanly(fault_server: FaultServer, tmp_path: Pa
         if event.kind == "notice" and event.message:
             notices.append(event.message)
 
-    result = fetch(
+    result = download(
         request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
         tmp_path / "out",
         http=client(tmp_path),
@@ -334,7 +409,7 @@ def test_remote_changing_mid_download_is_caught_by_if_range(
         if fault_server.resources["/f.run"] is resource:
             fault_server.add("/f.run", new_body, etag='"v2"')
 
-    result = fetch(
+    result = download(
         request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
         tmp_path / "out",
         http=client(tmp_path),
@@ -361,10 +436,10 @@ def test_disk_full_mid_download_keeps_resumable_state(
 
     monkeypatch.setattr(os, "pwrite", full)
     with pytest.raises(InsufficientSpaceError, match="the disk is full"):
-        fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+        download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
     assert (tmp_path / "out/f.run.part.json").exists()
     monkeypatch.setattr(os, "pwrite", real_pwrite)
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
+    result = download(request(fault_server), tmp_path / "out", http=client(tmp_path), connections=2)
     fetched_ok(result.path)
     assert result.resumed_from > 0
 
@@ -377,7 +452,7 @@ def test_slow_segment_is_stolen(fault_server: FaultServer, tmp_path: Path) -> No
         "/f.run", body, Fault(rate=slow, only_from=0, times=2)
     )  # the probe, then segment 0
     started = time.monotonic()
-    result = fetch(
+    result = download(
         request(fault_server, size=len(body), sha256=hashlib.sha256(body).hexdigest()),
         tmp_path / "out",
         http=client(tmp_path),
@@ -406,7 +481,7 @@ def test_many_files_share_a_global_connection_cap(
         DownloadRequest(fault_server.url + p, p[1:], len(b), hashlib.sha256(b).hexdigest())
         for p, b in bodies.items()
     ]
-    results = fetch_many(
+    results = download_many(
         requests, tmp_path / "out", http=client(tmp_path), connections=4, total_connections=3
     )
     for result, body in zip(results, bodies.values(), strict=True):
@@ -479,7 +554,7 @@ def test_through_real_nginx_with_a_per_connection_cap(tmp_path: Path) -> None:
     with Nginx(site, {"plain": None, "capped": "4m"}) as nginx:
         for name in ("plain", "capped"):
             started = time.monotonic()
-            result = fetch(
+            result = download(
                 DownloadRequest(nginx.url(name) + "/cuda.run", "cuda.run", SIZE, SHA),
                 tmp_path / name, http=client(tmp_path), connections=8,
             )  # fmt: skip
@@ -538,7 +613,7 @@ def _fetch_in_background(
 
     def run() -> None:
         try:
-            result = fetch(
+            result = download(
                 request(server), tmp_path / "out", http=client(tmp_path),
                 arrival=arrival, **kwargs,  # type: ignore[arg-type]
             )  # fmt: skip
@@ -610,7 +685,7 @@ def test_an_early_reader_learns_that_the_download_restarted(
         if fault_server.resources["/f.run"] is resource:
             fault_server.add("/f.run", new_body, etag='"v2"')
 
-    result = fetch(
+    result = download(
         request(fault_server, size=None, sha256=hashlib.sha256(new_body).hexdigest()),
         tmp_path / "out", http=client(tmp_path), connections=4, progress=progress,
         arrival=arrival,
@@ -626,11 +701,13 @@ def test_a_reader_of_a_finished_download_reads_the_final_file(
 ) -> None:
     fault_server.add("/f.run", BODY)
     arrival = Arrival()
-    result = fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=arrival)
+    result = download(
+        request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=arrival
+    )
     with arrival.open() as reader:
         assert reader.read() == BODY
     again = Arrival()
-    fetch(request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=again)
+    download(request(fault_server), tmp_path / "out", http=client(tmp_path), arrival=again)
     with again.open() as reader:  # already here and verified: nothing downloads
         assert reader.read(10) == BODY[:10]
     assert result.path.name == "f.run"

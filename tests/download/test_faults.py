@@ -2,7 +2,7 @@
 
 Every case runs against :class:`~tests.faultserver.FaultServer` with small limits (a
 speed floor of 64 KiB/s over 1 s, a stall limit of 3 s), once through
-:func:`cudaup.download.fetch` with exact assertions on the outcome and on the requests
+:func:`cudaup.download.download` with exact assertions on the outcome and on the requests
 the server saw, and once through ``cudaup download URL --sha256 … -o DIR`` for the exit
 code and the message, in a sandboxed filesystem (:mod:`tests.sandbox`) snapshotted
 before and after: nothing changes outside the cache and ``-o``, and a failure leaves no
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, fetch
+from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, download
 from cudaup.download.arrival import Arrival
 from cudaup.download.remote import MAX_FAILURES, MIN_READ
 from cudaup.errors import EXIT_CODES, ArrivalLostError, NetworkError
@@ -73,7 +73,7 @@ def get(
     request = DownloadRequest(
         server.url + "/f.run", "f.run", len(body), hashlib.sha256(body).hexdigest()
     )
-    return fetch(
+    return download(
         request, tmp_path / "out", http=http or client(tmp_path), connections=connections,
         progress=progress.append if progress is not None else None,
     )  # fmt: skip
@@ -269,7 +269,9 @@ def test_an_early_reader_learns_that_the_download_went_to_one_stream(
     fault_server.add("/f.run", BODY, Fault(times=3, max_range=MIB), Fault(ignore_range=True))
     arrival = Arrival()
     request = DownloadRequest(fault_server.url + "/f.run", "f.run", SIZE, SHA)
-    result = fetch(request, tmp_path / "out", http=client(tmp_path), connections=1, arrival=arrival)
+    result = download(
+        request, tmp_path / "out", http=client(tmp_path), connections=1, arrival=arrival
+    )
     verified(result)
     assert arrival.lost  # it read from a part file that was then replaced
     with pytest.raises(ArrivalLostError):
@@ -289,7 +291,7 @@ def test_one_stream_continues_where_it_broke_when_the_server_honours_ranges(
         Fault(unknown_total=True),
     )
     request = DownloadRequest(fault_server.url + "/f.run", "f.run", None, SHA)
-    result = fetch(request, tmp_path / "out", http=client(tmp_path), connections=4)
+    result = download(request, tmp_path / "out", http=client(tmp_path), connections=4)
     verified(result)
     probe, broken, rest = fault_server.requests("/f.run")
     assert (probe.range, broken.range, broken.status, broken.sent) == ("bytes=0-0", None, 200, MIB)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, fetch, segmented
+from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, download, parallel
 from cudaup.download.arrival import Arrival
-from cudaup.download.segments import BASE_PIECE
+from cudaup.download.range_plan import BASE_PIECE
 from cudaup.errors import InsufficientSpaceError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
@@ -47,7 +47,7 @@ def get(
     request = DownloadRequest(
         server.url + "/f.run", "f.run", len(body), hashlib.sha256(body).hexdigest()
     )
-    result = fetch(
+    result = download(
         request, tmp_path / "out", http=client(tmp_path), connections=connections,
         **kwargs,  # type: ignore[arg-type]
     )  # fmt: skip
@@ -92,28 +92,25 @@ def test_the_file_fills_from_its_front_and_the_hash_follows(
 
 
 def test_a_far_server_gets_larger_pieces(fault_server: FaultServer, tmp_path: Path) -> None:
-    """Each request waits 0.2 s for its answer: pieces grow until that round trip no longer
-    shows (here to the even share of what is left, then the rest at once: smaller last
-    pieces would cost more round trips than they save); a near server gets smaller pieces
-    and more of them (the base piece on an idle machine: a loaded one answers later)."""
+    """Each request waits at least 0.2 s for its answer: pieces grow until that round trip
+    no longer shows (here to the even share of what is left, then the rest at once:
+    smaller last pieces would cost more round trips than they save).  How a near server's
+    pieces compare is the plan's (a loaded machine answers a near request late too):
+    test_segments' test_pieces_follow_the_round_trip."""
     body = payload(32 * MIB, seed=22)
     fault_server.add("/f.run", body, Fault(rate=16 * MIB, latency=0.2))
     get(fault_server, tmp_path / "far", body, connections=2)
     far = [last - first for first, last in asked(fault_server)]
     assert far[:2] == [BASE_PIECE, BASE_PIECE]  # nothing known yet
+    # 64 round trips of at least 0.2 s: more than the base piece at any speed above 0.33 MiB/s
     assert max(far[2:]) > BASE_PIECE, far
-    fault_server.log.clear()
-    fault_server.add("/f.run", body, Fault(rate=16 * MIB))
-    get(fault_server, tmp_path / "near", body, connections=2)
-    near = [last - first for first, last in asked(fault_server)]
-    assert max(near) < max(far[2:]) and len(near) > len(far), (near, far)
 
 
 def test_the_state_is_saved_as_the_bytes_arrive_not_only_each_second(
     fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segmented, "FLUSH_BYTES", 2 * MIB)
-    monkeypatch.setattr(segmented, "STATE_INTERVAL", 3600.0)  # never by the clock
+    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
+    monkeypatch.setattr(parallel, "STATE_INTERVAL", 3600.0)  # never by the clock
     body = payload(16 * MIB, seed=23)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))  # two seconds with two connections
     state = tmp_path / "out" / "f.run.part.json"
@@ -134,7 +131,7 @@ def test_a_sync_that_finds_the_disk_full_ends_the_download_resumably(
     """A file system that allocates blocks late says "full" when the data is synced, not
     when it is written: the sync that fails names the part file, and the state saved
     before it still resumes."""
-    monkeypatch.setattr(segmented, "FLUSH_BYTES", 2 * MIB)
+    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
     body = payload(16 * MIB, seed=24)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))
     real = os.fdatasync

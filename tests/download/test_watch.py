@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cudaup.config import DEFAULT_SPEED_LIMIT, DEFAULT_SPEED_TIME, DEFAULT_STALL_TIMEOUT, Settings
-from cudaup.download.watch import Limits, Watchdog
+from cudaup.download.watch import TransferLimits, Watchdog
 from cudaup.errors import UsageError
 
-LIMITS = Limits(speed_limit=1000, speed_time=10.0, stall_timeout=30.0, read_timeout=60.0)
+LIMITS = TransferLimits(speed_limit=1000, speed_time=10.0, stall_timeout=30.0, read_timeout=60.0)
 
 
 class Clock:
@@ -66,7 +66,7 @@ def test_a_read_waiting_on_the_socket_is_granted_at_most_half_the_floor() -> Non
 
 def test_no_floor_when_the_limit_is_zero() -> None:
     clock = Clock()
-    watchdog = Watchdog(Limits(0, 1.0, 30.0, 60.0), clock)
+    watchdog = Watchdog(TransferLimits(0, 1.0, 30.0, 60.0), clock)
     with watchdog.flow() as flow:
         watchdog.attach(flow, Response())
         clock.now += 100
@@ -113,7 +113,7 @@ def test_a_trickle_is_not_progress_a_window_at_the_floor_is() -> None:
 
 def test_the_probe_answer_restarts_the_clock_and_timeouts_stay_within_the_limits() -> None:
     clock = Clock()
-    watchdog = Watchdog(Limits(10, 2.0, 30.0, 60.0), clock)
+    watchdog = Watchdog(TransferLimits(10, 2.0, 30.0, 60.0), clock)
     assert watchdog.request_timeout() == 2.0  # the floor's window, not the 60 s socket timeout
     with watchdog.flow():
         clock.now += 29.5
@@ -123,11 +123,13 @@ def test_the_probe_answer_restarts_the_clock_and_timeouts_stay_within_the_limits
 
 
 def test_limits_from_the_environment_and_bad_values_refused() -> None:
-    default = Limits.of(Settings.from_env({}))
-    assert default == Limits(DEFAULT_SPEED_LIMIT, DEFAULT_SPEED_TIME, DEFAULT_STALL_TIMEOUT, 30.0)
+    default = TransferLimits.of(Settings.from_env({}))
+    assert default == TransferLimits(
+        DEFAULT_SPEED_LIMIT, DEFAULT_SPEED_TIME, DEFAULT_STALL_TIMEOUT, 30.0
+    )
     assert (DEFAULT_SPEED_LIMIT, DEFAULT_SPEED_TIME, DEFAULT_STALL_TIMEOUT) == (10240, 30.0, 60.0)
     env = {"CUDAUP_SPEED_LIMIT": "0", "CUDAUP_SPEED_TIME": "2.5", "CUDAUP_STALL_TIMEOUT": "9"}
-    assert Limits.of(Settings.from_env(env)) == Limits(0, 2.5, 9.0, 30.0)
+    assert TransferLimits.of(Settings.from_env(env)) == TransferLimits(0, 2.5, 9.0, 30.0)
     for name, value in (
         ("CUDAUP_SPEED_LIMIT", "fast"),
         ("CUDAUP_SPEED_LIMIT", "-1"),

@@ -27,6 +27,7 @@ from cudaup.cli.progress import (
     fit,
     middle_ellipsis,
     rate_text,
+    verifying_text,
 )
 from cudaup.download import ProgressEvent
 
@@ -62,17 +63,20 @@ class RichProgress:
 
         console = _console(stream if stream is not None else sys.stderr, color)
 
-        #: the widths of the name, the bar and the bytes: measured once per refresh, when
-        #: rich asks the first column for its width (it asks every column before any row)
-        widths = [MIN_NAME, MIN_BAR, len("1023.9 MiB")]
+        #: the widths of the name, the bar, the bytes and the state: measured once per
+        #: refresh, when rich asks the first column for its width (it asks every column
+        #: before any row); the state widens while a row says "verifying, 62 %"
+        widths = [MIN_NAME, MIN_BAR, len("1023.9 MiB"), STATE_WIDTH]
 
         def measure() -> None:
             progress = getattr(self, "_progress", None)  # rich measures while it is made
             tasks = progress.tasks if progress is not None else []
             sized = bytes_width([int(t.total) if t.total is not None else None for t in tasks])
             longest = max((len(t.description) for t in tasks), default=0)
-            name, bar = fit(console.width, longest, sized + RATE_WIDTH + STATE_WIDTH + GAPS)
-            widths[:] = [name, bar, sized]
+            told = max((len(str(t.fields.get("state") or "")) for t in tasks), default=0)
+            stated = max(STATE_WIDTH, told)
+            name, bar = fit(console.width, longest, sized + RATE_WIDTH + stated + GAPS)
+            widths[:] = [name, bar, sized, stated]
 
         class Name(ProgressColumn):
             def get_table_column(self) -> Column:
@@ -96,12 +100,14 @@ class RichProgress:
                 )
 
         class Fixed(ProgressColumn):
-            def __init__(self, width: int | None, text: Any, style: str) -> None:
+            def __init__(self, width: int | str, text: Any, style: str) -> None:
                 super().__init__()
                 self.width, self.text, self.style = width, text, style
 
             def get_table_column(self) -> Column:
-                width = self.width if self.width is not None else widths[2]
+                # a number, or which measured width: "bytes" or "state"
+                measured = {"bytes": widths[2], "state": widths[3]}
+                width = self.width if isinstance(self.width, int) else measured[self.width]
                 return Column(width=width, no_wrap=True, justify="right")
 
             def render(self, task: Any) -> Text:
@@ -115,11 +121,11 @@ class RichProgress:
         self._progress = Progress(
             Name(),
             Bar(),
-            Fixed(None, lambda t: bytes_text(t.completed, t.total), "progress.download"),
+            Fixed("bytes", lambda t: bytes_text(t.completed, t.total), "progress.download"),
             Fixed(
                 RATE_WIDTH, lambda t: rate_text(t.finished_speed or t.speed), "progress.data.speed"
             ),
-            Fixed(STATE_WIDTH, state, "progress.remaining"),
+            Fixed("state", state, "progress.remaining"),
             console=console,
         )
         self._tasks: dict[str, Any] = {}
@@ -155,4 +161,11 @@ class RichProgress:
                 # unpacked too.
                 self._progress.update(task, state="unpacked")
                 return
+            if event.kind == "verifying":
+                # Every byte is in (the bar stays full); the hash is not done: never "done"
+                # before the verdict.
+                self._progress.update(task, state=verifying_text(event))
+                return
             self._progress.update(task, completed=event.done, total=event.total)
+            if event.kind != "notice":  # bytes move again, or the verdict: no longer verifying
+                self._progress.update(task, state="")

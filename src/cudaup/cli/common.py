@@ -85,5 +85,9 @@ def add_components(parser: argparse.ArgumentParser) -> None:
 
 def add_connections(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--connections", type=int, default=8, help="parallel connections per file (1-16, default 8)"
+        "--connections",
+        type=int,
+        default=None,
+        help="parallel connections per file, 1-16 (default: adapt, starting with one and "
+        "adding up to 8 while each one added raises the throughput)",
     )

@@ -21,6 +21,7 @@ import time
 from typing import IO, Any, Protocol
 
 from cudaup.cli import output
+from cudaup.core.units import binary_size
 from cudaup.download import ProgressEvent
 
 #: The widths of a row's rate ("999.9 KiB/s", "1023 MiB/s") and state (an ETA
@@ -36,20 +37,11 @@ NAME_SHARE = 32
 MIN_BAR, MAX_BAR = 10, 40
 
 
-def size_text(value: float) -> str:
-    """``512 B``, ``1.5 KiB``, ``3.2 GiB``: binary units, as everywhere in cudaup."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 def rate_text(per_second: float | None) -> str:
     """``812.5 KiB/s``, ``112 MiB/s`` (no decimal from 100 up): at most 11 characters."""
     if per_second is None:
         return ""
-    text = size_text(per_second)
+    text = binary_size(per_second)
     number, unit = text.split(" ")
     if unit != "B" and float(number) >= 100:
         text = f"{float(number):.0f} {unit}"
@@ -59,7 +51,7 @@ def rate_text(per_second: float | None) -> str:
 def bytes_text(done: float, total: float | None) -> str:
     """``1.2/4.0 GiB`` (both in the total's unit), or ``1.2 GiB`` when the total is unknown."""
     if total is None:
-        return size_text(done)
+        return binary_size(done)
     unit, scale = "B", 1.0
     for name in ("KiB", "MiB", "GiB", "TiB"):
         if total < scale * 1024:
@@ -68,6 +60,12 @@ def bytes_text(done: float, total: float | None) -> str:
     if unit == "B":
         return f"{done:.0f}/{total:.0f} B"
     return f"{done / scale:.1f}/{total / scale:.1f} {unit}"
+
+
+def verifying_text(event: ProgressEvent) -> str:
+    """``verifying, 62 %``: how much of a downloaded file the hash has read."""
+    percent = event.done * 100 // event.total if event.total else 0
+    return f"verifying, {percent} %"
 
 
 def eta_text(seconds: float | None) -> str:
@@ -127,6 +125,8 @@ class PlainProgress:
         self.step, self.every = step, every  # percent, seconds
         # name -> (next percent to report, time of the last line, bytes at start)
         self._state: dict[str, tuple[int, float, int]] = {}
+        # name -> (next percent of the hash to report, time of the last line)
+        self._verifying: dict[str, tuple[int, float]] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -147,7 +147,7 @@ class PlainProgress:
             if event.kind == "start":
                 self._started[name] = now
                 self._state[name] = (self.step, now, event.done)
-                total = size_text(event.total) if event.total is not None else "unknown size"
+                total = binary_size(event.total) if event.total is not None else "unknown size"
                 self._line(f"{name}: starting, {total}")
             elif event.kind in {"notice", "discarded"}:
                 self._line(f"{name}: {event.message}")
@@ -158,9 +158,15 @@ class PlainProgress:
                     elapsed = max(now - self._started.get(name, now), 1e-6)
                     rate = (event.done - base) / elapsed
                     self._line(
-                        f"{name}: {percent}% of {size_text(event.total)}, {size_text(rate)}/s"
+                        f"{name}: {percent}% of {binary_size(event.total)}, {binary_size(rate)}/s"
                     )
                     self._state[name] = ((percent // self.step + 1) * self.step, now, base)
+            elif event.kind == "verifying":
+                threshold, last = self._verifying.get(name, (0, now))
+                percent = event.done * 100 // event.total if event.total else 0
+                if percent >= threshold or now - last >= self.every:
+                    self._line(f"{name}: {verifying_text(event)}")
+                    self._verifying[name] = ((percent // self.step + 1) * self.step, now)
             elif event.kind == "done":
                 self._line(f"{name}: done{', ' + event.message if event.message else ''}")
             elif event.kind == "unpacked":

@@ -20,7 +20,7 @@ from cudaup.cli.common import (
 from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.config import parse_size
-from cudaup.download import DownloadRequest, fetch_many
+from cudaup.download import DownloadRequest, download_many
 from cudaup.errors import HostUnreachableError, NetworkError, UsageError
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.net.tls import warm_up
@@ -97,7 +97,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         requests = [DownloadRequest.from_artifact(a) for a in resolution.artifacts]
     with display_for(quiet=args.quiet or args.json) as display:
         try:
-            results = fetch_many(
+            results = download_many(
                 requests,
                 output,
                 http=http,

@@ -1,6 +1,6 @@
 """Verified, resumable, parallel downloads of multi-GB files.
 
-How one file is fetched (:func:`fetch`):
+How one file is downloaded (:func:`download`):
 
 1. A lock (in cudaup's cache, not beside the file) keeps two processes from
    writing the same target; the second waits, then finds the finished file.
@@ -11,8 +11,9 @@ How one file is fetched (:func:`fetch`):
    once a second or every 128 MiB (so the writeback overlaps a fast transfer).  A
    re-run with matching validators continues where the last one stopped; a changed
    remote (ETag, Last-Modified or size) restarts cleanly, with a message.
-4. N connections take pieces from the front of what is left
-   (:mod:`cudaup.download.segments`), sized so that the round trip of each request
+4. Connections take pieces from the front of what is left
+   (:mod:`cudaup.download.range_plan`; how many adapts to what each adds,
+   :mod:`cudaup.download.ramp`, unless a count is given), sized so that the round trip of each request
    does not show; near the end an idle worker steals half of the busiest piece.
    Every range request carries ``If-Range``, and a 206 must carry the
    ``Content-Range`` that was asked for.  A server that ignores ranges (200) gets
@@ -38,12 +39,13 @@ import dataclasses
 import errno
 import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudaup.download.arrival import Arrival
+from cudaup.download.job import DownloadJob
+from cudaup.download.parallel import download_parallel
 from cudaup.download.publish import is_verified
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
 from cudaup.download.request import (
@@ -54,11 +56,10 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.segmented import fetch_segmented
-from cudaup.download.stream import fetch_single_stream
-from cudaup.download.target import Target, check_ceiling, check_space
-from cudaup.download.watch import Limits, Watchdog
-from cudaup.errors import IntegrityError, NetworkError, UsageError
+from cudaup.download.stream import download_stream
+from cudaup.download.target import DownloadPaths, check_ceiling, check_space
+from cudaup.download.watch import TransferLimits, Watchdog
+from cudaup.errors import IntegrityError, NetworkError, PermissionDeniedError, UsageError
 from cudaup.net.http import HttpClient
 from cudaup.util import cachedir
 from cudaup.util.faults import Place, cache_place, denied, explained, output_place
@@ -73,17 +74,17 @@ if TYPE_CHECKING:
 MAX_CONNECTIONS_PER_HOST = 16
 
 
-def check_connections(connections: int) -> None:
-    if not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
+def check_connections(connections: int | None) -> None:
+    if connections is not None and not 1 <= connections <= MAX_CONNECTIONS_PER_HOST:
         raise UsageError(f"--connections must be between 1 and {MAX_CONNECTIONS_PER_HOST}")
 
 
-def fetch(
+def download(
     request: DownloadRequest | Artifact,
     directory: Path,
     *,
     http: HttpClient,
-    connections: int = 8,
+    connections: int | None = None,
     progress: Progress | None = None,
     allow_unverified: bool = False,
     slots: threading.Semaphore | None = None,
@@ -105,7 +106,7 @@ def fetch(
         )
     check_connections(connections)
     place = _prepare_directory(directory, http)
-    target = Target(directory, request.filename, place)
+    target = DownloadPaths(directory, request.filename, place)
     lock_path = cachedir.CacheLayout(http.settings.cache_root).download_lock(target.final)
 
     def waiting() -> None:
@@ -116,9 +117,11 @@ def fetch(
     cache = cache_place(http.settings.cache_root)
     with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
         try:
-            result = _fetch_locked(
-                request, target, http, connections, progress, slots, arrival, cancel
+            watchdog = Watchdog(TransferLimits.of(http.settings))
+            job = DownloadJob(
+                request, target, http, watchdog, connections, progress, slots, arrival, cancel
             )
+            result = _download_locked(job)
         except BaseException:
             if arrival is not None:
                 arrival._lose()
@@ -142,17 +145,24 @@ def _prepare_directory(directory: Path, http: HttpClient) -> Place:
     return place
 
 
-def _check_writable(target: Target) -> None:
-    """Refuse before any byte moves when this user may not write the directory."""
-    directory = target.directory
+def _check_writable(directory: Path, place: Place) -> None:
+    """Refuse before any byte moves when this user may not write the directory, or its
+    file system holds no files at all (proc, sysfs: no blocks, so "0 bytes free" would
+    blame the disk)."""
+    found = os.statvfs(directory)
+    if found.f_blocks == 0:
+        raise PermissionDeniedError(
+            f"cannot write in {directory}: its file system holds no files (a kernel "
+            f"interface such as /proc or /sys); {place.remedy}"
+        )
     if os.access(directory, os.W_OK | os.X_OK):
         return
-    read_only = os.statvfs(directory).f_flag & os.ST_RDONLY
+    read_only = found.f_flag & os.ST_RDONLY
     refusal = OSError(errno.EROFS if read_only else errno.EACCES, "refused", str(directory))
-    raise denied(f"cannot write in {directory}", refusal, [target.place], directory)
+    raise denied(f"cannot write in {directory}", refusal, [place], directory)
 
 
-def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None:
+def _existing(target: DownloadPaths, request: DownloadRequest) -> DownloadResult | None:
     if not is_verified(target.final, request):
         return None
     algorithm, expected = request.checksum or ("", "")
@@ -171,17 +181,9 @@ def _existing(target: Target, request: DownloadRequest) -> DownloadResult | None
     )
 
 
-def _fetch_locked(
-    request: DownloadRequest,
-    target: Target,
-    http: HttpClient,
-    connections: int,
-    progress: Progress | None,
-    slots: threading.Semaphore | None,
-    arrival: Arrival | None = None,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
-    started = time.monotonic()
+def _download_locked(job: DownloadJob) -> DownloadResult:
+    request, target, http, progress = job.request, job.paths, job.http, job.progress
+    arrival, cancel, watchdog = job.arrival, job.cancel, job.watchdog
     with target.explained(target.final, "read"):
         done = _existing(target, request)
     if done is not None:
@@ -192,8 +194,7 @@ def _fetch_locked(
             ),
         )
         return done
-    _check_writable(target)
-    watchdog = Watchdog(Limits.of(http.settings))
+    _check_writable(target.directory, target.place)
     for attempt in range(3):
         check_cancelled(cancel)
         remote = probe_remote(http, request.url, watchdog, cancel)
@@ -205,13 +206,8 @@ def _fetch_locked(
         check_ceiling(request, remote, http.settings.max_size)
         try:
             if remote.size is None or not remote.ranges:
-                return fetch_single_stream(
-                    request, target, http, remote, watchdog, progress, started, cancel
-                )
-            return fetch_segmented(
-                request, target, http, remote, watchdog, connections, progress, slots, started,
-                arrival, cancel,
-            )  # fmt: skip
+                return download_stream(job, remote)
+            return download_parallel(job, remote)
         except RemoteChangedError as exc:
             if arrival is not None:
                 arrival._lose()  # an early reader saw bytes of the old file
@@ -227,34 +223,16 @@ def _fetch_locked(
             message = f"{exc}; starting over with one stream"
             notice(progress, request, remote.size, message)
             remote = dataclasses.replace(remote, ranges=False)
-            return fetch_single_stream(
-                request, target, http, remote, watchdog, progress, started, cancel
-            )
+            return download_stream(job, remote)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def download(
-    artifact: Artifact | DownloadRequest,
-    dest: Path,
-    *,
-    http: HttpClient,
-    connections: int = 8,
-    progress: Progress | None = None,
-    allow_unverified: bool = False,
-) -> Path:
-    """Fetch one artifact into directory ``dest``, verified; the final path."""
-    return fetch(
-        artifact, dest, http=http, connections=connections, progress=progress,
-        allow_unverified=allow_unverified,
-    ).path  # fmt: skip
-
-
-def fetch_many(
+def download_many(
     requests: Sequence[DownloadRequest | Artifact],
     directory: Path,
     *,
     http: HttpClient,
-    connections: int = 8,
+    connections: int | None = None,
     total_connections: int = MAX_CONNECTIONS_PER_HOST,
     progress: Progress | None = None,
     allow_unverified: bool = False,
@@ -270,16 +248,17 @@ def fetch_many(
             f"no checksum is known for {', '.join(unverified)}",
             hint="--allow-unverified downloads them anyway",
         )
-    _prepare_directory(directory, http)
+    _check_writable(directory, _prepare_directory(directory, http))
     known = sum(r.size or 0 for r in normalized)
-    check_space(directory, known, f"{len(normalized)} file{'s' if len(normalized) != 1 else ''}")
+    several = len(normalized) != 1
+    check_space(directory, known, f"{len(normalized)} file{'s' if several else ''}", plural=several)
     slots = threading.BoundedSemaphore(max(1, min(total_connections, MAX_CONNECTIONS_PER_HOST)))
-    per_file = max(1, min(connections, total_connections))
+    per_file = None if connections is None else max(1, min(connections, total_connections))
 
     cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
 
     def one(request: DownloadRequest) -> DownloadResult:
-        return fetch(
+        return download(
             request, directory, http=http, connections=per_file, progress=progress,
             allow_unverified=allow_unverified, slots=slots, cancel=cancel,
         )  # fmt: skip

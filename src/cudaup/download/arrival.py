@@ -13,18 +13,18 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cudaup.download.segments import SegmentPlan
+from cudaup.download.range_plan import SegmentPlan
 from cudaup.errors import ArrivalLostError
 
 
 class Arrival:
     """Lets a reader use a file's bytes while it is still downloading.
 
-    Pass one to :func:`fetch` and call :meth:`open` from another thread: reads
+    Pass one to :func:`~cudaup.download.download` and call :meth:`open` from another thread: reads
     block until the bytes they ask for are on disk, in whatever order the
     connections bring them.  ``tail_first`` asks for the file's last bytes
     before the rest (a zip's member list).  The bytes are not verified yet: a
-    reader must treat what it made from them as provisional until ``fetch``
+    reader must treat what it made from them as provisional until ``download``
     returns, and if the download fails or starts over, reads raise
     :class:`ArrivalLostError`.
     """

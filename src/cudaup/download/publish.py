@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from cudaup.download.request import DownloadRequest
-from cudaup.download.target import Target, fsync_dir
+from cudaup.download.target import DownloadPaths, fsync_dir
 from cudaup.errors import IntegrityError, UsageError
 
 #: Bytes hashed per read, here and while a download fills its part file.
@@ -34,7 +34,7 @@ def is_verified(path: Path, request: DownloadRequest) -> bool:
     return hash_file(path, checksum[0]) == checksum[1]
 
 
-def publish(target: Target, request: DownloadRequest, digest: str | None) -> None:
+def publish(target: DownloadPaths, request: DownloadRequest, digest: str | None) -> None:
     """Move a complete, fsynced part file to its final name, if its digest is the one
     expected; else delete it (its bytes are not the file the sources named).
 

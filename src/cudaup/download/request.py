@@ -56,10 +56,12 @@ class DownloadRequest:
 @dataclass(frozen=True, slots=True)
 class ProgressEvent:
     filename: str
+    #: "verifying": every byte is on disk, the hash is behind; ``done`` counts the bytes
+    #: hashed so far (until "done", the verdict, or the error).
     #: "unpacked" comes from installs: the file's archive is extracted too.
     #: "discarded": the download stopped and its partial file was deleted, because
     #: nothing could resume it (a server that ignores ranges); a later run starts over.
-    kind: Literal["start", "advance", "notice", "done", "unpacked", "discarded"]
+    kind: Literal["start", "advance", "verifying", "notice", "done", "unpacked", "discarded"]
     done: int
     total: int | None
     message: str | None = None

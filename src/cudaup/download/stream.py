@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from cudaup.download.job import DownloadJob
 from cudaup.download.publish import publish
 from cudaup.download.remote import (
     Budget,
@@ -34,12 +35,11 @@ from cudaup.download.remote import (
 from cudaup.download.request import (
     DownloadRequest,
     DownloadResult,
-    Progress,
     ProgressEvent,
     emit,
     notice,
 )
-from cudaup.download.target import SPACE_STEP, Target, check_space, passed_ceiling
+from cudaup.download.target import SPACE_STEP, DownloadPaths, check_space, passed_ceiling
 from cudaup.download.watch import Flow, Watchdog, join_all, supervise
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
@@ -51,7 +51,7 @@ class _Stream:
     def __init__(
         self,
         request: DownloadRequest,
-        target: Target,
+        target: DownloadPaths,
         http: HttpClient,
         remote: Remote,
         watchdog: Watchdog,
@@ -183,17 +183,10 @@ class _Stream:
         self.written = start
 
 
-def fetch_single_stream(
-    request: DownloadRequest,
-    target: Target,
-    http: HttpClient,
-    remote: Remote,
-    watchdog: Watchdog,
-    progress: Progress | None,
-    started: float,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
+def download_stream(job: DownloadJob, remote: Remote) -> DownloadResult:
     """One GET from byte 0 into a fresh part file, hashing inline (see the module docstring)."""
+    request, target, http, watchdog = job.request, job.paths, job.http, job.watchdog
+    progress, started, cancel = job.progress, job.started, job.cancel
     if target.load_state() is not None or target.part.exists():
         notice(progress, request, remote.size, "the server does not support ranges: starting over")
     target.discard()

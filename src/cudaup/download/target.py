@@ -26,7 +26,7 @@ SPACE_STEP = 64 * 2**20
 _RAISE_IT = "--max-size or CUDAUP_MAX_SIZE raises it"
 
 
-class Target:
+class DownloadPaths:
     """Paths of one download: the final name, the part file and its resume state.
 
     ``place`` says what to do when the directory refuses a write (another ``-o``, or
@@ -115,11 +115,14 @@ class PartFileClosedError(Exception):
     """A worker tried to use the part file after the download stopped."""
 
 
-def check_space(directory: Path, needed: int, what: str) -> None:
+def check_space(directory: Path, needed: int, what: str, *, plural: bool = False) -> None:
+    """Refuse when ``directory`` has less than ``needed`` bytes free; ``what`` (several
+    things when ``plural``) names what needs them."""
     free = shutil.disk_usage(directory).free
     if needed > free:
         raise InsufficientSpaceError(
-            f"{what} needs {needed} more bytes ({needed / 2**30:.2f} GiB) in {directory}, "
+            f"{what} need{'' if plural else 's'} {needed} more bytes "
+            f"({needed / 2**30:.2f} GiB) in {directory}, "
             f"but only {free} bytes ({free / 2**30:.2f} GiB) are free"
         )
 

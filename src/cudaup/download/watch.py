@@ -39,7 +39,7 @@ TICK = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class TransferLimits:
     #: bytes per second below which a connection is dropped (0: no floor)
     speed_limit: int
     #: seconds a connection may stay below the floor
@@ -50,7 +50,7 @@ class Limits:
     read_timeout: float
 
     @classmethod
-    def of(cls, settings: Settings) -> Limits:
+    def of(cls, settings: Settings) -> TransferLimits:
         return cls(
             settings.speed_limit, settings.speed_time, settings.stall_timeout, settings.timeout
         )
@@ -80,7 +80,7 @@ class Flow:
         self._attached_at = now
         self._samples.append((now, 0))
 
-    def too_slow(self, now: float, limits: Limits) -> str | None:
+    def too_slow(self, now: float, limits: TransferLimits) -> str | None:
         """Why this flow is below the floor, or None."""
         if limits.speed_limit <= 0 or self._attached_at is None or self.dropped:
             return None
@@ -114,7 +114,7 @@ class Flow:
 class Watchdog:
     """The flows of one download, its speed floor and its stall clock."""
 
-    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limits: TransferLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self._clock = clock
         self._lock = threading.Lock()
@@ -229,13 +229,16 @@ def supervise(
 ) -> None:
     """Run ``threads`` and watch them from this thread until they end or ``finished()``.
 
+    ``every_tick`` may append started threads to ``threads``: they are watched too.
+
     Each tick: ``every_tick`` (progress, resume state), the speed floor, the stall limit
     (raises its :class:`NetworkError`), ``cancel`` (raises
     :class:`~cudaup.util.parallel.CancelledError`).  The caller stops the workers and
     saves state on the way out, whatever the exception.
     """
     for thread in threads:
-        thread.start()
+        if thread.ident is None:  # not started yet (the caller may start some, and add more)
+            thread.start()
     while alive := [t for t in threads if t.is_alive()]:
         alive[0].join(TICK)
         check_cancelled(cancel)

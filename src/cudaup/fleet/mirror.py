@@ -36,7 +36,7 @@ from cudaup.config import (
 )
 from cudaup.core.documents import load_toml
 from cudaup.core.names import check_size
-from cudaup.download import DownloadRequest, Progress, fetch, is_verified
+from cudaup.download import DownloadRequest, Progress, download, is_verified
 from cudaup.errors import IntegrityError, NetworkError, SourceFormatError
 from cudaup.fleet.lockfile import MAX_LOCK_BYTES, LockFile, mirror_path
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
@@ -134,7 +134,7 @@ def build_mirror(
         if is_verified(target, request):
             report.kept.append(relative)
             continue
-        fetch(request, target.parent, http=http, progress=progress)
+        download(request, target.parent, http=http, progress=progress)
         report.fetched.append(relative)
     for toolkit in lock.toolkits:
         for url in toolkit.sources:

@@ -53,7 +53,7 @@ from cudaup.core.components import (
 from cudaup.core.libraries import LIBRARIES, cuda_major
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
-from cudaup.download import Progress, fetch_many
+from cudaup.download import Progress, download_many
 from cudaup.errors import (
     ArtifactNotFoundError,
     ConflictError,
@@ -109,7 +109,8 @@ class InstallOptions:
     allow_unverified: bool = False
     force: bool = False
     driver: str | None = None
-    connections: int = 8
+    #: connections per file; None adapts (see cudaup.download.ramp)
+    connections: int | None = None
     #: hardlink: share the cache's files (copies across filesystems); copy: files of its own
     link_mode: LinkMode = "hardlink"
     #: check the sha256 of every cached file before it is used, whatever its stamp says
@@ -421,7 +422,7 @@ def materialize(
             staged: list[Staged] = []
             trees: StagedTrees | None = None
             if channel == "installer":
-                [runfile] = fetch_many(
+                [runfile] = download_many(
                     resolution.artifacts, CacheLayout(settings.cache_root).downloads,
                     http=http, connections=options.connections, progress=progress,
                     allow_unverified=options.allow_unverified,

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Literal
 
 from cudaup.core.model import Artifact
-from cudaup.download import DownloadResult, Progress, ProgressEvent, fetch
+from cudaup.download import DownloadResult, Progress, ProgressEvent, download
 from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
 from cudaup.download.arrival import Arrival
 from cudaup.errors import InsufficientSpaceError, IntegrityError
@@ -137,7 +137,7 @@ def stage_all(
     link_mode: LinkMode = "hardlink",
     verify: bool = False,
     places: Sequence[Place] = (),
-    connections: int = 8,
+    connections: int | None = None,
     progress: Progress | None = None,
 ) -> StagedTrees:
     """Put each artifact's checked tree at ``parts/<index>``, unpacking what the cache lacks.
@@ -148,7 +148,7 @@ def stage_all(
     stager = _Stager(
         cache_root, parts, http=http, strip_top=strip_top, link_mode=link_mode, verify=verify,
         places=(cache_place(cache_root), *places), progress=progress,
-        per_file=max(2, connections // min(4, max(1, len(artifacts)))),
+        per_file=None if connections is None else max(2, connections // min(4, max(1, len(artifacts)))),
     )  # fmt: skip
     trees = map_concurrently(stager.stage, list(enumerate(artifacts)), 4, cancel=stager.cancel)
     return StagedTrees(trees, stager.notes, stager.checked, stager.boot)
@@ -166,14 +166,14 @@ class _Stager:
         verify: bool,
         places: Sequence[Place],
         progress: Progress | None,
-        per_file: int,
+        per_file: int | None,
     ) -> None:
         layout = CacheLayout(cache_root)
         self.root, self.downloads, self.parts = layout.unpacked, layout.downloads, parts
         self.http, self.strip_top, self.progress = http, strip_top, progress
         self.link_mode, self.verify, self.places = link_mode, verify, places
-        # Files already download side by side (up to 4): share the connections among them
-        # rather than opening (and TLS-handshaking) 8 per file.
+        # Files already download side by side (up to 4): a given count is shared among them
+        # rather than opening (and TLS-handshaking) 8 per file; by default each adapts.
         self.per_file = per_file
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)
         self.cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
@@ -494,7 +494,7 @@ def _fetch_extracting(
     *,
     http: HttpClient,
     strip_top: bool,
-    connections: int,
+    connections: int | None,
     progress: Progress | None,
     slots: threading.Semaphore,
     cancel: threading.Event,
@@ -512,9 +512,9 @@ def _fetch_extracting(
     results: list[DownloadResult] = []
     failures: list[BaseException] = []
 
-    def download() -> None:
+    def transfer() -> None:
         try:
-            result = fetch(
+            result = download(
                 artifact, downloads, http=http, connections=connections,
                 progress=progress, slots=slots, arrival=arrival, cancel=cancel,
             )  # fmt: skip
@@ -523,7 +523,7 @@ def _fetch_extracting(
         else:
             results.append(result)
 
-    thread = threading.Thread(target=download, daemon=True, name="cudaup-fetch")
+    thread = threading.Thread(target=transfer, daemon=True, name="cudaup-fetch")
     thread.start()
     early: Exception | None = None
     extracted: Extracted | None = None

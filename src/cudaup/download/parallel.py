@@ -21,8 +21,11 @@ from urllib.parse import urlsplit
 
 import urllib3
 
-from cudaup.download.arrival import Arrival
+from cudaup.core.units import binary_size
+from cudaup.download.job import DownloadJob
 from cudaup.download.publish import HASH_BLOCK, publish
+from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
+from cudaup.download.range_plan import ASSUMED_HASH_SPEED, Segment, SegmentPlan
 from cudaup.download.remote import (
     Budget,
     BusyError,
@@ -42,8 +45,7 @@ from cudaup.download.request import (
     emit,
     notice,
 )
-from cudaup.download.segments import Segment, SegmentPlan
-from cudaup.download.target import PartFile, PartFileClosedError, Target, check_space
+from cudaup.download.target import DownloadPaths, PartFile, PartFileClosedError, check_space
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
@@ -65,7 +67,7 @@ class Transfer:
         http: HttpClient,
         request: DownloadRequest,
         remote: Remote,
-        target: Target,
+        target: DownloadPaths,
         part: PartFile,
         plan: SegmentPlan,
         slots: threading.Semaphore | None,
@@ -83,14 +85,39 @@ class Transfer:
         self.errors: list[BaseException] = []
         #: connections this download may use; lowered for good by each 503/429
         self.connections = connections
+        #: connections wanted now (see :mod:`cudaup.download.ramp`), at most the above
+        self.wanted = connections
         #: why the server asked for fewer connections, for the supervisor to tell
         self.lowered_by = ""
-        self._workers = connections
+        #: bytes of the file the hasher has read back and hashed
+        self.hashed = 0
+        self._workers = 0
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+
+    def widen(self, threads: list[threading.Thread]) -> None:
+        """Start workers until :attr:`wanted` run (each appended to ``threads``)."""
+        with self._lock:
+            missing = min(self.wanted, self.connections) - self._workers
+            self._workers += max(0, missing)
+        for _ in range(missing):
+            thread = threading.Thread(
+                target=self.work, daemon=True, name=f"cudaup-dl-{len(threads)}"
+            )
+            threads.append(thread)
+            thread.start()
+
+    def _surplus(self) -> bool:
+        """Whether this worker is one too many now (then it stops, counted out)."""
+        with self._lock:
+            if self._workers <= min(self.wanted, self.connections):
+                return False
+            self._workers -= 1
+            return True
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
-        """One of the connections shared by every download of a ``fetch_many``."""
+        """One of the connections shared by every download of a ``download_many``."""
         if self.slots is None:
             yield
             return
@@ -116,9 +143,12 @@ class Transfer:
 
     # -- a worker ----------------------------------------------------------------
     def work(self) -> None:
-        retired = False
+        retired = False  # counted out already: one too many now, or refused by the server
         try:
-            while not retired and (segment := self.plan.take()) is not None:
+            while not retired and not (retired := self._surplus()):
+                segment = self.plan.take()
+                if segment is None:
+                    break
                 try:
                     retired = self._fetch_segment(segment)
                 finally:
@@ -136,7 +166,7 @@ class Transfer:
         """After a 503/429: one connection fewer from now on; whether this worker stops."""
         with self._lock:
             self.connections = max(1, self.connections - 1)
-            self.plan.connections = self.connections
+            self.plan.connections = min(self.wanted, self.connections)
             self.lowered_by = str(busy)
             if self._workers <= self.connections:
                 return False
@@ -248,6 +278,7 @@ class Transfer:
                         raise OSError(f"cannot read back byte {position} of the part file")
                     digest.update(view[:count])
                     position += count
+                    self.hashed = position
                 # how fast the hash goes sizes the last pieces (see segments)
                 self.plan.observe_hash(position - start, time.perf_counter() - began)
             result.append(digest.hexdigest())
@@ -296,7 +327,11 @@ class Flusher:
 
 
 def resume_plan(
-    target: Target, remote: Remote, progress: Progress | None, filename: str, connections: int
+    target: DownloadPaths,
+    remote: Remote,
+    progress: Progress | None,
+    filename: str,
+    connections: int,
 ) -> SegmentPlan | None:
     state = target.load_state()
     if state is None:
@@ -333,7 +368,7 @@ def resume_plan(
 
 def _prepare(
     request: DownloadRequest,
-    target: Target,
+    target: DownloadPaths,
     remote: Remote,
     progress: Progress | None,
     connections: int,
@@ -353,30 +388,23 @@ def _prepare(
     return SegmentPlan.split(size, connections, tail)
 
 
-def fetch_segmented(
-    request: DownloadRequest,
-    target: Target,
-    http: HttpClient,
-    remote: Remote,
-    watchdog: Watchdog,
-    connections: int,
-    progress: Progress | None,
-    slots: threading.Semaphore | None,
-    started: float,
-    arrival: Arrival | None = None,
-    cancel: threading.Event | None = None,
-) -> DownloadResult:
+def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
+    """Fill the part file over ranged connections, hashing its prefix as it grows."""
+    request, target, http, watchdog = job.request, job.paths, job.http, job.watchdog
+    connections, progress, slots, arrival = job.connections, job.progress, job.slots, job.arrival
+    started, cancel = job.started, job.cancel
     assert remote.size is not None
     size = remote.size
     tail = arrival.tail_first if arrival else 0
-    plan = _prepare(request, target, remote, progress, connections, tail)
+    most = connections if connections is not None else DEFAULT_CONNECTIONS
+    plan = _prepare(request, target, remote, progress, most, tail)
     resumed_from = plan.completed
     if resumed_from:
         notice(
             progress,
             request,
             size,
-            f"resuming at {resumed_from} of {size} bytes",
+            f"resuming at {binary_size(resumed_from)} of {binary_size(size)}",
             done=resumed_from,
         )
 
@@ -397,12 +425,13 @@ def fetch_segmented(
     with target.explained(target.part, "open"):
         part = PartFile(target.part)
     checksum = request.checksum
-    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, connections)
+    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most)
+    # An explicit count is used from the start; the default adapts (see ramp).
+    ramp = ConnectionRamp(most, start=connections or 1)
+    transfer.wanted = plan.connections = ramp.count
+    plan.may_grow_to = 0 if ramp.settled else ramp.most
     digests: list[str] = []
-    threads = [
-        threading.Thread(target=transfer.work, daemon=True, name=f"cudaup-dl-{i}")
-        for i in range(connections)
-    ]
+    threads: list[threading.Thread] = []
     if checksum is not None:
         threads.append(
             threading.Thread(
@@ -412,12 +441,26 @@ def fetch_segmented(
                 name="cudaup-hash",
             )
         )
-    told = connections
+    told = most
     flusher = Flusher(save_state, transfer)
 
     def every_tick() -> None:
         nonlocal told
-        emit(progress, ProgressEvent(request.filename, "advance", plan.completed, size))
+        completed = plan.completed
+        if completed == size and checksum is not None:
+            # The last byte is here, the verdict is not (it comes after the hash, the sync
+            # and the comparison): say how far the hash is.
+            emit(progress, ProgressEvent(request.filename, "verifying", transfer.hashed, size))
+        else:
+            emit(progress, ProgressEvent(request.filename, "advance", completed, size))
+        if not ramp.settled:
+            ramp.cap(transfer.connections)
+            # Past the hash speed more connections cannot end a verified download sooner.
+            ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
+            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling)
+            plan.connections = min(transfer.wanted, transfer.connections)
+            plan.may_grow_to = 0 if ramp.settled else ramp.most
+            transfer.widen(threads)
         if transfer.connections < told:
             told = transfer.connections
             host = urlsplit(remote.url).netloc
@@ -436,6 +479,7 @@ def fetch_segmented(
         if arrival is not None:
             arrival._attach(target.part, plan)
         emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
+        transfer.widen(threads)
         supervise(
             threads,
             watchdog,
@@ -478,5 +522,5 @@ def fetch_segmented(
         fetched=size - resumed_from,
         seconds=time.monotonic() - started,
         skipped=False,
-        connections=transfer.connections,
+        connections=min(transfer.wanted, transfer.connections),
     )

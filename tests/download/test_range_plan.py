@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from cudaup.download.segments import (
+from cudaup.download.range_plan import (
     ALIGN,
     BASE_PIECE,
     MAX_PIECE,
@@ -300,3 +300,16 @@ def test_a_range_waiter_is_woken_by_bytes_away_from_the_watermark() -> None:
     plan.advance(second, 10)  # the watermark stays at 0: only a range waiter cares
     waiter.join(2.0)
     assert woke == [True]
+
+
+def test_pieces_follow_the_round_trip() -> None:
+    """The same speed, a round trip of 0.2 s against 1 ms: the far server's pieces are
+    larger, so its round trips stay 1/64 of each piece's time."""
+    pieces = {}
+    for name, round_trip in (("far", 0.2), ("near", 0.001)):
+        plan = SegmentPlan.split(1024 * MiB, 2)
+        plan.observe(round_trip, 16 * MiB, 1.0)  # 16 MiB/s
+        pieces[name] = plan.piece()
+    assert pieces["near"] == BASE_PIECE
+    expected = -(-int(ROUND_TRIPS_PER_PIECE * 0.2 * 16 * MiB) // ALIGN) * ALIGN
+    assert pieces["far"] == min(MAX_PIECE, expected) > BASE_PIECE

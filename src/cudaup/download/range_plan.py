@@ -65,6 +65,10 @@ class SegmentPlan:
         self.segments = segments
         #: the connections that share the rest of the download (lowered after a 503/429)
         self.connections = max(1, connections)
+        #: while more connections may join (:mod:`cudaup.download.ramp`), how many there
+        #: may be: pieces are sized for them (even a lone connection takes pieces from the
+        #: front), so that the ones that join continue the prefix, not steal; else 0
+        self.may_grow_to = 0
         self._lock = threading.Condition()
         self.cancelled = False
         self._range_waiters = 0
@@ -171,16 +175,17 @@ class SegmentPlan:
             return self._piece()
 
     def _piece(self) -> int:
-        if self.connections <= 1:
+        connections = max(self.connections, self.may_grow_to)
+        if connections <= 1:
             return self.size  # one stream fills the file in order by itself
         target = min(MAX_PIECE, self._least(ROUND_TRIPS_PER_PIECE, BASE_PIECE))
         # Near the end, pieces shrink to half an even share of what is left (so the
         # connections finish together), down to the tail floor.
         left = self.size - sum(s.pos - s.start for s in self.segments)
-        share = -(-left // (2 * self.connections))
-        return max(self._tail_floor(target), min(target, share))
+        share = -(-left // (2 * connections))
+        return max(self._tail_floor(target, connections), min(target, share))
 
-    def _tail_floor(self, target: int) -> int:
+    def _tail_floor(self, target: int, connections: int) -> int:
         """The smallest piece near the end: the pieces in flight when the last byte lands
         (all but one of them) are hashed after it, while each smaller piece costs a round
         trip.  Halving the last pieces is worth a round trip while the hash of what it
@@ -189,7 +194,7 @@ class SegmentPlan:
         if self.round_trip is None:
             return MIN_SPLIT
         hash_speed = self.hash_speed or ASSUMED_HASH_SPEED
-        floor = int(2 * self.round_trip * hash_speed / (self.connections - 1))
+        floor = int(2 * self.round_trip * hash_speed / (connections - 1))
         return max(MIN_SPLIT, min(target, -(-floor // ALIGN) * ALIGN))
 
     def _least(self, round_trips: int, floor: int) -> int:

@@ -1,0 +1,107 @@
+"""How many connections one download uses: start with one, add while they raise the throughput.
+
+Pure: the supervising thread reports the bytes on disk about ten times a second
+(:meth:`ConnectionRamp.observe`) and gets the number of connections wanted now.
+
+A connection costs CPU (a thread reading the socket, writing the part file, taking
+the GIL) and brings bytes only where something caps each connection (a CDN's rate per
+connection, a long round trip).  On a link the CPUs already limit (loopback, a LAN) a
+second connection brings nothing and slows the hash: a verified download cannot end
+before its hash has read every byte, so throughput past the hash speed buys nothing.
+So a download starts with one connection and, after each :data:`WINDOW` of transfer:
+
+- if the throughput already reaches :data:`HEADROOM` of ``ceiling`` (the hash speed), it
+  keeps the count: the connections already take about as much CPU as the hash, and one
+  more would take from the hash what it brings (the hash has its core);
+- otherwise it adds as many connections as would reach the ceiling at the speed of
+  one (all that are allowed when nothing bounds the download), and measures again;
+- connections that were added keep their place while each brought at least
+  :data:`MIN_GAIN` of the speed of the ones before; if together they raised the
+  throughput by less than :data:`MIN_RISE`, the download goes back to the count before
+  them, for good (they only cost CPU); anything between keeps the count and stops
+  adding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: The most connections a download adapts up to when no count is given.
+DEFAULT_CONNECTIONS = 8
+#: Seconds of transfer a count of connections is measured over before the next step.
+WINDOW = 0.2
+#: Added connections keep ramping while each brought this share of an earlier one's speed.
+MIN_GAIN = 0.5
+#: Added connections that together raised the throughput by less than this are removed.
+MIN_RISE = 0.1
+#: No connection is added once the throughput reaches this share of the ceiling.
+HEADROOM = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One measured count: ``connections`` moved ``rate`` bytes per second together."""
+
+    connections: int
+    rate: float
+
+
+class ConnectionRamp:
+    """The number of connections wanted now, from the throughput each count reached."""
+
+    def __init__(self, most: int, *, start: int = 1, window: float = WINDOW) -> None:
+        self.most = max(1, most)
+        self.count = max(1, min(start, self.most))
+        self.window = window
+        #: no more steps: the count stays (lowered only by the server, see :meth:`cap`)
+        self.settled = self.count >= self.most
+        #: what each count reached, in order (for the tests and the debugging eye)
+        self.steps: list[Step] = []
+        self._since: tuple[float, int] | None = None
+
+    def cap(self, most: int) -> None:
+        """The server asked for fewer connections (503/429): never more than ``most``."""
+        self.most = max(1, min(self.most, most))
+        self.count = min(self.count, self.most)
+        if self.most == 1:
+            self.settled = True
+
+    def observe(self, now: float, completed: int, ceiling: float | None = None) -> int:
+        """``completed`` bytes are on disk at ``now`` (seconds); the connections wanted.
+
+        ``ceiling``: the bytes per second past which more connections cannot end the
+        download sooner (the hash speed), None when nothing bounds it.
+        """
+        if self.settled:
+            return self.count
+        if self._since is None:
+            self._since = (now, completed)
+            return self.count
+        began, base = self._since
+        if now - began < self.window:
+            return self.count
+        rate = (completed - base) / (now - began)
+        self._since = (now, completed)
+        before = self.steps[-1] if self.steps else None
+        self.steps.append(Step(self.count, rate))
+        if before is not None and not self._keep(before, rate):
+            return self.count
+        if self.count >= self.most or rate <= 0 or (ceiling and rate >= HEADROOM * ceiling):
+            self.settled = True
+            return self.count
+        one = rate / self.count
+        wanted = self.most if ceiling is None else math.ceil(ceiling / one)
+        self.count = max(self.count + 1, min(self.most, wanted))
+        return self.count
+
+    def _keep(self, before: Step, rate: float) -> bool:
+        """Whether to go on ramping after the connections added since ``before``."""
+        added = self.count - before.connections
+        gained = rate - before.rate
+        if gained >= MIN_GAIN * added * before.rate / before.connections:
+            return True
+        self.settled = True
+        if gained < MIN_RISE * before.rate:
+            self.count = before.connections  # they brought nothing: back, for good
+        return False

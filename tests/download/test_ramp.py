@@ -1,0 +1,141 @@
+"""How many connections a download uses: the pure rule, then through real downloads."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from cudaup.download import download
+from cudaup.download.ramp import MIN_RISE, WINDOW, ConnectionRamp, Step
+from tests.download.test_download import client, request
+from tests.faultserver import Fault, FaultServer, SharedLink, payload
+
+MiB = 2**20
+
+
+def ramp_through(ramp: ConnectionRamp, rate_of: Mapping[int, float], ceiling: float | None) -> int:
+    """Feed ``ramp`` windows in which each count moves ``rate_of[count]`` bytes per second,
+    until it settles; the count it settled on."""
+    now, completed = 0.0, 0
+    ramp.observe(now, completed, ceiling)
+    for _ in range(20):
+        if ramp.settled:
+            return ramp.count
+        now += WINDOW
+        completed += int(rate_of[ramp.count] * WINDOW)
+        ramp.observe(now, completed, ceiling)
+    raise AssertionError(f"never settled: {ramp.steps}")
+
+
+def test_capped_connections_go_wide_at_once() -> None:
+    # 6 MiB/s each, a hash of 1 GiB/s: every connection adds its 6 MiB/s.
+    ramp = ConnectionRamp(8)
+    assert ramp.count == 1
+    assert ramp_through(ramp, {n: n * 6 * MiB for n in range(1, 9)}, 1024 * MiB) == 8
+    assert [s.connections for s in ramp.steps] == [1, 8]
+
+
+def test_one_connection_past_the_hash_speed_stays_alone() -> None:
+    ramp = ConnectionRamp(8)
+    assert ramp_through(ramp, {1: 1400 * MiB}, 1000 * MiB) == 1
+    assert ramp.steps == [Step(1, 1400 * MiB)]
+
+
+def test_connections_that_bring_nothing_are_taken_back() -> None:
+    # The CPUs are the limit: eight connections move what one did (a little less).
+    rates = {1: 600 * MiB, **dict.fromkeys(range(2, 9), 560 * MiB)}
+    ramp = ConnectionRamp(8)
+    assert ramp_through(ramp, rates, None) == 1
+    assert [s.connections for s in ramp.steps] == [1, 8]
+
+
+def test_a_partial_gain_keeps_the_count_and_stops_adding() -> None:
+    # A shared pipe of 20 MiB/s that one connection fills to 6: eight bring 20, not 48.
+    ramp = ConnectionRamp(8)
+    rates = {1: 6 * MiB, **{n: min(20, 6 * n) * MiB for n in range(2, 9)}}
+    assert ramp_through(ramp, rates, 1024 * MiB) == 8
+    assert ramp.settled
+
+
+def test_the_ceiling_sizes_the_step() -> None:
+    # one connection moves 300 MiB/s, the hash 1000: four are enough to pass it
+    ramp = ConnectionRamp(8)
+    rates = {n: n * 300 * MiB for n in range(1, 9)}
+    assert ramp_through(ramp, rates, 1000 * MiB) == 4
+    assert [s.connections for s in ramp.steps] == [1, 4]
+
+
+def test_a_rise_below_the_least_goes_back() -> None:
+    rates = {1: 100 * MiB, 8: 100 * MiB * (1 + MIN_RISE / 2)}
+    assert ramp_through(ConnectionRamp(8), rates, None) == 1
+
+
+def test_an_explicit_count_never_moves() -> None:
+    ramp = ConnectionRamp(4, start=4)
+    assert ramp.settled and ramp.observe(0.0, 0) == 4 and ramp.observe(10.0, 10**9) == 4
+
+
+def test_the_server_lowers_the_most() -> None:
+    ramp = ConnectionRamp(8)
+    ramp.cap(1)
+    assert ramp.settled and ramp.count == 1
+
+
+# -- through real downloads ---------------------------------------------------------------
+
+SIZE = 12 * MiB
+BODY = payload(SIZE, seed=11)
+
+
+def test_a_cap_per_connection_gets_more_connections(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # 1 MiB/s per answer: one connection is far below anything the CPUs limit.
+    fault_server.add("/f.run", BODY, Fault(rate=MiB))
+    result = download(
+        request(fault_server, size=SIZE, sha256=_sha(BODY)), tmp_path / "out",
+        http=client(tmp_path),
+    )  # fmt: skip
+    assert result.path.read_bytes() == BODY
+    assert result.connections == 8
+    assert fault_server.connections("/f.run") >= 8
+
+
+def test_a_shared_pipe_is_not_split_for_nothing(fault_server: FaultServer, tmp_path: Path) -> None:
+    # 4 MiB/s for every connection together: the added ones bring nothing, so the
+    # download goes back to one (having tried more).
+    fault_server.add("/f.run", BODY[: 4 * MiB], Fault(link=SharedLink(4 * MiB)))
+    result = download(
+        request(fault_server, size=4 * MiB, sha256=_sha(BODY[: 4 * MiB])), tmp_path / "out",
+        http=client(tmp_path),
+    )  # fmt: skip
+    assert result.path.read_bytes() == BODY[: 4 * MiB]
+    assert result.connections == 1
+    assert fault_server.connections("/f.run") > 2
+
+
+def test_an_explicit_count_opens_that_many_at_once(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # Every answer waits until four requests are in: they came together, from the start.
+    gate = threading.Event()
+    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=1, until=gate))
+
+    def open_the_gate() -> None:
+        fault_server.wait_for_requests(5, "/f.run")  # the probe and four ranges
+        gate.set()
+
+    watcher = threading.Thread(target=open_the_gate, daemon=True)
+    watcher.start()
+    result = download(
+        request(fault_server, size=SIZE, sha256=_sha(BODY)), tmp_path / "out",
+        http=client(tmp_path), connections=4,
+    )  # fmt: skip
+    watcher.join()
+    assert result.path.read_bytes() == BODY and result.connections == 4
+
+
+def _sha(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
