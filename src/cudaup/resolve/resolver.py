@@ -41,6 +41,8 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.net.http import HttpClient
+from cudaup.nvidia.archive_page import ArchivePage
+from cudaup.nvidia.manifest import Manifest
 from cudaup.resolve.choose import (
     InstallerChoice,
     ReleaseFacts,
@@ -101,24 +103,34 @@ class Resolver:
         With ``page=False`` the page is fetched only when the other two are missing
         (a preview), which keeps ``cudaup versions`` to two requests per release.
         """
-        fetches: list[Callable[[], object]] = [
-            lambda: self.nvidia.manifest(label),
-            lambda: self.nvidia.md5sums(label),
-        ]
-        if page:
-            fetches.append(lambda: self.nvidia.archive_page(label))
-        found = self._map(lambda fetch: fetch(), fetches)
-        manifest, md5sums = found[0], found[1]
-        archive_page = found[2] if page else None
-        if not page and manifest is None and md5sums is None:
+        manifest: Manifest | None = None
+        md5sums: dict[str, str] | None = None
+        archive_page: ArchivePage | None = None
+
+        def read_manifest() -> None:
+            nonlocal manifest
+            manifest = self.nvidia.manifest(label)
+
+        def read_md5sums() -> None:
+            nonlocal md5sums
+            md5sums = self.nvidia.md5sums(label)
+
+        def read_page() -> None:
+            nonlocal archive_page
             archive_page = self.nvidia.archive_page(label)
+
+        self._map(
+            lambda read: read(), [read_manifest, read_md5sums, *([read_page] if page else [])]
+        )
+        if not page and manifest is None and md5sums is None:
+            read_page()
         return ReleaseFacts(
             label=label,
-            manifest=manifest,  # type: ignore[arg-type]
+            manifest=manifest,
             manifest_url=self.nvidia.manifest_url(label),
-            md5sums=md5sums,  # type: ignore[arg-type]
+            md5sums=md5sums,
             md5sum_url=self.nvidia.md5sum_url(label),
-            page=archive_page,  # type: ignore[arg-type]
+            page=archive_page,
             page_url=self.nvidia.page_url(label),
             listed_date=self._listing_dates.get(label),
         )
