@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import InsufficientSpaceError, IntegrityError, PermissionDeniedError
-from cudaup.install.extract import Limits, extract_archive
+from cudaup.install.extract import ExtractLimits, extract_archive
 from tests.install.test_extract import RECORD, ZipEntry, make_zip, record_row
 from tests.osfaults import ROOT_ONLY, tmpfs
 
@@ -65,7 +65,7 @@ def test_the_zip_builder_makes_what_zipfile_reads(tmp_path: Path) -> None:
     assert zipfile.ZipFile(honest).read("z") == bytes(3 * 2**20)
     dest = tmp_path / "dest"
     dest.mkdir()
-    extract_archive(honest, dest, limits=Limits(max_ratio=10_000))
+    extract_archive(honest, dest, limits=ExtractLimits(max_ratio=10_000))
     assert (dest / "z").stat().st_size == 3 * 2**20
 
 

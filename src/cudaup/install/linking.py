@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from cudaup.install.tree import Manifest, TreeEntry
+from cudaup.install.tree import TreeEntry, TreeManifest
 
 LinkMode = Literal["hardlink", "copy"]
 #: What ``link(2)`` answers where a hard link cannot be made: another filesystem, a
@@ -28,7 +28,7 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def materialize(source: Path, destination: Path, manifest: Manifest, mode: LinkMode) -> bool:
+def materialize(source: Path, destination: Path, manifest: TreeManifest, mode: LinkMode) -> bool:
     """Recreate the manifest's tree, found at ``source``, as the new ``destination``.
 
     Only what the manifest lists is made (directories first, symlinks last, each

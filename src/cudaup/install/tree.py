@@ -3,7 +3,7 @@
 The unpacked cache keeps one tree per archive, and installs hard-link its files:
 a file changed there (truncated, replaced, made writable, or written through a
 toolkit's link to the same inode) would be published by the next install.  So
-each tree has a :class:`Manifest` beside it: every entry's relative path, type,
+each tree has a :class:`TreeManifest` beside it: every entry's relative path, type,
 mode, size, and for a file its sha256 (computed as the archive was extracted,
 never by reading the tree back), for a symlink its target.
 
@@ -66,7 +66,7 @@ class TreeEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class Manifest:
+class TreeManifest:
     """Every entry of one unpacked tree, and the archive it came from."""
 
     archive: str
@@ -100,7 +100,7 @@ class Manifest:
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Manifest:
+    def from_bytes(cls, data: bytes) -> TreeManifest:
         """Parse and check a manifest; anything malformed raises :class:`DamagedTreeError`."""
         try:
             document = json.loads(data)
@@ -224,7 +224,7 @@ def foreign(seen: Iterable[Seen], uid: int) -> str | None:
     return None
 
 
-def compare(seen: Mapping[str, Seen], manifest: Manifest) -> str | None:
+def compare(seen: Mapping[str, Seen], manifest: TreeManifest) -> str | None:
     """The first way the tree differs from its manifest (types, modes, sizes, targets,
     entries missing or added), in words; None when it matches."""
     listed = {entry.path: entry for entry in manifest.entries}
@@ -247,7 +247,7 @@ def compare(seen: Mapping[str, Seen], manifest: Manifest) -> str | None:
     return None
 
 
-def check_digests(root: Path, manifest: Manifest) -> str | None:
+def check_digests(root: Path, manifest: TreeManifest) -> str | None:
     """The first file whose content is not what the manifest says, in words; or None."""
     for entry in manifest.entries:
         if entry.kind != "file":

@@ -54,7 +54,7 @@ Opener = Callable[[], BinaryIO]
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ExtractLimits:
     """Caps on what one archive may expand to; over any of them it is refused whole."""
 
     max_members: int = 200_000
@@ -64,7 +64,7 @@ class Limits:
     max_ratio: float = 200.0
 
 
-DEFAULT_LIMITS = Limits()
+DEFAULT_LIMITS = ExtractLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Stream(Protocol):
 class Checker:
     """The checks of every member, fed one member at a time in archive order."""
 
-    def __init__(self, archive: Path, size: int, limits: Limits, strip_top: bool) -> None:
+    def __init__(self, archive: Path, size: int, limits: ExtractLimits, strip_top: bool) -> None:
         self.archive = archive
         self.archive_size = max(size, 1)
         self.limits = limits
@@ -154,7 +154,9 @@ class Checker:
                 raise refusal(self.archive, self.link_names[parts], str(exc)) from None
 
 
-def plan_members(reader: Reader, archive: Path, limits: Limits, strip_top: bool) -> list[Member]:
+def plan_members(
+    reader: Reader, archive: Path, limits: ExtractLimits, strip_top: bool
+) -> list[Member]:
     """Check every member and return those to write, with their paths set."""
     checker = Checker(archive, reader.size, limits, strip_top)
     planned = [
@@ -164,7 +166,7 @@ def plan_members(reader: Reader, archive: Path, limits: Limits, strip_top: bool)
     return planned
 
 
-def _check_limits(count: int, total: int, archive_size: int, limits: Limits) -> None:
+def _check_limits(count: int, total: int, archive_size: int, limits: ExtractLimits) -> None:
     if count > limits.max_members:
         raise UnsafeMemberError(
             f"more than {limits.max_members} members, over the limit (a zip bomb?)"

@@ -16,7 +16,7 @@ from cudaup.errors import CudaupError, InsufficientSpaceError
 from cudaup.install.extract.policy import (
     CHUNK,
     Checker,
-    Limits,
+    ExtractLimits,
     Member,
     Reader,
     UnsafeMemberError,
@@ -89,7 +89,7 @@ def extract_in_one_pass(
     reader: TarReader,
     archive: Path,
     destination: Path,
-    limits: Limits,
+    limits: ExtractLimits,
     strip_top: bool,
     cancel: threading.Event | None = None,
 ) -> tuple[list[Member], Digests]:

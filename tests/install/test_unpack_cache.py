@@ -31,7 +31,7 @@ from cudaup.download import Progress, ProgressEvent
 from cudaup.errors import IntegrityError
 from cudaup.install.extract import Extracted, extract_archive, write
 from cudaup.install.linking import LinkMode
-from cudaup.install.unpacked import StagedTrees, stage_all
+from cudaup.install.unpack_cache import StagedTrees, stage_all
 from cudaup.net import backoff
 from cudaup.net.backoff import NO_WAIT, Backoff
 from cudaup.net.http import HttpClient
@@ -254,7 +254,7 @@ def test_a_download_that_starts_over_is_unpacked_from_the_verified_file(
         if event.kind == "advance" and fault_server.resources["/w.whl"] is resource:
             fault_server.add("/w.whl", v2, etag='"v2"')  # after some of v1 is on disk
 
-    monkeypatch.setattr("cudaup.install.unpacked.extract_archive", extract)
+    monkeypatch.setattr("cudaup.install.unpack_cache.extract_archive", extract)
     [staged] = stage(
         [artifact(fault_server, "w.whl", v2, sized=False)], tmp_path / "cache", tmp_path,
         progress=progress,

@@ -9,7 +9,7 @@ verified.  The unpacked tree is kept in the cache (the archive itself is then
 dropped), one entry per archive, named by its sha256::
 
     <cache>/unpacked/<sha256>/tree/           the archive's files
-    <cache>/unpacked/<sha256>/manifest.json   every entry of tree/ (install.tree.Manifest)
+    <cache>/unpacked/<sha256>/manifest.json   every entry of tree/ (install.tree.TreeManifest)
     <cache>/unpacked/<sha256>/verified.json   when tree/'s digests were last found right
 
 An entry is built under a private name and published by one rename, manifest
@@ -57,9 +57,9 @@ from cudaup.install.linking import LinkMode, materialize
 from cudaup.install.tree import (
     DamagedTreeError,
     ForeignTreeError,
-    Manifest,
     Seen,
     Stamp,
+    TreeManifest,
     boot_id,
     check_digests,
     compare,
@@ -251,7 +251,7 @@ class _Stager:
         )
 
     def _copy_checked(
-        self, entry: _Entry, manifest: Manifest, part: Path, digests: bool
+        self, entry: _Entry, manifest: TreeManifest, part: Path, digests: bool
     ) -> tuple[str, bool]:
         """Link (or copy) the tree into ``part``, then check that copy: what is checked
         is what will be published.  The problem found (or ""), and whether all are links."""
@@ -302,7 +302,7 @@ class _Stager:
                 except DamagedTreeError as exc:  # something else wrote into our directory
                     raise IntegrityError(f"{artifact.filename}: {exc}") from None
                 checked = (CHECK_DOWNLOAD, *([CHECK_RECORD] if extracted.record_checked else []))
-                manifest = Manifest(artifact.filename, entry.key, entries, checked)
+                manifest = TreeManifest(artifact.filename, entry.key, entries, checked)
                 _write_new(staging / MANIFEST, manifest.to_bytes())
                 if self.boot is not None:  # its digests were computed just now
                     stamp = Stamp(self.boot, fingerprint(scan(staging / TREE)))
@@ -352,7 +352,7 @@ class _Entry:
         self.inode: int | None = None  # of the directory last loaded: discard only that one
         self.seen: dict[str, Seen] = {}
 
-    def load(self, uid: int) -> tuple[Manifest, bool] | None:
+    def load(self, uid: int) -> tuple[TreeManifest, bool] | None:
         """The manifest of a tree that matches it, and whether the stamp vouches for its
         digests; None when there is no entry.  :class:`ForeignTreeError`: another user's;
         :class:`DamagedTreeError`: ours, and not what its manifest says."""
@@ -368,7 +368,7 @@ class _Entry:
         if info.st_mode & 0o022:
             raise DamagedTreeError("it is writable by group or others")
         try:
-            manifest = Manifest.from_bytes(read_owned(self.path / MANIFEST, uid))
+            manifest = TreeManifest.from_bytes(read_owned(self.path / MANIFEST, uid))
         except FileNotFoundError:
             raise DamagedTreeError(
                 "it has no manifest (an older cudaup made it, or it was cut short)"

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudaup.errors import IntegrityError, UsageError
-from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits, Opener, Reader, plan_members
+from cudaup.install.extract.policy import (
+    DEFAULT_LIMITS,
+    ExtractLimits,
+    Opener,
+    Reader,
+    plan_members,
+)
 from cudaup.install.extract.tar import TarReader
 from cudaup.install.extract.wheel import check_record
 from cudaup.install.extract.write import (
@@ -59,7 +65,7 @@ def extract_archive(
     archive: Path,
     destination: Path,
     *,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: ExtractLimits = DEFAULT_LIMITS,
     strip_top: bool = False,
     opener: Opener | None = None,
     cancel: threading.Event | None = None,
@@ -103,7 +109,7 @@ def extract_archive(
 
 
 def archive_members(
-    archive: Path, *, strip_top: bool = False, limits: Limits = DEFAULT_LIMITS
+    archive: Path, *, strip_top: bool = False, limits: ExtractLimits = DEFAULT_LIMITS
 ) -> list[str]:
     """The normalized paths (``bin/nvcc``; directories too) the archive would create.
 
