@@ -76,7 +76,7 @@ def check_in_place(tree: Path, runs: int) -> tuple[int, int, float, float]:
         if seen.kind == "file":
             with (tree / path).open("rb") as handle:
                 digests[path] = hashlib.file_digest(handle, "sha256").hexdigest()
-    manifest = TreeManifest(tree.name, "0" * 64, describe(tree, digests))
+    manifest = TreeManifest(tree.name, "0" * 64, describe(scan(tree), digests))
     sizes = hashes = float("inf")
     for _ in range(runs):
         started = time.perf_counter()

@@ -199,9 +199,14 @@ def test_a_wheel_is_checked_against_its_record(tmp_path: Path) -> None:
         (RECORD + b"a,b\n", "malformed row"),
         (RECORD.replace(b",5\n", b",5" + b"0" * 5000 + b"\n", 1), "size '50000"),
         (RECORD.replace(b",5\n", ",\u00b2\n".encode(), 1), "not a size"),
+        # The RECORD is kept in the toolkit, where an uninstaller would act on its paths.
+        (RECORD + b"../../x,,\n", "RECORD path '../../x'"),
+        (RECORD + b"/etc/passwd,,\n", "RECORD path '/etc/passwd'"),
+        (RECORD + b"a\\..\\..\\x,,\n", "RECORD path"),
+        (b"\xff", "its RECORD cannot be read"),
     ],
     ids=["malformed", "digest", "unlisted", "missing", "size", "row", "size-5000-digits",
-         "size-superscript"],
+         "size-superscript", "dotdot", "absolute", "backslash", "not-utf8"],
 )  # fmt: skip
 def test_a_wheel_whose_record_disagrees_is_refused(
     tmp_path: Path, record: bytes, message: str

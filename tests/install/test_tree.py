@@ -36,7 +36,9 @@ def make_tree(root: Path) -> TreeManifest:
         path: hashlib.sha256((root / path).read_bytes()).hexdigest()
         for path in ("bin/nvcc", "lib/libx.so.1")
     }
-    return TreeManifest("a.tar.xz", "ab" * 32, describe(root, digests), ("sha256 of the download",))
+    return TreeManifest(
+        "a.tar.xz", "ab" * 32, describe(scan(root), digests), ("sha256 of the download",)
+    )
 
 
 def test_a_manifest_round_trips_and_matches_its_tree(tmp_path: Path) -> None:
@@ -54,7 +56,7 @@ def test_describe_refuses_a_file_that_was_not_extracted(tmp_path: Path) -> None:
     make_tree(tmp_path / "tree")
     (tmp_path / "tree/lib/planted").write_bytes(b"x")
     with pytest.raises(DamagedTreeError, match="planted appeared in the tree"):
-        describe(tmp_path / "tree", {"bin/nvcc": "0" * 64, "lib/libx.so.1": "0" * 64})
+        describe(scan(tmp_path / "tree"), {"bin/nvcc": "0" * 64, "lib/libx.so.1": "0" * 64})
 
 
 def document(manifest: TreeManifest) -> dict[str, object]:

@@ -202,10 +202,11 @@ def scan(root: Path) -> dict[str, Seen]:
     return found
 
 
-def describe(root: Path, digests: Mapping[str, str]) -> tuple[TreeEntry, ...]:
-    """The manifest entries of a tree just written, with the digests computed as it was."""
+def describe(found: Mapping[str, Seen], digests: Mapping[str, str]) -> tuple[TreeEntry, ...]:
+    """The manifest entries of a tree just written (``found``: its :func:`scan`), with the
+    digests computed as it was."""
     entries = []
-    for path, seen in sorted(scan(root).items(), key=lambda item: item[0].split("/")):
+    for path, seen in sorted(found.items(), key=lambda item: item[0].split("/")):
         _checked_path(path)  # what a manifest may not hold, a tree may not either
         if seen.kind is None:
             raise DamagedTreeError(f"{path} is neither a file, a directory nor a symlink")

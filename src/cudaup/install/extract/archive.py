@@ -99,7 +99,8 @@ def extract_archive(
             wheel = archive.name.lower().endswith(".whl")
             links = {"/".join(member.parts) for member in planned if member.kind == "symlink"}
             if wheel:
-                check_record(archive, destination, digests, links)
+                sizes = {"/".join(m.parts): m.size for m in planned if m.kind == "file"}
+                check_record(archive, destination, digests, sizes, links)
             record_checked = wheel
         except BaseException:
             clear(destination)

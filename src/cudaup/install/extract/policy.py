@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Literal, Protocol
 
@@ -139,7 +139,9 @@ class Checker:
         if member.kind == "symlink":
             self.links[parts] = member.target
             self.link_names[parts] = member.name
-        return replace(member, parts=parts)
+        # Built directly: dataclasses.replace costs more than every check above together.
+        return Member(member.name, member.kind, member.mode, member.size, member.target,
+                      member.ref, parts)  # fmt: skip
 
     def finish(self) -> None:
         """The checks that need every member: where each symlink leads."""
@@ -200,7 +202,7 @@ def _split(name: str) -> tuple[str, ...]:
     parts = tuple(part for part in path.split("/") if part not in {"", "."})
     if ".." in parts:
         raise UnsafeMemberError("'..' in path")
-    if any(_DRIVE.match(part) for part in parts):
+    if ":" in path and any(_DRIVE.match(part) for part in parts):
         # Windows joins "C:x" as a drive-relative path, anywhere in the name.
         raise UnsafeMemberError("drive letter in path")
     return parts
@@ -225,6 +227,11 @@ def _check_place(
         raise UnsafeMemberError("duplicate member")
     if parts in parents and kind != "dir":
         raise UnsafeMemberError(f"is a {kind}, but other members lie inside it")
+    # A parent already in ``parents`` was found a directory (or not yet a member), and so
+    # were all above it; a member made later at one of them is refused by the test above.
+    if parts[:-1] in parents:
+        kinds[parts] = kind
+        return
     for depth in range(1, len(parts)):
         prefix = parts[:depth]
         above = kinds.get(prefix, "dir")
