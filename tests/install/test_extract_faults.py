@@ -22,6 +22,7 @@ import pytest
 
 from cudaup.errors import InsufficientSpaceError, IntegrityError, PermissionDeniedError
 from cudaup.install.extract import ExtractLimits, extract_archive
+from cudaup.install.extract import zip as zip_reader
 from tests.install.test_extract import RECORD, ZipEntry, make_zip, record_row
 from tests.osfaults import ROOT_ONLY, tmpfs
 
@@ -113,6 +114,18 @@ def test_a_zip_that_understates_a_member_is_refused_with_memory_bounded(
     )
     outcome, growth = extract_measured(archive, tmp_path / "dest", inflate)
     assert "lib/big.so holds more than the 1024 bytes the zip's listing says" in outcome
+    assert growth < BOUND_KIB, f"peak RSS grew by {growth} KiB"
+    assert list((tmp_path / "dest").iterdir()) == []
+
+
+def test_a_small_member_that_understates_is_bounded_too(tmp_path: Path) -> None:
+    """Small members are read whole through the archive's own handle: 200 MiB of zeros
+    in under SMALL_MEMBER compressed bytes, listed as 1 KiB, still never inflate past it."""
+    body = zeros_deflated(200)
+    assert len(body) <= zip_reader.SMALL_MEMBER  # the path under test
+    archive = lying_zip(tmp_path / "small.whl", "lib/x.so", body, zipfile.ZIP_DEFLATED, 1024)
+    outcome, growth = extract_measured(archive, tmp_path / "dest")
+    assert "lib/x.so holds more than the 1024 bytes the zip's listing says" in outcome
     assert growth < BOUND_KIB, f"peak RSS grew by {growth} KiB"
     assert list((tmp_path / "dest").iterdir()) == []
 
