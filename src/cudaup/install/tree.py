@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ SCHEMA = 1
 #: Larger than the manifest of any real tree (NVIDIA's biggest: a few thousand entries).
 MAX_DOCUMENT = 64 * 2**20
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _KINDS: Mapping[int, Kind] = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
 
@@ -153,7 +155,7 @@ def _entry(row: object) -> TreeEntry:
     )  # fmt: skip
     if kind not in {"file", "dir", "symlink"} or not ok:
         raise DamagedTreeError(f"its manifest has a malformed entry for {path}")
-    if kind == "file" and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
+    if kind == "file" and not _SHA256_HEX.fullmatch(sha256):
         raise DamagedTreeError(f"its manifest has no sha256 for {path}")
     if kind == "symlink" and not target:
         raise DamagedTreeError(f"its manifest has no target for {path}")
