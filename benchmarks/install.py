@@ -1,9 +1,14 @@
 """Benchmark ``cudaup install --channel pypi`` against ``pip install --target`` and
 ``uv pip install --target`` of the same wheels, cold and warm cache (live PyPI).
 
-The wheels: what ``cuda-toolkit[nvcc,cudart]==13.0.1`` pulls in (nvcc, nvvm,
-crt, cudart: ~100 MB).  Cold: an empty cache for each tool; warm: the same
-cache again, into a fresh target.  pip runs with its configuration file
+The wheels: the ones ``cudaup install 13.0.1 --channel pypi --components
+nvcc,cudart`` installs (nvcc, nvvm, crt, cudart and the CCCL headers nvcc's
+closure brings: ~100 MB, ~1,900 files), read from the record of cudaup's first
+install; pip and uv get exactly those, pinned (``name==version``, ``--no-deps``),
+so all three resolve from the index and unpack the same files.  (Left to
+itself, ``cuda-toolkit[nvcc,cudart]==13.0.1`` gives uv newer crt and nvvm
+wheels and no CCCL: 168 files.)  Cold: an empty cache for each tool; warm: the
+same cache again, into a fresh target.  pip runs with its configuration file
 disabled and PyPI as its only index, so no local mirror helps it.  The tools
 take turns within each run, so a change in the network's speed over the
 minutes of a run falls on all of them alike.
@@ -29,12 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from packaging.utils import parse_wheel_filename
 from report import parser_for, publish
 
 import cudaup as package_under_test
 
 BEGIN, END = "<!-- BEGIN install benchmark -->", "<!-- END install benchmark -->"
-REQUIREMENT = "cuda-toolkit[nvcc,cudart]==13.0.1"
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -51,20 +56,25 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
-def wheel_urls(python: str) -> list[tuple[str, int]]:
-    """The wheels the install fetches (nvcc and cudart pull in crt and nvvm), as resolved."""
-    done = subprocess.run(
-        [python, "-m", "cudaup", "resolve", "13.0.1", "--channel", "pypi", "--components",
-         "nvcc,cudart,crt,nvvm", "--platform", "linux-x86_64", "--json"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return [(a["url"], a["size"]) for a in json.loads(done.stdout)["artifacts"]]
+def installed_wheels(target: Path) -> list[tuple[str, str, int]]:
+    """The wheels a cudaup install took, as its record lists them: (url, filename, size)."""
+    record = json.loads((target / "cudaup-record.json").read_text())
+    return [(a["url"], a["filename"], a["size"]) for a in record["artifacts"]]
 
 
-def curl_all(wheels: list[tuple[str, int]], directory: Path) -> list[str]:
+def pins(wheels: list[tuple[str, str, int]]) -> list[str]:
+    """``name==version`` for each wheel: what pip and uv are asked for."""
+    pinned = []
+    for _url, filename, _size in wheels:
+        name, version, _build, _tags = parse_wheel_filename(filename)
+        pinned.append(f"{name}=={version}")
+    return pinned
+
+
+def curl_all(wheels: list[tuple[str, str, int]], directory: Path) -> list[str]:
     directory.mkdir(parents=True)
     command = ["curl", "-sS", "--fail", "--parallel", "--parallel-max", str(len(wheels))]
-    for index, (url, _size) in enumerate(wheels):
+    for index, (url, _filename, _size) in enumerate(wheels):
         command += ["-o", str(directory / f"{index}.whl"), url]
     return command
 
@@ -88,19 +98,20 @@ def main() -> None:
             return [python, "-m", "cudaup", "install", "13.0.1", "--channel", "pypi",
                     "--components", "nvcc,cudart", "--prefix", str(target), "-q", "--platform", "linux-x86_64"]  # fmt: skip
 
+        wheels: list[tuple[str, str, int]] = []
+
         def pip(cache: Path, target: Path) -> list[str]:
             return [python, "-m", "pip", "install", "-q", "--index-url", "https://pypi.org/simple",
-                    "--cache-dir", str(cache), "--target", str(target), REQUIREMENT]  # fmt: skip
+                    "--cache-dir", str(cache), "--target", str(target), "--no-deps", *pins(wheels)]  # fmt: skip
 
         def uv_install(cache: Path, target: Path) -> list[str]:
             assert uv is not None
             return [uv, "pip", "install", "-q", "--python", python, "--index-url", "https://pypi.org/simple",
-                    "--cache-dir", str(cache), "--target", str(target), REQUIREMENT]  # fmt: skip
+                    "--cache-dir", str(cache), "--target", str(target), "--no-deps", *pins(wheels)]  # fmt: skip
 
         tools = {"cudaup": cudaup, "pip": pip}
         if uv:
             tools["uv"] = uv_install
-        wheels = wheel_urls(python)
         network: list[float] = []
         wall: dict[tuple[str, str], list[float]] = {}
         cpu: dict[tuple[str, str], list[float]] = {}
@@ -117,6 +128,9 @@ def main() -> None:
                     seconds, used = timed(command(cache, target), env)
                     wall.setdefault((name, phase), []).append(seconds)
                     cpu.setdefault((name, phase), []).append(used)
+                    if not wheels:  # cudaup goes first: the others get what it installed
+                        wheels = installed_wheels(target)
+                        print("wheels:", " ".join(pins(wheels)), flush=True)
                     shutil.rmtree(target, ignore_errors=True)
                     print(
                         f"run {run + 1} {name:<8} {phase} {seconds:.2f} s  cpu {used:.2f} s",
@@ -135,8 +149,10 @@ def main() -> None:
         "",
         "Command: `.venv/bin/python benchmarks/install.py --output docs/performance.md`",
         "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, live PyPI, `{REQUIREMENT}` "
-        f"(nvcc, nvvm, crt, cudart); whole-process wall time, median (range) of {args.runs} runs, "
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this 2-core machine, "
+        "shared with other work (load varies run to run: read the ratios), live PyPI, "
+        f"the wheels cudaup installs for nvcc and cudart, pinned for pip and uv "
+        f"(`{' '.join(pins(wheels))}`, `--no-deps`); whole-process wall time, median (range) of {args.runs} runs, "
         "the tools taking turns within each run (cold: an empty cache; warm: the same command "
         "again into a fresh target). CPU is user + system time of the process and its children. "
         "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
@@ -161,7 +177,7 @@ def main() -> None:
             f"| {spread(wall[(name, 'warm')])} | {cells[0]} | {cells[1]} |"
         )
     if network:
-        size = sum(size for _url, size in wheels) / 1e6
+        size = sum(size for _url, _filename, size in wheels) / 1e6
         lines += [
             "",
             f"The network alone: curl fetching the same {len(wheels)} wheels ({size:.0f} MB) side "

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import parser_for, publish
 
 import cudaup as package_under_test
-from cudaup.install.tree import Manifest, check_digests, compare, describe, scan
+from cudaup.install.tree import TreeManifest, check_digests, compare, describe, scan
 
 BEGIN, END = "<!-- BEGIN reuse benchmark -->", "<!-- END reuse benchmark -->"
 RELEASE, COMPONENTS = "13.0.1", "nvcc,cudart"
@@ -76,7 +76,7 @@ def check_in_place(tree: Path, runs: int) -> tuple[int, int, float, float]:
         if seen.kind == "file":
             with (tree / path).open("rb") as handle:
                 digests[path] = hashlib.file_digest(handle, "sha256").hexdigest()
-    manifest = Manifest(tree.name, "0" * 64, describe(tree, digests))
+    manifest = TreeManifest(tree.name, "0" * 64, describe(scan(tree), digests))
     sizes = hashes = float("inf")
     for _ in range(runs):
         started = time.perf_counter()

@@ -26,7 +26,14 @@ from typing import Any, Literal
 import pytest
 
 from cudaup.errors import CudaupError, InsufficientSpaceError, IntegrityError, UsageError
-from cudaup.install.extract import Limits, archive_members, extract_archive, policy, tar, write
+from cudaup.install.extract import (
+    ExtractLimits,
+    archive_members,
+    extract_archive,
+    policy,
+    tar,
+    write,
+)
 
 TOP = "cuda_nvcc-linux-x86_64-13.0.48-archive"
 Entry = tuple[tarfile.TarInfo, bytes | None]
@@ -419,7 +426,12 @@ def test_hostile_zip_is_refused(tmp_path: Path, dest: Path, case: str) -> None:
 # ---------------------------------------------------------------------------
 def test_too_many_members(tmp_path: Path, dest: Path) -> None:
     archive = make_tar(tmp_path / "a.tar.xz", [file(f"f{i}") for i in range(5)])
-    refused(archive, dest, "f3: more than 3 members, over the limit", limits=Limits(max_members=3))
+    refused(
+        archive,
+        dest,
+        "f3: more than 3 members, over the limit",
+        limits=ExtractLimits(max_members=3),
+    )
 
 
 def test_total_too_large(tmp_path: Path, dest: Path) -> None:
@@ -427,13 +439,16 @@ def test_total_too_large(tmp_path: Path, dest: Path) -> None:
         tmp_path / "a.zip", [("a", os.urandom(600), REG), ("b", os.urandom(600), REG)]
     )
     refused(
-        archive, dest, "b: more than 1000 bytes uncompressed", limits=Limits(max_total_bytes=1000)
+        archive,
+        dest,
+        "b: more than 1000 bytes uncompressed",
+        limits=ExtractLimits(max_total_bytes=1000),
     )
 
 
 def test_zip_bomb_ratio(tmp_path: Path, dest: Path) -> None:
     archive = make_zip(tmp_path / "bomb.zip", [("zeros", bytes(2**20), REG)])
-    refused(archive, dest, "compression-ratio limit.*zip bomb", limits=Limits(max_ratio=10))
+    refused(archive, dest, "compression-ratio limit.*zip bomb", limits=ExtractLimits(max_ratio=10))
 
 
 def test_xz_bomb_hits_the_default_ratio(tmp_path: Path, dest: Path) -> None:

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import InsufficientSpaceError, IntegrityError, PermissionDeniedError
-from cudaup.install.extract import Limits, extract_archive
+from cudaup.install.extract import ExtractLimits, extract_archive
+from cudaup.install.extract import zip as zip_reader
 from tests.install.test_extract import RECORD, ZipEntry, make_zip, record_row
 from tests.osfaults import ROOT_ONLY, tmpfs
 
@@ -65,7 +66,7 @@ def test_the_zip_builder_makes_what_zipfile_reads(tmp_path: Path) -> None:
     assert zipfile.ZipFile(honest).read("z") == bytes(3 * 2**20)
     dest = tmp_path / "dest"
     dest.mkdir()
-    extract_archive(honest, dest, limits=Limits(max_ratio=10_000))
+    extract_archive(honest, dest, limits=ExtractLimits(max_ratio=10_000))
     assert (dest / "z").stat().st_size == 3 * 2**20
 
 
@@ -113,6 +114,18 @@ def test_a_zip_that_understates_a_member_is_refused_with_memory_bounded(
     )
     outcome, growth = extract_measured(archive, tmp_path / "dest", inflate)
     assert "lib/big.so holds more than the 1024 bytes the zip's listing says" in outcome
+    assert growth < BOUND_KIB, f"peak RSS grew by {growth} KiB"
+    assert list((tmp_path / "dest").iterdir()) == []
+
+
+def test_a_small_member_that_understates_is_bounded_too(tmp_path: Path) -> None:
+    """Small members are read whole through the archive's own handle: 200 MiB of zeros
+    in under SMALL_MEMBER compressed bytes, listed as 1 KiB, still never inflate past it."""
+    body = zeros_deflated(200)
+    assert len(body) <= zip_reader.SMALL_MEMBER  # the path under test
+    archive = lying_zip(tmp_path / "small.whl", "lib/x.so", body, zipfile.ZIP_DEFLATED, 1024)
+    outcome, growth = extract_measured(archive, tmp_path / "dest")
+    assert "lib/x.so holds more than the 1024 bytes the zip's listing says" in outcome
     assert growth < BOUND_KIB, f"peak RSS grew by {growth} KiB"
     assert list((tmp_path / "dest").iterdir()) == []
 
@@ -199,9 +212,14 @@ def test_a_wheel_is_checked_against_its_record(tmp_path: Path) -> None:
         (RECORD + b"a,b\n", "malformed row"),
         (RECORD.replace(b",5\n", b",5" + b"0" * 5000 + b"\n", 1), "size '50000"),
         (RECORD.replace(b",5\n", ",\u00b2\n".encode(), 1), "not a size"),
+        # The RECORD is kept in the toolkit, where an uninstaller would act on its paths.
+        (RECORD + b"../../x,,\n", "RECORD path '../../x'"),
+        (RECORD + b"/etc/passwd,,\n", "RECORD path '/etc/passwd'"),
+        (RECORD + b"a\\..\\..\\x,,\n", "RECORD path"),
+        (b"\xff", "its RECORD cannot be read"),
     ],
     ids=["malformed", "digest", "unlisted", "missing", "size", "row", "size-5000-digits",
-         "size-superscript"],
+         "size-superscript", "dotdot", "absolute", "backslash", "not-utf8"],
 )  # fmt: skip
 def test_a_wheel_whose_record_disagrees_is_refused(
     tmp_path: Path, record: bytes, message: str

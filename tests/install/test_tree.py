@@ -13,8 +13,8 @@ from cudaup.install.linking import materialize
 from cudaup.install.tree import (
     DamagedTreeError,
     ForeignTreeError,
-    Manifest,
     Stamp,
+    TreeManifest,
     check_digests,
     compare,
     describe,
@@ -25,7 +25,7 @@ from cudaup.install.tree import (
 from tests.osfaults import NOBODY, ROOT_ONLY
 
 
-def make_tree(root: Path) -> Manifest:
+def make_tree(root: Path) -> TreeManifest:
     (root / "bin").mkdir(parents=True)
     (root / "bin/nvcc").write_bytes(b"#!/bin/sh\n")
     (root / "bin/nvcc").chmod(0o755)
@@ -36,12 +36,14 @@ def make_tree(root: Path) -> Manifest:
         path: hashlib.sha256((root / path).read_bytes()).hexdigest()
         for path in ("bin/nvcc", "lib/libx.so.1")
     }
-    return Manifest("a.tar.xz", "ab" * 32, describe(root, digests), ("sha256 of the download",))
+    return TreeManifest(
+        "a.tar.xz", "ab" * 32, describe(scan(root), digests), ("sha256 of the download",)
+    )
 
 
 def test_a_manifest_round_trips_and_matches_its_tree(tmp_path: Path) -> None:
     manifest = make_tree(tmp_path / "tree")
-    assert Manifest.from_bytes(manifest.to_bytes()) == manifest
+    assert TreeManifest.from_bytes(manifest.to_bytes()) == manifest
     assert [entry.path for entry in manifest.entries] == [
         "bin", "bin/nvcc", "lib", "lib/libx.so", "lib/libx.so.1",
     ]  # fmt: skip
@@ -54,16 +56,18 @@ def test_describe_refuses_a_file_that_was_not_extracted(tmp_path: Path) -> None:
     make_tree(tmp_path / "tree")
     (tmp_path / "tree/lib/planted").write_bytes(b"x")
     with pytest.raises(DamagedTreeError, match="planted appeared in the tree"):
-        describe(tmp_path / "tree", {"bin/nvcc": "0" * 64, "lib/libx.so.1": "0" * 64})
+        describe(scan(tmp_path / "tree"), {"bin/nvcc": "0" * 64, "lib/libx.so.1": "0" * 64})
 
 
-def document(manifest: Manifest) -> dict[str, object]:
+def document(manifest: TreeManifest) -> dict[str, object]:
     loaded = json.loads(manifest.to_bytes())
     assert isinstance(loaded, dict)
     return loaded
 
 
-def edited(manifest: Manifest, entry: object = None, top: dict[str, object] | None = None) -> bytes:
+def edited(
+    manifest: TreeManifest, entry: object = None, top: dict[str, object] | None = None
+) -> bytes:
     changed = document(manifest) | (top or {})
     if entry is not None:
         rows = changed["entries"]
@@ -85,7 +89,7 @@ def test_a_manifest_with_bad_fields_is_refused(
 ) -> None:
     manifest = make_tree(tmp_path / "tree")
     with pytest.raises(DamagedTreeError, match=message):
-        Manifest.from_bytes(edited(manifest, top=change))
+        TreeManifest.from_bytes(edited(manifest, top=change))
 
 
 @pytest.mark.parametrize(
@@ -107,9 +111,9 @@ def test_a_manifest_that_would_steer_a_write_elsewhere_is_refused(
 ) -> None:
     manifest = make_tree(tmp_path / "tree")
     with pytest.raises(DamagedTreeError, match=message):
-        Manifest.from_bytes(edited(manifest, entry))
+        TreeManifest.from_bytes(edited(manifest, entry))
     with pytest.raises(DamagedTreeError, match="not JSON"):
-        Manifest.from_bytes(b"{")
+        TreeManifest.from_bytes(b"{")
 
 
 def test_compare_names_the_first_difference(tmp_path: Path) -> None:

@@ -39,6 +39,9 @@ MAX_LABEL = 200
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _RELEASE = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: C0 controls and DEL: one regex search, not a Python test per character (an install
+#: checks every member name of every archive: thousands of paths, several times).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _refuse(
@@ -57,7 +60,7 @@ def _segment_problem(segment: str) -> str | None:
         return "not a name" if segment != ".." else "'..' leaves the directory"
     if "/" in segment or "\\" in segment:
         return "it contains a path separator"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in segment):
+    if _CONTROL.search(segment):
         return "it contains control characters"
     if _DRIVE.match(segment):
         return "it starts with a drive letter"

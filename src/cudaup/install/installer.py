@@ -21,7 +21,7 @@ a toolkit cudaup installed never (:func:`check_prefix`).  Files get
 pip's modes (0755 when executable, else 0644) whatever the archive stored.
 
 The redist and pypi channels take each archive's tree from the unpacked cache
-(:mod:`cudaup.install.unpacked`), hard-linked or copied (``link_mode``) and
+(:mod:`cudaup.install.unpack_cache`), hard-linked or copied (``link_mode``) and
 checked against its manifest; the record names what was checked for each
 archive.  A lock per release serialises concurrent installs; a re-run with
 nothing new to add does nothing.  A toolkit the driver cannot run is refused
@@ -65,7 +65,7 @@ from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, 
 from cudaup.install.linking import LinkMode
 from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpacked import Staged, StagedTrees, stage_all
+from cudaup.install.unpack_cache import Staged, StagedTrees, stage_all
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot

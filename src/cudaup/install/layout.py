@@ -11,22 +11,21 @@ that ``doctor`` identifies the release exactly.
 
 Destinations named by outside values are built by :func:`cudaup.util.paths.inside`:
 ``licenses/<component>/`` from a checked component name, ``dist-info/<name>``
-from a wheel's own ``*.dist-info`` directory; a wheel's ``RECORD`` must list
-relative paths only (a ``../`` there is a hostile wheel, refused).
+from a wheel's own ``*.dist-info`` directory, whose ``RECORD`` lists relative
+paths only (checked when the wheel was unpacked: a ``../`` there is a hostile
+wheel, refused).
 """
 
 from __future__ import annotations
 
-import csv
 import filecmp
-import io
 import json
 import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from cudaup.core.names import check_component, check_relative_path
+from cudaup.core.names import check_component
 from cudaup.errors import IntegrityError
 from cudaup.util.paths import inside
 
@@ -97,40 +96,15 @@ def wheel_roots(extracted: Path) -> list[Path]:
     return [p for p in sorted(nvidia.iterdir()) if p.is_dir() and p.name != "__pycache__"]
 
 
-#: A RECORD lists every file of a wheel; NVIDIA's largest list a few thousand.
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-
-
-def check_wheel_record(record: Path) -> None:
-    """Refuse a ``RECORD`` that lists a path outside the wheel (``../x``, ``/etc/x``).
-
-    cudaup places files by the archive's own (checked) member names, never by
-    RECORD; but the RECORD is kept in the toolkit, where a tool that trusts it
-    (an uninstaller) would act on those paths."""
-    try:
-        with record.open("rb") as handle:
-            data = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        raise IntegrityError(f"cannot read {record}: {exc.strerror}") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise IntegrityError(f"{record} is larger than {MAX_RECORD_BYTES} bytes")
-    try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise IntegrityError(f"{record} is not a wheel RECORD ({exc})") from None
-    for row in rows:
-        if row:
-            check_relative_path(
-                row[0], field="RECORD path", where=str(record), error=IntegrityError
-            )
-
-
 def keep_wheel_record(extracted: Path, destination: Path) -> None:
-    """Keep each wheel's ``*.dist-info`` under ``dist-info/`` (doctor reads versions there)."""
+    """Keep each wheel's ``*.dist-info`` under ``dist-info/`` (doctor reads versions there).
+
+    The RECORD kept there names paths a tool that trusts it (an uninstaller) would act
+    on: every one of them was checked (a plain relative path, listing exactly the
+    wheel's files) when the wheel was unpacked (:func:`cudaup.install.extract.wheel.check_record`),
+    and the tree it comes from is checked against its manifest on every use.
+    """
     for info in extracted.glob("*.dist-info"):
-        record = info / "RECORD"
-        if record.is_file() and not record.is_symlink():
-            check_wheel_record(record)
         target = inside(destination, "dist-info", info.name)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from cudaup.install.tree import Manifest, TreeEntry
+from cudaup.install.tree import TreeEntry, TreeManifest
 
 LinkMode = Literal["hardlink", "copy"]
 #: What ``link(2)`` answers where a hard link cannot be made: another filesystem, a
@@ -28,7 +28,7 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def materialize(source: Path, destination: Path, manifest: Manifest, mode: LinkMode) -> bool:
+def materialize(source: Path, destination: Path, manifest: TreeManifest, mode: LinkMode) -> bool:
     """Recreate the manifest's tree, found at ``source``, as the new ``destination``.
 
     Only what the manifest lists is made (directories first, symlinks last, each
@@ -36,15 +36,19 @@ def materialize(source: Path, destination: Path, manifest: Manifest, mode: LinkM
     hard link (False with ``copy``, or where links could not be made).
     """
     destination.mkdir(0o755)
+    # Plain strings, not Paths: a toolkit is thousands of entries, and joining a Path
+    # costs more than the link(2) it names.  Each entry's path is a checked relative
+    # path ("/"-joined plain names: TreeManifest.from_bytes), so this is joinpath's result.
+    into, out = os.fspath(source), os.fspath(destination)
     ordered = sorted(manifest.entries, key=lambda entry: entry.parts)
-    directories = [entry for entry in ordered if entry.kind == "dir"]
-    for entry in directories:
-        destination.joinpath(*entry.parts).mkdir(0o700)
+    directories = [(f"{out}/{entry.path}", entry.mode) for entry in ordered if entry.kind == "dir"]
+    for directory, _mode in directories:
+        os.mkdir(directory, 0o700)  # noqa: PTH102 - strings: see above
     linking = mode == "hardlink"
     for entry in ordered:
         if entry.kind != "file":
             continue
-        src, dst = source.joinpath(*entry.parts), destination.joinpath(*entry.parts)
+        src, dst = f"{into}/{entry.path}", f"{out}/{entry.path}"
         if linking:
             try:
                 os.link(src, dst, follow_symlinks=False)
@@ -56,13 +60,13 @@ def materialize(source: Path, destination: Path, manifest: Manifest, mode: LinkM
         copy_file(src, dst, entry)
     for entry in ordered:
         if entry.kind == "symlink":
-            destination.joinpath(*entry.parts).symlink_to(entry.target)
-    for entry in reversed(directories):
-        destination.joinpath(*entry.parts).chmod(entry.mode)
+            os.symlink(entry.target, f"{out}/{entry.path}")  # noqa: PTH211
+    for directory, final in reversed(directories):
+        os.chmod(directory, final)  # noqa: PTH101
     return linking and mode == "hardlink"
 
 
-def copy_file(source: Path, destination: Path, entry: TreeEntry) -> None:
+def copy_file(source: str | Path, destination: str | Path, entry: TreeEntry) -> None:
     """A new file at ``destination`` with ``source``'s bytes and the manifest's mode."""
     src = os.open(source, _OPEN)
     try:

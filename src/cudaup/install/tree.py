@@ -3,7 +3,7 @@
 The unpacked cache keeps one tree per archive, and installs hard-link its files:
 a file changed there (truncated, replaced, made writable, or written through a
 toolkit's link to the same inode) would be published by the next install.  So
-each tree has a :class:`Manifest` beside it: every entry's relative path, type,
+each tree has a :class:`TreeManifest` beside it: every entry's relative path, type,
 mode, size, and for a file its sha256 (computed as the archive was extracted,
 never by reading the tree back), for a symlink its target.
 
@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ SCHEMA = 1
 #: Larger than the manifest of any real tree (NVIDIA's biggest: a few thousand entries).
 MAX_DOCUMENT = 64 * 2**20
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _KINDS: Mapping[int, Kind] = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
 
@@ -66,7 +68,7 @@ class TreeEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class Manifest:
+class TreeManifest:
     """Every entry of one unpacked tree, and the archive it came from."""
 
     archive: str
@@ -100,7 +102,7 @@ class Manifest:
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Manifest:
+    def from_bytes(cls, data: bytes) -> TreeManifest:
         """Parse and check a manifest; anything malformed raises :class:`DamagedTreeError`."""
         try:
             document = json.loads(data)
@@ -153,7 +155,7 @@ def _entry(row: object) -> TreeEntry:
     )  # fmt: skip
     if kind not in {"file", "dir", "symlink"} or not ok:
         raise DamagedTreeError(f"its manifest has a malformed entry for {path}")
-    if kind == "file" and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
+    if kind == "file" and not _SHA256_HEX.fullmatch(sha256):
         raise DamagedTreeError(f"its manifest has no sha256 for {path}")
     if kind == "symlink" and not target:
         raise DamagedTreeError(f"its manifest has no target for {path}")
@@ -202,10 +204,11 @@ def scan(root: Path) -> dict[str, Seen]:
     return found
 
 
-def describe(root: Path, digests: Mapping[str, str]) -> tuple[TreeEntry, ...]:
-    """The manifest entries of a tree just written, with the digests computed as it was."""
+def describe(found: Mapping[str, Seen], digests: Mapping[str, str]) -> tuple[TreeEntry, ...]:
+    """The manifest entries of a tree just written (``found``: its :func:`scan`), with the
+    digests computed as it was."""
     entries = []
-    for path, seen in sorted(scan(root).items(), key=lambda item: item[0].split("/")):
+    for path, seen in sorted(found.items(), key=lambda item: item[0].split("/")):
         _checked_path(path)  # what a manifest may not hold, a tree may not either
         if seen.kind is None:
             raise DamagedTreeError(f"{path} is neither a file, a directory nor a symlink")
@@ -224,7 +227,7 @@ def foreign(seen: Iterable[Seen], uid: int) -> str | None:
     return None
 
 
-def compare(seen: Mapping[str, Seen], manifest: Manifest) -> str | None:
+def compare(seen: Mapping[str, Seen], manifest: TreeManifest) -> str | None:
     """The first way the tree differs from its manifest (types, modes, sizes, targets,
     entries missing or added), in words; None when it matches."""
     listed = {entry.path: entry for entry in manifest.entries}
@@ -247,7 +250,7 @@ def compare(seen: Mapping[str, Seen], manifest: Manifest) -> str | None:
     return None
 
 
-def check_digests(root: Path, manifest: Manifest) -> str | None:
+def check_digests(root: Path, manifest: TreeManifest) -> str | None:
     """The first file whose content is not what the manifest says, in words; or None."""
     for entry in manifest.entries:
         if entry.kind != "file":

@@ -2,16 +2,16 @@
 
 ``policy`` decides what may be written (pure), ``tar`` and ``zip`` read the two
 formats, ``write`` writes without following or replacing anything, and
-``unpack`` puts them together.
+``archive`` puts them together.
 """
 
-from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits
-from cudaup.install.extract.unpack import Extracted, archive_members, extract_archive
+from cudaup.install.extract.archive import Extracted, archive_members, extract_archive
+from cudaup.install.extract.policy import DEFAULT_LIMITS, ExtractLimits
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "ExtractLimits",
     "Extracted",
-    "Limits",
     "archive_members",
     "extract_archive",
 ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Literal, Protocol
 
@@ -54,7 +54,7 @@ Opener = Callable[[], BinaryIO]
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ExtractLimits:
     """Caps on what one archive may expand to; over any of them it is refused whole."""
 
     max_members: int = 200_000
@@ -64,7 +64,7 @@ class Limits:
     max_ratio: float = 200.0
 
 
-DEFAULT_LIMITS = Limits()
+DEFAULT_LIMITS = ExtractLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Stream(Protocol):
 class Checker:
     """The checks of every member, fed one member at a time in archive order."""
 
-    def __init__(self, archive: Path, size: int, limits: Limits, strip_top: bool) -> None:
+    def __init__(self, archive: Path, size: int, limits: ExtractLimits, strip_top: bool) -> None:
         self.archive = archive
         self.archive_size = max(size, 1)
         self.limits = limits
@@ -139,7 +139,9 @@ class Checker:
         if member.kind == "symlink":
             self.links[parts] = member.target
             self.link_names[parts] = member.name
-        return replace(member, parts=parts)
+        # Built directly: dataclasses.replace costs more than every check above together.
+        return Member(member.name, member.kind, member.mode, member.size, member.target,
+                      member.ref, parts)  # fmt: skip
 
     def finish(self) -> None:
         """The checks that need every member: where each symlink leads."""
@@ -154,7 +156,9 @@ class Checker:
                 raise refusal(self.archive, self.link_names[parts], str(exc)) from None
 
 
-def plan_members(reader: Reader, archive: Path, limits: Limits, strip_top: bool) -> list[Member]:
+def plan_members(
+    reader: Reader, archive: Path, limits: ExtractLimits, strip_top: bool
+) -> list[Member]:
     """Check every member and return those to write, with their paths set."""
     checker = Checker(archive, reader.size, limits, strip_top)
     planned = [
@@ -164,7 +168,7 @@ def plan_members(reader: Reader, archive: Path, limits: Limits, strip_top: bool)
     return planned
 
 
-def _check_limits(count: int, total: int, archive_size: int, limits: Limits) -> None:
+def _check_limits(count: int, total: int, archive_size: int, limits: ExtractLimits) -> None:
     if count > limits.max_members:
         raise UnsafeMemberError(
             f"more than {limits.max_members} members, over the limit (a zip bomb?)"
@@ -198,7 +202,7 @@ def _split(name: str) -> tuple[str, ...]:
     parts = tuple(part for part in path.split("/") if part not in {"", "."})
     if ".." in parts:
         raise UnsafeMemberError("'..' in path")
-    if any(_DRIVE.match(part) for part in parts):
+    if ":" in path and any(_DRIVE.match(part) for part in parts):
         # Windows joins "C:x" as a drive-relative path, anywhere in the name.
         raise UnsafeMemberError("drive letter in path")
     return parts
@@ -223,6 +227,11 @@ def _check_place(
         raise UnsafeMemberError("duplicate member")
     if parts in parents and kind != "dir":
         raise UnsafeMemberError(f"is a {kind}, but other members lie inside it")
+    # A parent already in ``parents`` was found a directory (or not yet a member), and so
+    # were all above it; a member made later at one of them is refused by the test above.
+    if parts[:-1] in parents:
+        kinds[parts] = kind
+        return
     for depth in range(1, len(parts)):
         prefix = parts[:depth]
         above = kinds.get(prefix, "dir")

@@ -27,12 +27,18 @@ MAX_RECORD_BYTES = 64 * 2**20
 
 
 def check_record(
-    archive: Path, destination: Path, digests: dict[str, str], links: set[str]
+    archive: Path,
+    destination: Path,
+    digests: dict[str, str],
+    sizes: dict[str, int],
+    links: set[str],
 ) -> None:
     """Compare every written file with the wheel's RECORD, which every wheel has.
 
     ``digests``: the sha256 (hex) of every file written, by its path below ``destination``;
-    ``links``: the symlinks written (RECORD may list them; there is nothing to compare).
+    ``sizes``: the size of each (as written: the writer refuses a member of another size
+    than its listing's); ``links``: the symlinks written (RECORD may list them; there is
+    nothing to compare).
     A wheel without a RECORD is refused as one with a wrong RECORD is: PEP 427 makes it
     mandatory, and without it nothing says what the wheel should hold.
     """
@@ -61,7 +67,7 @@ def check_record(
             raise IntegrityError(
                 f"{archive.name}: {path}: its sha256 is not the one the wheel's RECORD lists"
             )
-        if size is not None and size != (destination / path).lstat().st_size:
+        if size is not None and size != sizes[path]:
             raise IntegrityError(
                 f"{archive.name}: {path}: its size is not the one the wheel's RECORD lists"
             )

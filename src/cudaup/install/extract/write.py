@@ -16,7 +16,7 @@ from cudaup.errors import CudaupError, InsufficientSpaceError
 from cudaup.install.extract.policy import (
     CHUNK,
     Checker,
-    Limits,
+    ExtractLimits,
     Member,
     Reader,
     UnsafeMemberError,
@@ -89,7 +89,7 @@ def extract_in_one_pass(
     reader: TarReader,
     archive: Path,
     destination: Path,
-    limits: Limits,
+    limits: ExtractLimits,
     strip_top: bool,
     cancel: threading.Event | None = None,
 ) -> tuple[list[Member], Digests]:
@@ -232,22 +232,33 @@ def write_file(source: IO[bytes], path: Path, member: Member) -> str:
     a fraction of reading them back later.
     """
     digest = hashlib.sha256()
+    # The descriptor itself, not a buffered file over it: chunks are large already, and
+    # a file object per member costs more than a header's write (thousands per wheel).
     fd = os.open(path, _OPEN_FLAGS, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    try:
         written = 0
         while chunk := source.read(CHUNK):
             written += len(chunk)
             if written > member.size:
                 raise UnsafeMemberError(f"holds more than the {member.size} bytes its header says")
-            out.write(chunk)
+            _write_all(fd, chunk)
             digest.update(chunk)
         if written != member.size:
             raise UnsafeMemberError(f"truncated: {written} of {member.size} bytes")
         if hasattr(os, "fchmod"):
-            os.fchmod(out.fileno(), final_mode(member))
+            os.fchmod(fd, final_mode(member))
+    finally:
+        os.close(fd)
     if not hasattr(os, "fchmod"):  # pragma: no cover - Windows
         path.chmod(final_mode(member))
     return digest.hexdigest()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``write(2)`` until every byte is out (it may write fewer than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def clear(destination: Path) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import io
 import stat
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from cudaup.install.extract.policy import CHUNK, MAX_TARGET_BYTES, Member, Opener, refusal
 
@@ -35,6 +36,11 @@ _ZIP_REFUSED = {
     stat.S_IFSOCK: "socket",
 }
 _LOCAL_HEADER = 30
+#: A member this small (compressed and as listed) is read whole through the archive's
+#: own handle, not a handle of its own: NVIDIA's header wheels hold thousands of
+#: them, and opening (and, while downloading, waiting on) a file per member cost more
+#: than inflating it.  Below write's PARALLEL_MEMBER, so never read side by side.
+SMALL_MEMBER = 256 * 1024
 
 
 class ZipReader:
@@ -42,6 +48,7 @@ class ZipReader:
         self.archive = archive
         self.opener = opener
         self.source = opener()
+        self._shared = threading.Lock()  # self.source's position, for small members
         try:
             self.size = self.source.seek(0, io.SEEK_END)
             self.zip = zipfile.ZipFile(self.source)
@@ -81,16 +88,23 @@ class ZipReader:
         """A zip symlink keeps its target as the entry's content."""
         if info.file_size > MAX_TARGET_BYTES:
             raise refusal(self.archive, info.filename, "symlink target too long")
-        with _MemberReader(self.opener, info) as reader:
-            data = b"".join(iter(lambda: reader.read(CHUNK), b""))
+        data = self._read_small(info)
         try:
             return data.decode()
         except UnicodeDecodeError:
             raise refusal(self.archive, info.filename, "symlink target is not UTF-8") from None
 
     def open(self, member: Member) -> IO[bytes]:
-        assert isinstance(member.ref, zipfile.ZipInfo)
-        return _MemberReader(self.opener, member.ref)  # type: ignore[return-value]
+        info = member.ref
+        assert isinstance(info, zipfile.ZipInfo)
+        if info.compress_size <= SMALL_MEMBER and info.file_size <= SMALL_MEMBER:
+            return io.BytesIO(self._read_small(info))
+        return _MemberReader(self.opener(), info)  # type: ignore[return-value]
+
+    def _read_small(self, info: zipfile.ZipInfo) -> bytes:
+        """A small member's bytes (at most SMALL_MEMBER + 1 are ever held), checked alike."""
+        with self._shared, _MemberReader(self.source, info, owned=False) as reader:
+            return b"".join(iter(lambda: reader.read(CHUNK), b""))
 
     def close(self) -> None:
         self.zip.close()
@@ -124,14 +138,15 @@ class _MemberReader(io.RawIOBase):
     ``zipfile.BadZipFile``, as zipfile would.
     """
 
-    def __init__(self, opener: Opener, info: zipfile.ZipInfo) -> None:
+    def __init__(self, source: BinaryIO, info: zipfile.ZipInfo, *, owned: bool = True) -> None:
         self._name = info.filename
         self._declared = info.file_size
-        self._file = opener()
+        self._file = source
+        self._owned = owned  # closed with this reader (else the caller's, left open)
         try:
             self._skip_local_header(info)
         except BaseException:
-            self._file.close()
+            self.close()
             raise
         self._left_in = info.compress_size
         self._left_out = info.file_size
@@ -143,7 +158,7 @@ class _MemberReader(io.RawIOBase):
         if info.compress_type == zipfile.ZIP_DEFLATED:
             self._inflate, self._crc32, self._errors = _inflater()
         elif info.compress_size != info.file_size:
-            self._file.close()
+            self.close()
             raise zipfile.BadZipFile(
                 f"{self._name}: stored with {info.compress_size} bytes but listed as {info.file_size}"
             )
@@ -230,5 +245,6 @@ class _MemberReader(io.RawIOBase):
             raise zipfile.BadZipFile(f"{self._name}: CRC-32 mismatch")
 
     def close(self) -> None:
-        self._file.close()
+        if self._owned:
+            self._file.close()
         super().close()

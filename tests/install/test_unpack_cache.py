@@ -31,7 +31,8 @@ from cudaup.download import Progress, ProgressEvent
 from cudaup.errors import IntegrityError
 from cudaup.install.extract import Extracted, extract_archive, write
 from cudaup.install.linking import LinkMode
-from cudaup.install.unpacked import StagedTrees, stage_all
+from cudaup.install.tree import TreeManifest
+from cudaup.install.unpack_cache import StagedTrees, stage_all
 from cudaup.net import backoff
 from cudaup.net.backoff import NO_WAIT, Backoff
 from cudaup.net.http import HttpClient
@@ -209,6 +210,34 @@ def test_a_wheel_unpacks_while_it_downloads(
     assert not (cache / "downloads/w.whl").exists()  # the tree is what is kept
 
 
+def test_a_tree_just_unpacked_is_used_as_built_and_results_keep_their_order(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold stage uses the manifests it just wrote (none is read back); a warm one reads
+    each from the cache.  The larger archive is staged first, each tree still at its index."""
+    small = {"nvidia/cu13/include/a.h": b"a" * 100}
+    large = {"nvidia/cu13/bin/tool": os.urandom(300_000), "nvidia/cu13/include/b.h": b"b"}
+    for name, files in (("small.whl", small), ("large.whl", large)):
+        fault_server.add(f"/{name}", wheel(files))
+    artifacts = [artifact(fault_server, name, wheel(files)) for name, files in
+                 (("small.whl", small), ("large.whl", large))]  # fmt: skip
+    real, read = TreeManifest.from_bytes, []
+
+    def counted(data: bytes) -> TreeManifest:
+        read.append(data)
+        return real(data)
+
+    monkeypatch.setattr(TreeManifest, "from_bytes", staticmethod(counted))
+    cache = tmp_path / "cache"
+    cold = stage(artifacts, cache, tmp_path).trees
+    assert [t.artifact.filename for t in cold] == ["small.whl", "large.whl"]
+    assert [tree(t.path) for t in cold] == [small, large]
+    assert [t.source for t in cold] == ["unpacked", "unpacked"] and read == []
+    warm = stage(artifacts, cache, tmp_path).trees
+    assert [tree(t.path) for t in warm] == [small, large]
+    assert [t.source for t in warm] == ["cache", "cache"] and len(read) == 2
+
+
 def test_a_redist_tar_xz_unpacks_while_it_downloads(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
@@ -254,7 +283,7 @@ def test_a_download_that_starts_over_is_unpacked_from_the_verified_file(
         if event.kind == "advance" and fault_server.resources["/w.whl"] is resource:
             fault_server.add("/w.whl", v2, etag='"v2"')  # after some of v1 is on disk
 
-    monkeypatch.setattr("cudaup.install.unpacked.extract_archive", extract)
+    monkeypatch.setattr("cudaup.install.unpack_cache.extract_archive", extract)
     [staged] = stage(
         [artifact(fault_server, "w.whl", v2, sized=False)], tmp_path / "cache", tmp_path,
         progress=progress,

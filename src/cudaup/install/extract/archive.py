@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudaup.errors import IntegrityError, UsageError
-from cudaup.install.extract.policy import DEFAULT_LIMITS, Limits, Opener, Reader, plan_members
+from cudaup.install.extract.policy import (
+    DEFAULT_LIMITS,
+    ExtractLimits,
+    Opener,
+    Reader,
+    plan_members,
+)
 from cudaup.install.extract.tar import TarReader
 from cudaup.install.extract.wheel import check_record
 from cudaup.install.extract.write import (
@@ -59,7 +65,7 @@ def extract_archive(
     archive: Path,
     destination: Path,
     *,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: ExtractLimits = DEFAULT_LIMITS,
     strip_top: bool = False,
     opener: Opener | None = None,
     cancel: threading.Event | None = None,
@@ -93,7 +99,8 @@ def extract_archive(
             wheel = archive.name.lower().endswith(".whl")
             links = {"/".join(member.parts) for member in planned if member.kind == "symlink"}
             if wheel:
-                check_record(archive, destination, digests, links)
+                sizes = {"/".join(m.parts): m.size for m in planned if m.kind == "file"}
+                check_record(archive, destination, digests, sizes, links)
             record_checked = wheel
         except BaseException:
             clear(destination)
@@ -103,7 +110,7 @@ def extract_archive(
 
 
 def archive_members(
-    archive: Path, *, strip_top: bool = False, limits: Limits = DEFAULT_LIMITS
+    archive: Path, *, strip_top: bool = False, limits: ExtractLimits = DEFAULT_LIMITS
 ) -> list[str]:
     """The normalized paths (``bin/nvcc``; directories too) the archive would create.
 

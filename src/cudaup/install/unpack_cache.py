@@ -9,7 +9,7 @@ verified.  The unpacked tree is kept in the cache (the archive itself is then
 dropped), one entry per archive, named by its sha256::
 
     <cache>/unpacked/<sha256>/tree/           the archive's files
-    <cache>/unpacked/<sha256>/manifest.json   every entry of tree/ (install.tree.Manifest)
+    <cache>/unpacked/<sha256>/manifest.json   every entry of tree/ (install.tree.TreeManifest)
     <cache>/unpacked/<sha256>/verified.json   when tree/'s digests were last found right
 
 An entry is built under a private name and published by one rename, manifest
@@ -57,9 +57,9 @@ from cudaup.install.linking import LinkMode, materialize
 from cudaup.install.tree import (
     DamagedTreeError,
     ForeignTreeError,
-    Manifest,
     Seen,
     Stamp,
+    TreeManifest,
     boot_id,
     check_digests,
     compare,
@@ -150,7 +150,12 @@ def stage_all(
         places=(cache_place(cache_root), *places), progress=progress,
         per_file=None if connections is None else max(2, connections // min(4, max(1, len(artifacts)))),
     )  # fmt: skip
-    trees = map_concurrently(stager.stage, list(enumerate(artifacts)), 4, cancel=stager.cancel)
+    # The largest first: they take longest (their inflating is most of an install's
+    # work), so no slot frees late for one of them; each keeps its index, the result its order.
+    items = sorted(enumerate(artifacts), key=lambda item: -(item[1].size or 0))
+    staged = map_concurrently(stager.stage, items, 4, cancel=stager.cancel)
+    by_index = {index: tree for (index, _artifact), tree in zip(items, staged, strict=True)}
+    trees = [by_index[index] for index in range(len(artifacts))]
     return StagedTrees(trees, stager.notes, stager.checked, stager.boot)
 
 
@@ -212,24 +217,29 @@ class _Stager:
         entry = _Entry(inside(self.root, key), key)
         unpacked_now = False
         problem = ""
+        # The tree this process just unpacked and published: its manifest is in memory and
+        # its files were scanned a moment ago, so it is not read back (see _unpack_into_cache).
+        fresh: tuple[TreeManifest, bool] | None = None
         for _ in range(ATTEMPTS):
             check_cancelled(self.cancel)
-            try:
-                found = entry.load(self.uid)
-            except ForeignTreeError as exc:
-                self._tell(
-                    f"{artifact.filename}: the cached tree {entry.path} is not used: {exc}; "
-                    "it stays (cudaup never deletes another user's files), and the archive "
-                    "was unpacked for this install only",
-                    artifact,
-                )
-                return self._private(artifact, part)
-            except DamagedTreeError as exc:
-                problem = str(exc)
-                self._discard(artifact, entry, problem)
-                continue
+            found, fresh = fresh, None
             if found is None:
-                self._unpack_into_cache(artifact, entry)
+                try:
+                    found = entry.load(self.uid)
+                except ForeignTreeError as exc:
+                    self._tell(
+                        f"{artifact.filename}: the cached tree {entry.path} is not used: {exc}; "
+                        "it stays (cudaup never deletes another user's files), and the archive "
+                        "was unpacked for this install only",
+                        artifact,
+                    )
+                    return self._private(artifact, part)
+                except DamagedTreeError as exc:
+                    problem = str(exc)
+                    self._discard(artifact, entry, problem)
+                    continue
+            if found is None:
+                fresh = self._unpack_into_cache(artifact, entry)
                 unpacked_now = True
                 continue
             manifest, stamped = found
@@ -251,7 +261,7 @@ class _Stager:
         )
 
     def _copy_checked(
-        self, entry: _Entry, manifest: Manifest, part: Path, digests: bool
+        self, entry: _Entry, manifest: TreeManifest, part: Path, digests: bool
     ) -> tuple[str, bool]:
         """Link (or copy) the tree into ``part``, then check that copy: what is checked
         is what will be published.  The problem found (or ""), and whether all are links."""
@@ -282,8 +292,19 @@ class _Stager:
         with explained(f"cannot discard {entry.path}", self.root, self.places):
             entry.discard(self.root, self.uid)
 
-    def _unpack_into_cache(self, artifact: Artifact, entry: _Entry) -> None:
-        """Download and unpack into a private name, then publish it as ``entry`` in one rename."""
+    def _unpack_into_cache(
+        self, artifact: Artifact, entry: _Entry
+    ) -> tuple[TreeManifest, bool] | None:
+        """Download and unpack into a private name, then publish it as ``entry`` in one rename.
+
+        Returns what :meth:`_Entry.load` would find, without reading it back: the manifest
+        just written, and whether its digests are vouched for (a stamp was written, as they
+        were computed just now).  None when another process published this archive first:
+        that tree is loaded and checked like any other.  The entry keeps the scan the stamp
+        was made from, which :meth:`_Entry.stamp` compares with the tree after the install,
+        as it does for a loaded tree.
+        """
+        fresh: tuple[TreeManifest, bool] | None = None
         staging = self.root / f"{STAGING_PREFIX}{entry.key[:16]}-{secrets.token_hex(4)}"
         try:
             with explained(f"cannot unpack {artifact.filename}", self.root, self.places):
@@ -297,16 +318,17 @@ class _Stager:
                     "CUDAUP_CACHE_DIR to a directory on a larger disk"
                 ) from exc
             with explained(f"cannot unpack {artifact.filename}", staging, self.places):
+                seen = scan(staging / TREE)
                 try:
-                    entries = describe(staging / TREE, extracted.digests)
+                    entries = describe(seen, extracted.digests)
                 except DamagedTreeError as exc:  # something else wrote into our directory
                     raise IntegrityError(f"{artifact.filename}: {exc}") from None
                 checked = (CHECK_DOWNLOAD, *([CHECK_RECORD] if extracted.record_checked else []))
-                manifest = Manifest(artifact.filename, entry.key, entries, checked)
+                manifest = TreeManifest(artifact.filename, entry.key, entries, checked)
                 _write_new(staging / MANIFEST, manifest.to_bytes())
                 if self.boot is not None:  # its digests were computed just now
-                    stamp = Stamp(self.boot, fingerprint(scan(staging / TREE)))
-                    _write_new(staging / STAMP, stamp.to_bytes())
+                    _write_new(staging / STAMP, Stamp(self.boot, fingerprint(seen)).to_bytes())
+                inode = staging.lstat().st_ino  # a rename keeps it
                 try:
                     staging.rename(entry.path)
                 except OSError as exc:
@@ -315,6 +337,9 @@ class _Stager:
                     # Another process published this archive first; its tree is checked
                     # like any other.
                     shutil.rmtree(staging, ignore_errors=True)
+                else:
+                    entry.inode, entry.seen = inode, seen
+                    fresh = manifest, self.boot is not None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -323,6 +348,7 @@ class _Stager:
         if self.progress is not None:
             size = artifact.size
             self.progress(ProgressEvent(artifact.filename, "unpacked", size or 0, size))
+        return fresh
 
     def _private(self, artifact: Artifact, part: Path) -> Staged:
         """Unpack straight into the install's staging: nothing is cached, the archive kept."""
@@ -352,7 +378,7 @@ class _Entry:
         self.inode: int | None = None  # of the directory last loaded: discard only that one
         self.seen: dict[str, Seen] = {}
 
-    def load(self, uid: int) -> tuple[Manifest, bool] | None:
+    def load(self, uid: int) -> tuple[TreeManifest, bool] | None:
         """The manifest of a tree that matches it, and whether the stamp vouches for its
         digests; None when there is no entry.  :class:`ForeignTreeError`: another user's;
         :class:`DamagedTreeError`: ours, and not what its manifest says."""
@@ -368,7 +394,7 @@ class _Entry:
         if info.st_mode & 0o022:
             raise DamagedTreeError("it is writable by group or others")
         try:
-            manifest = Manifest.from_bytes(read_owned(self.path / MANIFEST, uid))
+            manifest = TreeManifest.from_bytes(read_owned(self.path / MANIFEST, uid))
         except FileNotFoundError:
             raise DamagedTreeError(
                 "it has no manifest (an older cudaup made it, or it was cut short)"
