@@ -711,3 +711,42 @@ def test_a_reader_of_a_finished_download_reads_the_final_file(
     with again.open() as reader:  # already here and verified: nothing downloads
         assert reader.read(10) == BODY[:10]
     assert result.path.name == "f.run"
+
+
+@pytest.mark.parametrize("connections", [1, 4])
+def test_a_file_read_once_is_not_fsynced_and_still_verified(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, connections: int
+) -> None:
+    """An install's archive (``durable=False``) skips the fsyncs of its bytes and its name
+    that a kept download makes, on both transfer paths (its small resume state stays
+    durable); its bytes are checked all the same."""
+    fault_server.add("/f.run", BODY)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting(fd: int) -> None:
+        # the file's bytes (its part file) and its name (the directory); not its resume state
+        name = Path(f"/proc/self/fd/{fd}").readlink()
+        if name.name == "f.run.part" or name.is_dir():
+            synced.append(str(name))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    kept = download(
+        request(fault_server), tmp_path / "kept", http=client(tmp_path), connections=connections
+    )
+    fetched_ok(kept.path)
+    assert synced, "a kept download is made durable before it gets its name"
+    synced.clear()
+    once = download(
+        request(fault_server), tmp_path / "once", http=client(tmp_path),
+        connections=connections, durable=False,
+    )  # fmt: skip
+    fetched_ok(once.path)
+    assert synced == []
+    fault_server.add("/bad.run", b"x" * SIZE)
+    with pytest.raises(IntegrityError, match="sha256 mismatch"):
+        download(
+            request(fault_server, "/bad.run"), tmp_path / "once", http=client(tmp_path),
+            connections=connections, durable=False,
+        )  # fmt: skip

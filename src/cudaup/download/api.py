@@ -90,8 +90,13 @@ def download(
     slots: threading.Semaphore | None = None,
     arrival: Arrival | None = None,
     cancel: threading.Event | None = None,
+    durable: bool = True,
 ) -> DownloadResult:
     """Download one file into ``directory``; see the module docstring for how.
+
+    ``durable=False`` skips the fsyncs before and after the file gets its name, for a file
+    its caller reads at once and deletes: a crash can only leave a file that fails the
+    check every reuse makes (see :func:`_existing`).
 
     With ``arrival``, another thread may read the bytes as they land (see :class:`Arrival`).
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable
@@ -119,7 +124,16 @@ def download(
         try:
             watchdog = Watchdog(TransferLimits.of(http.settings))
             job = DownloadJob(
-                request, target, http, watchdog, connections, progress, slots, arrival, cancel
+                request,
+                target,
+                http,
+                watchdog,
+                connections,
+                progress,
+                slots,
+                arrival,
+                cancel,
+                durable=durable,
             )
             result = _download_locked(job)
         except BaseException:

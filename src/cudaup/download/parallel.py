@@ -495,8 +495,9 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
         join_all(threads, within=5)
         if not plan.all_done() or (checksum is not None and not digests):
             raise NetworkError(f"{request.url}: the download stopped before it was complete")
-        with target.explained(target.part, "write", 0), part.use() as fd:
-            os.fsync(fd)
+        if job.durable:
+            with target.explained(target.part, "write", 0), part.use() as fd:
+                os.fsync(fd)
     except BaseException:
         transfer.stop()
         flusher.stop()
@@ -510,7 +511,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     part.close()
     algorithm = checksum[0] if checksum else None
     digest = digests[0] if digests else None
-    publish(target, request, digest)
+    publish(target, request, digest, durable=job.durable)
     emit(progress, ProgressEvent(request.filename, "done", size, size))
     return DownloadResult(
         path=target.final,

@@ -34,7 +34,9 @@ def is_verified(path: Path, request: DownloadRequest) -> bool:
     return hash_file(path, checksum[0]) == checksum[1]
 
 
-def publish(target: DownloadPaths, request: DownloadRequest, digest: str | None) -> None:
+def publish(
+    target: DownloadPaths, request: DownloadRequest, digest: str | None, *, durable: bool = True
+) -> None:
     """Move a complete, fsynced part file to its final name, if its digest is the one
     expected; else delete it (its bytes are not the file the sources named).
 
@@ -59,6 +61,7 @@ def publish(target: DownloadPaths, request: DownloadRequest, digest: str | None)
         )
     with target.explained(target.final, "create", PUBLISH_ROOM):
         target.part.replace(target.final)
-    fsync_dir(target.directory)
+    if durable:
+        fsync_dir(target.directory)
     with contextlib.suppress(FileNotFoundError):
         target.state.unlink()

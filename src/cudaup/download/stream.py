@@ -55,8 +55,11 @@ class _Stream:
         http: HttpClient,
         remote: Remote,
         watchdog: Watchdog,
+        *,
+        durable: bool = True,
     ) -> None:
         self.request = request
+        self.durable = durable
         self.target = target
         self.http = http
         self.remote = remote
@@ -91,7 +94,8 @@ class _Stream:
                 if self._attempt(handle):
                     with self.target.explained(self.target.part, "write", 0):
                         handle.flush()
-                        os.fsync(handle.fileno())
+                        if self.durable:
+                            os.fsync(handle.fileno())
                     return
                 continue  # a shorter answer than asked: the rest is asked for now
             except RetryableError as exc:
@@ -192,7 +196,7 @@ def download_stream(job: DownloadJob, remote: Remote) -> DownloadResult:
     target.discard()
     if remote.size is not None:
         check_space(target.directory, remote.size, request.filename)
-    stream = _Stream(request, target, http, remote, watchdog)
+    stream = _Stream(request, target, http, remote, watchdog, durable=job.durable)
     thread = threading.Thread(target=stream.run, daemon=True, name="cudaup-stream")
     emit(progress, ProgressEvent(request.filename, "start", 0, stream.limit))
     try:
@@ -221,7 +225,7 @@ def download_stream(job: DownloadJob, remote: Remote) -> DownloadResult:
         raise
     checksum = request.checksum
     digest = stream.digest.hexdigest() if stream.digest is not None else None
-    publish(target, request, digest)
+    publish(target, request, digest, durable=job.durable)
     emit(progress, ProgressEvent(request.filename, "done", stream.written, stream.written))
     return DownloadResult(
         path=target.final,

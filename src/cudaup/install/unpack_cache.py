@@ -543,6 +543,7 @@ def _fetch_extracting(
             result = download(
                 artifact, downloads, http=http, connections=connections,
                 progress=progress, slots=slots, arrival=arrival, cancel=cancel,
+                durable=False,  # read once, here, then deleted
             )  # fmt: skip
         except BaseException as exc:  # re-raised below, in the caller's thread
             failures.append(exc)
