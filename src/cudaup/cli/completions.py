@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from cudaup.cli.commands import COMMANDS
 from cudaup.cli.common import emit_json
-from cudaup.cli.main import VALUED_GLOBALS, build_parser
+from cudaup.cli.main import VALUED_GLOBALS
+from cudaup.cli.parser import build_parser
 from cudaup.core.platforms import PLATFORMS
 from cudaup.errors import UsageError
 
