@@ -21,7 +21,7 @@ with pip (which compiles it) into a fresh virtual environment without dependenci
 Each run takes every command in turn; the table gives the median and the range across
 runs, and ratios taken within each run.
 
-    .venv/bin/python benchmarks/startup.py --output docs/performance.md
+    .venv/bin/python benchmarks/startup.py --output docs/performance.md [--against COPY/src]
 """
 
 from __future__ import annotations
@@ -79,10 +79,18 @@ def wheel_install(directory: Path) -> Path:
 
 def main() -> None:
     parser = parser_for(__doc__, runs=21)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another tree's src/ (compiled here first; give a copy): its --version and --help "
+        "run through the same console script with PYTHONPATH at it, in the same rounds",
+    )
     args = parser.parse_args()
     python = sys.executable
     package = Path(package_under_test.__file__).parent
     subprocess.run([python, "-m", "compileall", "-q", str(package)], check=True)
+    if args.against:
+        subprocess.run([python, "-m", "compileall", "-q", str(args.against)], check=True)
     script = Path(python).parent / "cudaup"
     cudaup = [str(script)] if script.exists() else [python, "-m", "cudaup"]
     samples: dict[str, list[float]] = {}
@@ -107,6 +115,14 @@ def main() -> None:
                 "fresh",
             ),
             "`cudaup --help`, from the wheel": ([str(wheel_bin / "cudaup"), "--help"], "fresh"),
+            **(
+                {
+                    "`cudaup --version`, the --against tree": ([*cudaup, "--version"], "fresh"),
+                    "`cudaup --help`, the --against tree": ([*cudaup, "--help"], "fresh"),
+                }
+                if args.against
+                else {}
+            ),
             "`python -c 'import http.client'`": ([python, "-c", "import http.client"], "fresh"),
             "`python -c 'import urllib3'`": ([python, "-c", "import urllib3"], "fresh"),
             "`curl -sI URL`": (["curl", "-sI", installer], "fresh"),
@@ -130,6 +146,8 @@ def main() -> None:
                     warm_cache if cache == "warm" else Path(tmp) / f"cold-{run}-{len(times)}"
                 )
                 env = {**base_env, "CUDAUP_CACHE_DIR": str(directory)}
+                if "--against" in name:
+                    env["PYTHONPATH"] = str(args.against)
                 before = len(server.log)
                 times[name] = timed(command, env)
                 requests[name] = len(server.log) - before
@@ -146,7 +164,8 @@ def main() -> None:
         BEGIN,
         "## Start-up and a probe",
         "",
-        "Command: `.venv/bin/python benchmarks/startup.py --output docs/performance.md`",
+        "Command: `.venv/bin/python benchmarks/startup.py --output docs/performance.md"
+        + (" --against COPY/src` (COPY: the tree before this one)" if args.against else "`"),
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs, "
         f"Python {sys.version.split()[0]}, {args.runs} runs, every command in turn within each "
