@@ -11,13 +11,17 @@
   cached afterwards); the probe of a manifest (no md5 to look up) and the warm probe
   show that request's share.
 
-Each run takes every command in turn; the table gives the median and the range across
-runs, and ratios taken within each run.  cudaup runs from compiled bytecode, as
-installed from its wheel (this machine sets ``PYTHONDONTWRITEBYTECODE``: an editable
-checkout would otherwise compile every module on every start), through its console
-script when there is one.
+Both install forms are measured: this checkout's editable install (run from compiled
+bytecode: this machine sets ``PYTHONDONTWRITEBYTECODE``, and an editable checkout would
+otherwise compile every module on every start), and the wheel built from it, installed
+with pip (which compiles it) into a fresh virtual environment without dependencies
+(``--version`` and ``--help`` need none); each form through its console script, against
+``python -c pass`` of its own interpreter.
 
-    .venv/bin/python benchmarks/startup.py --output docs/performance.md
+Each run takes every command in turn; the table gives the median and the range across
+runs, and ratios taken within each run.
+
+    .venv/bin/python benchmarks/startup.py --output docs/performance.md [--against COPY/src]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import cudaup as package_under_test  # noqa: E402
 BEGIN, END = "<!-- BEGIN startup benchmark -->", "<!-- END startup benchmark -->"
 INSTALLER = "/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run"
 MANIFEST = "/compute/cuda/redist/redistrib_13.0.1.json"
+WHEEL_FLOOR = "`python -c pass`, the wheel's environment"
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
@@ -56,18 +61,43 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     return seconds
 
 
+def wheel_install(directory: Path) -> Path:
+    """The ``bin`` of a fresh virtual environment holding cudaup's wheel, built from this
+    checkout, installed by pip without dependencies."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # no local index: this wheel only
+    wheels, venv = directory / "dist", directory / "venv"
+    for command in (
+        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+        [*pip, "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--no-index",
+         "--find-links", str(wheels), "cudaup"],
+    ):  # fmt: skip
+        subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
+    return venv / "bin"
+
+
 def main() -> None:
     parser = parser_for(__doc__, runs=21)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another tree's src/ (compiled here first; give a copy): its --version and --help "
+        "run through the same console script with PYTHONPATH at it, in the same rounds",
+    )
     args = parser.parse_args()
     python = sys.executable
     package = Path(package_under_test.__file__).parent
     subprocess.run([python, "-m", "compileall", "-q", str(package)], check=True)
+    if args.against:
+        subprocess.run([python, "-m", "compileall", "-q", str(args.against)], check=True)
     script = Path(python).parent / "cudaup"
     cudaup = [str(script)] if script.exists() else [python, "-m", "cudaup"]
     samples: dict[str, list[float]] = {}
     ratios: dict[str, list[float]] = {}
     requests: dict[str, int] = {}
     with FakeNvidiaServer(build_site()) as server, tempfile.TemporaryDirectory() as tmp:
+        wheel_bin = wheel_install(Path(tmp) / "wheel")
         base_env = {
             **os.environ,
             "CUDAUP_NVIDIA_DOWNLOAD_URL": server.download_url,
@@ -79,6 +109,20 @@ def main() -> None:
             "`python -c pass`": ([python, "-c", "pass"], "fresh"),
             "`cudaup --version`": ([*cudaup, "--version"], "fresh"),
             "`cudaup --help`": ([*cudaup, "--help"], "fresh"),
+            WHEEL_FLOOR: ([str(wheel_bin / "python"), "-c", "pass"], "fresh"),
+            "`cudaup --version`, from the wheel": (
+                [str(wheel_bin / "cudaup"), "--version"],
+                "fresh",
+            ),
+            "`cudaup --help`, from the wheel": ([str(wheel_bin / "cudaup"), "--help"], "fresh"),
+            **(
+                {
+                    "`cudaup --version`, the --against tree": ([*cudaup, "--version"], "fresh"),
+                    "`cudaup --help`, the --against tree": ([*cudaup, "--help"], "fresh"),
+                }
+                if args.against
+                else {}
+            ),
             "`python -c 'import http.client'`": ([python, "-c", "import http.client"], "fresh"),
             "`python -c 'import urllib3'`": ([python, "-c", "import urllib3"], "fresh"),
             "`curl -sI URL`": (["curl", "-sI", installer], "fresh"),
@@ -102,6 +146,8 @@ def main() -> None:
                     warm_cache if cache == "warm" else Path(tmp) / f"cold-{run}-{len(times)}"
                 )
                 env = {**base_env, "CUDAUP_CACHE_DIR": str(directory)}
+                if "--against" in name:
+                    env["PYTHONPATH"] = str(args.against)
                 before = len(server.log)
                 times[name] = timed(command, env)
                 requests[name] = len(server.log) - before
@@ -109,20 +155,25 @@ def main() -> None:
             floor = times["`python -c pass`"]
             probe_floor = floor + times.get("`curl -sI URL`", 0.0)
             for name, seconds in times.items():
-                ratios.setdefault(name, []).append(
-                    seconds / (probe_floor if "probe" in name else floor)
-                )
+                if "probe" in name:
+                    ratios.setdefault(name, []).append(seconds / probe_floor)
+                else:
+                    own = times[WHEEL_FLOOR] if "wheel" in name else floor
+                    ratios.setdefault(name, []).append(seconds / own)
     lines = [
         BEGIN,
         "## Start-up and a probe",
         "",
-        "Command: `.venv/bin/python benchmarks/startup.py --output docs/performance.md`",
+        "Command: `.venv/bin/python benchmarks/startup.py --output docs/performance.md"
+        + (" --against COPY/src` (COPY: the tree before this one)" if args.against else "`"),
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs, "
         f"Python {sys.version.split()[0]}, {args.runs} runs, every command in turn within each "
-        "run; cudaup from compiled bytecode through its console script. The probe asks the "
-        "fake NVIDIA server on loopback. Ratios are taken within each run: `--version` and "
-        "`--help` against `python -c pass`, a probe against `curl -sI` plus `python -c pass`.",
+        "run, on a machine shared with other jobs; cudaup through its console script, from this "
+        "checkout's editable install (compiled bytecode) and from its wheel installed by pip "
+        "into a fresh environment. The probe asks the fake NVIDIA server on loopback. Ratios "
+        "are taken within each run: `--version` and `--help` against `python -c pass` of the "
+        "same environment, a probe against `curl -sI` plus `python -c pass`.",
         "",
         "| command | requests | median ms (range) | ratio, median (range) |",
         "|---|---|---|---|",

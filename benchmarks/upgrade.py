@@ -154,8 +154,8 @@ class Stamps:
 #: The upgrade's phases, between the messages it prints (by their first word).
 PHASES = {
     "plan": ("start", "confirmed"),
-    "lock the plan's files (uv)": ("confirmed", "snapshot"),
-    "snapshot + work clone": ("snapshot", "applying"),
+    # uv locks the plan's files while the snapshot and the work tree are cloned
+    "lock the plan's files (uv), beside snapshot + work clone": ("confirmed", "applying"),
     "apply (uv)": ("applying", "verifying"),
     "verify + swap": ("verifying", "end"),
 }

@@ -246,7 +246,7 @@ def test_version_is_fast_path() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from cudaup.cli.main import build_parser; build_parser(); print(sorted(sys.modules))",
+            "import sys; from cudaup.cli.parser import build_parser; build_parser(); print(sorted(sys.modules))",
         ],
         capture_output=True,
         text=True,

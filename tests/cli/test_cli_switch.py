@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from cudaup.cli import main
-from cudaup.cli.main import build_parser
+from cudaup.cli.parser import build_parser
 from cudaup.errors import EXIT_CODES
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cudaup import __version__
+from cudaup.cli.commands import COMMANDS
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer, payload
 from tests.helpers import point_env_at
@@ -62,6 +64,49 @@ def test_version_and_help_load_no_error_translation_nor_typing() -> None:
         imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
         for heavy in ("cudaup.util.faults", "dataclasses", "typing", "json", "difflib", "urllib3"):
             assert heavy not in imported, (argv, heavy)
+
+
+#: All that ``cudaup --version`` may import beyond the interpreter's own start.
+VERSION_MODULES = {"__future__", "cudaup", "cudaup.cli", "cudaup.cli.main"}
+
+
+def test_version_imports_only_the_entry_point() -> None:
+    """``--version`` is answered before the parser: no argparse (with re, gettext, shutil,
+    textwrap), no command table, no error classes, no rich nor urllib3."""
+    probe = (
+        "import json, sys; before = set(sys.modules); from cudaup.cli import main; "
+        "code = main(['--version']); sys.stdout.flush(); "
+        "print(json.dumps([code, sorted(set(sys.modules) - before)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    printed, report = done.stdout.splitlines()
+    code, modules = json.loads(report)
+    assert code == 0 and printed == "cudaup " + __version__
+    assert set(modules) <= VERSION_MODULES, sorted(set(modules) - VERSION_MODULES)
+    for heavy in ("argparse", "re", "threading", "rich", "urllib3", "cudaup.errors"):
+        assert heavy not in modules
+
+
+def test_version_through_the_parser_says_the_same() -> None:
+    """Any other command line with ``--version`` goes through argparse's action: same line."""
+    for argv in (["--version"], ["-q", "--version"], ["--color", "never", "--version"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "cudaup", *argv], capture_output=True, text=True, check=False
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"cudaup {__version__}\n", "")
+
+
+def test_a_command_imports_only_its_own_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the parser for one command imports that command's module and no other's."""
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path))
+    monkeypatch.delenv("CUDAUP_TOOLKIT", raising=False)
+    code, modules, _ = loaded("which", "--json")
+    assert code == 0 or code > 1  # no toolkit active here is an answer; exit 1 would be a bug
+    assert "cudaup.cli.switch" in modules and "argparse" in modules
+    others = {info.module for name, info in COMMANDS.items() if info.module != "cudaup.cli.switch"}
+    assert not others & modules, sorted(others & modules)
 
 
 def test_a_probe_that_finds_its_file_loads_no_resolver(

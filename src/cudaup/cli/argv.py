@@ -1,5 +1,5 @@
 """What can be read from a command line before it is parsed: the command's name, and
-whether ``--offline`` could answer it.  Both the parser (:mod:`cudaup.cli.main`) and the
+whether ``--offline`` could answer it.  Both the entry point (:mod:`cudaup.cli.main`) and the
 error handler (:mod:`cudaup.cli.failure`) ask, so it sits below both.
 """
 

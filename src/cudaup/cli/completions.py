@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from cudaup.cli.argv import VALUED_GLOBALS
 from cudaup.cli.commands import COMMANDS
-from cudaup.cli.main import build_parser
 from cudaup.cli.output import emit_json
+from cudaup.cli.parser import build_parser
 from cudaup.core.platforms import PLATFORMS
 from cudaup.errors import UsageError
 

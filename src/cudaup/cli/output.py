@@ -14,10 +14,10 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
 
 TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import IO, Any, Literal
 
     from cudaup.download import ProgressEvent

@@ -36,15 +36,29 @@ _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 # Runs in the environment's interpreter: the standard library only, Python 3.8 syntax.
 PROBE = r"""
-import json, os, platform, sys, sysconfig
+import csv, json, os, platform, sys, sysconfig
 import importlib.metadata as md
 
 SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 
-def namespaced(dist, tops):
+def file_names(dist):
+    # What dist.files lists, as "/"-separated strings, read once: its PackagePath objects
+    # cost seconds for torch's 15,000 files, and every function below needs the list.
+    text = dist.read_text("RECORD")
+    if text is None:
+        return [str(path).replace("\\", "/") for path in dist.files or ()]
+    names = []
+    for row in csv.reader(text.splitlines()):
+        if row and row[0]:
+            # PurePosixPath's spelling: empty and "." parts dropped, a leading "/" kept
+            name = "/".join(part for part in row[0].split("/") if part not in ("", "."))
+            names.append("/" + name if row[0].startswith("/") else name)
+    return names
+
+def namespaced(names, tops):
     # A top-level package without __init__.py is a namespace (cuda, shared by cuda-bindings
     # and cuda-python): importing it loads nothing of this distribution, its packages do.
-    files = {str(path).replace("\\", "/") for path in dist.files or ()}
+    files = set(names)
     found = set()
     for top in tops:
         subs = sorted({name.split("/")[1] for name in files
@@ -56,31 +70,31 @@ def namespaced(dist, tops):
             found.add(top)
     return sorted(found)
 
-def modules(dist):
+def modules(dist, names):
     text = dist.read_text("top_level.txt")
     if text:
-        return namespaced(dist, {line.strip().replace("/", ".").split(".")[0] for line in text.splitlines() if line.strip()})
+        return namespaced(names, {line.strip().replace("/", ".").split(".")[0] for line in text.splitlines() if line.strip()})
     found = set()
-    for path in dist.files or ():
-        parts = path.parts
-        if not parts or parts[0] == ".." or parts[0].endswith((".dist-info", ".data", ".egg-info")):
+    for name in names:
+        parts = name.split("/")
+        if parts[0] == "":
+            parts[0] = "/"
+        if parts[0] == ".." or parts[0].endswith((".dist-info", ".data", ".egg-info")):
             continue
         if parts[0] == "__pycache__":
             continue
         if len(parts) == 1:
-            name = parts[0]
             if not name.endswith(SUFFIXES) or name.endswith(".pth"):
                 continue
             found.add(name.split(".")[0])
         else:
             found.add(parts[0])
-    return namespaced(dist, found)
+    return namespaced(names, found)
 
-def shared_objects(dist):
+def shared_objects(names):
     found = []
-    for path in dist.files or ():
-        name = str(path)
-        if name.startswith("..") or not (name.endswith(".so") or ".so." in path.name):
+    for name in names:
+        if name.startswith("..") or not (name.endswith(".so") or ".so." in name.rsplit("/", 1)[-1]):
             continue
         found.append(name)
     return sorted(found)[:64]
@@ -110,6 +124,7 @@ answer = {
 }
 for dist in md.distributions():
     meta = dist.metadata
+    names = file_names(dist)
     direct = dist.read_text("direct_url.json")
     answer["distributions"].append({
         "name": meta["Name"],
@@ -118,8 +133,8 @@ for dist in md.distributions():
         "extras": list(meta.get_all("Provides-Extra") or ()),
         "installer": (dist.read_text("INSTALLER") or "").strip() or None,
         "direct_url": direct is not None,
-        "modules": modules(dist),
-        "shared_objects": shared_objects(dist),
+        "modules": modules(dist, names),
+        "shared_objects": shared_objects(names),
         "site": str(dist.locate_file("")),
     })
 sys.stdout.write(json.dumps(answer))

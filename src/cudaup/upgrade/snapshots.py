@@ -228,8 +228,10 @@ class SnapshotStore:
     def create(self, record: dict[str, Any], fingerprint: Fingerprint) -> EnvironmentSnapshot:
         """The record and manifest of a tree already cloned to ``<id>/tree``."""
         snapshot = EnvironmentSnapshot(record["id"], self.path_of(record["id"]), record)
-        rows = [entry.to_json() for entry in fingerprint.entries]
-        atomic_write(snapshot.path / MANIFEST, _dumps(rows), durable=True)
+        # One entry a line, each by json's C encoder: an indented dump of a torch
+        # environment's 37,000 entries goes through its pure-Python one (seconds).
+        rows = ",\n".join(json.dumps(entry.to_json()) for entry in fingerprint.entries)
+        atomic_write(snapshot.path / MANIFEST, f"[\n{rows}\n]\n", durable=True)
         self.write(snapshot)
         return snapshot
 

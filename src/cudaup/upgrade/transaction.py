@@ -3,7 +3,7 @@
 An upgrade, under the environment's lock: finish what a killed one left, plan, ask,
 lock the plan's files (uv's ``pylock.toml``: URLs and hashes), snapshot the
 environment (a hard-linked clone, with its fingerprint), clone it again as the work
-tree, apply the plan to the work tree with uv, verify the work tree in its own
+tree (uv locks the files meanwhile), apply the plan to the work tree with uv, verify the work tree in its own
 interpreter, install the line's toolkit side by side, check that the snapshot is
 still byte for byte what was kept, and only then swap the work tree in (one
 ``renameat2`` exchange; journaled).  Until that swap the environment has not been
@@ -21,6 +21,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,15 +167,22 @@ class Upgrader:
         snapshot: EnvironmentSnapshot | None = None
         committed = False
         try:
-            self.echo("locking the plan's files (uv)")
-            lock = export_pylock(plan.result, scratch / "pylock.toml", self.settings)
-            with explained(f"cannot snapshot {root}", store.directory, places):
-                self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
-                store.path_of(snapshot_id).mkdir()
-                fingerprint = clone_tree(root, store.path_of(snapshot_id) / "tree")
-                record = self._record(snapshot_id, plan, fingerprint.files, fingerprint.bytes)
-                snapshot = store.create(record, fingerprint)
-                clone_tree(root, work)
+            # uv locks the plan's files while the trees are cloned: a subprocess waiting on
+            # the network or uv's cache beside hard links (neither needs the other), seconds
+            # of a torch environment's upgrade.  Leaving the block waits for uv either way.
+            with ThreadPoolExecutor(max_workers=1) as side:
+                self.echo("locking the plan's files (uv)")
+                locking = side.submit(
+                    export_pylock, plan.result, scratch / "pylock.toml", self.settings
+                )
+                with explained(f"cannot snapshot {root}", store.directory, places):
+                    self.echo(f"snapshot {snapshot_id}: keeping {root} as it is")
+                    store.path_of(snapshot_id).mkdir()
+                    fingerprint = clone_tree(root, store.path_of(snapshot_id) / "tree")
+                    record = self._record(snapshot_id, plan, fingerprint.files, fingerprint.bytes)
+                    snapshot = store.create(record, fingerprint)
+                    clone_tree(root, work)
+                lock = locking.result()
             self.echo(f"applying the plan to a copy of {root} (uv)")
             pins = scratch / "requirements.txt"
             pins.write_text(pinned_requirements(lock))

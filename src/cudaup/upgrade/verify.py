@@ -23,6 +23,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -207,8 +208,17 @@ class Verifier:
         what the caller did about it, naming the environment, never the work tree).
         ``original``: the environment as it is, for what failed before the upgrade."""
         after = read_environment(str(work_python))
-        checks = [self._versions(after, changes, pins), self._check(work_python, before)]
-        imported, facts, unimported = self.imports(work_python, after, changes, original)
+        versions = self._versions(after, changes, pins)
+        # ``uv pip check`` runs beside the imports (a subprocess each, two cores); a broken
+        # requirement is still the failure reported first, as when the steps ran in turn.
+        with ThreadPoolExecutor(max_workers=1) as side:
+            checked = side.submit(self._check, work_python, before)
+            try:
+                imported, facts, unimported = self.imports(work_python, after, changes, original)
+            except VerificationFailedError:
+                checked.result()
+                raise
+            checks = [versions, checked.result()]
         checks += [imported, *self._line(after, line, changes, families, facts, unimported)]
         # kernels (upgrade/coverage.py): every GPU keeps kernels in the changed packages
         status, detail = check_kernels(after, [c.name for c in changes], self.driver, self.gpus)
