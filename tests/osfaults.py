@@ -101,9 +101,19 @@ def readable_python() -> str:
     return str(_readable_environment() / "bin" / "python")
 
 
+def _world_traversable_tmp() -> Path:
+    """A temporary directory other users can reach: the first test to need the readable
+    environment may have pointed TMPDIR into its own ``tmp_path`` (mode 0700)."""
+    for candidate in (Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")):
+        path = candidate.resolve()
+        if path.is_dir() and all(p.stat().st_mode & 0o001 for p in (path, *path.parents)):
+            return path
+    raise RuntimeError("no temporary directory here can be reached by another user")
+
+
 @functools.cache
 def _readable_environment() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="cudaup-readable-"))
+    root = Path(tempfile.mkdtemp(prefix="cudaup-readable-", dir=_world_traversable_tmp()))
     root.chmod(0o755)
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     source = root / "source"  # a copy: building in the checkout would leave build/ there
