@@ -508,7 +508,7 @@ def test_shell_choices_match_the_library() -> None:
     from cudaup.switch import environment
 
     parser = build_parser("env")
-    for shell in environment.TARGETS:
+    for shell in environment.ENV_FORMATS:
         assert parser.parse_args(["env", "--shell", shell]).shell == shell
 
 

@@ -73,7 +73,7 @@ def add_env(parser: argparse.ArgumentParser) -> None:
     _add_python(parser)
     parser.add_argument(
         "--shell",
-        choices=environment.TARGETS,
+        choices=environment.ENV_FORMATS,
         help="syntax (default: from $SHELL); github: append to $GITHUB_ENV and $GITHUB_PATH; "
         "dockerfile: ENV lines",
     )
@@ -248,7 +248,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 # -- env / run -----------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
 
-    shell: environment.Target = args.shell or environment.detect_shell()
+    shell: environment.EnvFormat = args.shell or environment.detect_shell()
     if args.output and shell != "github":
         raise UsageError("--output goes with --shell github (it writes to $GITHUB_OUTPUT)")
     store = Store.from_env()

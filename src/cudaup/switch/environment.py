@@ -26,8 +26,8 @@ ENV_VARIABLES = ("CUDA_HOME", "CUDA_PATH", "PATH", "LD_LIBRARY_PATH")
 Shell = Literal["bash", "zsh", "fish", "sh"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish", "sh")
 #: What ``cudaup env --shell`` takes: a shell, or where the environment goes instead.
-Target = Literal["bash", "zsh", "fish", "sh", "github", "dockerfile"]
-TARGETS: tuple[Target, ...] = (*SHELLS, "github", "dockerfile")
+EnvFormat = Literal["bash", "zsh", "fish", "sh", "github", "dockerfile"]
+ENV_FORMATS: tuple[EnvFormat, ...] = (*SHELLS, "github", "dockerfile")
 
 
 def toolkit_env(
