@@ -32,7 +32,7 @@ from cudaup.plan.lines import (
     line_constraints,
     line_tag,
 )
-from cudaup.plan.result import Exclusion, Origin, Target
+from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
     best_wheel,
@@ -93,7 +93,7 @@ class LineResolver:
     def __init__(
         self,
         planner: Planner,
-        target: Target,
+        target: PlanTarget,
         tagged: list[Index],
         flat: tuple[str, tuple[str, ...]],
         work: Path,

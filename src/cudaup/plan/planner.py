@@ -54,7 +54,7 @@ from cudaup.plan.result import (
     Exclusion,
     PackagePick,
     PlanResult,
-    Target,
+    PlanTarget,
     explain,
 )
 from cudaup.plan.survey import (
@@ -106,7 +106,7 @@ class Planner:
         self,
         requirements: Sequence[Requirement],
         indexes: dict[str, Index],
-        target: Target,
+        target: PlanTarget,
         *,
         line: Line | None = None,
         compat: CompatTable | None = None,
@@ -143,7 +143,7 @@ class _Run:
         planner: Planner,
         requirements: tuple[Requirement, ...],
         indexes: dict[str, Index],
-        target: Target,
+        target: PlanTarget,
         work: Path,
     ) -> None:
         self.planner, self.settings, self.http = planner, planner.settings, planner.http
@@ -510,7 +510,7 @@ def named_release(attempt: Attempt, live: LiveReleases) -> str:
 
 
 def line_support(
-    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: Target
+    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: PlanTarget
 ) -> dict[Line, str | None]:
     """How the target's driver runs each line, by its releases (None: no driver to ask)."""
     if target.driver is None:

@@ -27,7 +27,7 @@ PYPI = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class PlanTarget:
     python: tuple[int, int]
     platform: Platform
     driver: DriverVersion | None
@@ -181,7 +181,7 @@ class PlanResult:
     excluded: list[Exclusion]
     notes: list[str]
     consulted: list[Page]
-    target: Target
+    target: PlanTarget
     job: CompileJob
     #: Closure packages pinned in the install lines so that they resolve to the closure
     #: without the plan's constraints (:mod:`cudaup.plan.install`).
@@ -273,7 +273,7 @@ def explain(
     lines: Sequence[Line],
     excluded: Sequence[Exclusion],
     alone: Sequence[Alone],
-    target: Target,
+    target: PlanTarget,
     live: LiveReleases,
     table: CompatTable,
 ) -> NoCommonLineError:
