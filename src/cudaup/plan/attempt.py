@@ -198,50 +198,17 @@ class LineResolver:
                 raise CudaupError("the search for a line was cancelled")
             pages = self._line_pages(line, routed)
             present = {p: page.files for p, page in pages.items() if page.files is not None}
-            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
-            local = None
-            if present:
-                with self._lock:
-                    self._serial += 1
-                    folder = self.work / f"{line_tag(line)}-{self._serial}"
-                local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
             exclusions = [
                 *self._forbidden(line, pages),
                 *(e.exclusion() for e in learnt),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
-            job = CompileJob(
-                tuple(str(r) for r in requirements),
-                tuple(line_constraints(line, self.majors, exclusions, self.held)),
-                self.target.python,
-                uv_platform(self.target.platform),
-                ((local,) if local else ()) + self.extra_flat,
-                self.default_url,
-                refresh=self.settings.refresh,
-                interpreter=self.target.interpreter,
-                preferences=self.preferences,
-                prerelease=self.pre,
-            )
+            job = self._job(requirements, line, present, exclusions)
             answer = self._compile(job, offline_first, pages_identity(present))
+            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
             attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
             if answer.closure is None:
-                if learnt:
-                    attempt.failure = Exclusion(
-                        line,
-                        "inconsistent",
-                        f"{_learnt(learnt)}; without them there is no resolution",
-                        tuple(sorted({e.project for e in learnt})),
-                    )
-                elif lacking:
-                    attempt.failure = Exclusion(
-                        line,
-                        "extra",
-                        f"{_lacking(lacking)}; without them there is no resolution",
-                        tuple(sorted({x.project for x in lacking})),
-                    )
-                else:
-                    reason = answer.reason or "uv found no resolution"
-                    attempt.failure = Exclusion(line, "resolution", reason)
+                attempt.failure = _no_resolution(line, answer, learnt, lacking)
                 return attempt
             newly = {
                 p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
@@ -261,7 +228,7 @@ class LineResolver:
                     return attempt
                 lacking += missing
                 continue
-            found = self._read_back(attempt, requirements, local)
+            found = self._read_back(attempt, requirements)
             if not found:
                 return attempt
             fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
@@ -273,6 +240,34 @@ class LineResolver:
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def _job(
+        self,
+        requirements: tuple[Requirement, ...],
+        line: Line,
+        present: dict[str, tuple[DistFile, ...]],
+        exclusions: list[str],
+    ) -> CompileJob:
+        """One round's resolution: the requests held to ``line``, the projects ``present``
+        on its per-line indexes taken from a local index of them alone."""
+        local = None
+        if present:
+            with self._lock:
+                self._serial += 1
+                folder = self.work / f"{line_tag(line)}-{self._serial}"
+            local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
+        return CompileJob(
+            tuple(str(r) for r in requirements),
+            tuple(line_constraints(line, self.majors, exclusions, self.held)),
+            self.target.python,
+            uv_platform(self.target.platform),
+            ((local,) if local else ()) + self.extra_flat,
+            self.default_url,
+            refresh=self.settings.refresh,
+            interpreter=self.target.interpreter,
+            preferences=self.preferences,
+            prerelease=self.pre,
+        )
 
     def _lacking_extras(
         self, requirements: tuple[Requirement, ...], attempt: Attempt
@@ -326,26 +321,11 @@ class LineResolver:
                 return answer
         return self.runner.compile(job, identity=identity)
 
-    def _read_back(
-        self, attempt: Attempt, requirements: tuple[Requirement, ...], local: str | None
-    ) -> list[Evidence]:
+    def _read_back(self, attempt: Attempt, requirements: tuple[Requirement, ...]) -> list[Evidence]:
         """Every package's evidence; the ones that contradict the attempt's line."""
         closure, line = attempt.closure, attempt.line
         assert closure is not None
-        for package in closure:
-            origin = None
-            # The one file index a job names is its local per-line index (a kept answer
-            # names the path an earlier plan used: the pages, not the path, are its key).
-            if local and package.index_url and package.index_url.startswith("file:"):
-                origin = attempt.origins.get(package.name)
-            found = evidence_of(
-                package.name,
-                package.version,
-                origin.line if origin else None,
-                origin.url if origin else None,
-            )
-            if found is not None:
-                attempt.evidence[package.name] = found
+        _read_names(attempt, closure)
         older: list[Evidence] = []
         asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
@@ -440,6 +420,45 @@ class LineResolver:
         if error := unreachable_error(fetched):
             raise error
         return fetched[0].files or ()
+
+
+def _read_names(attempt: Attempt, closure: Closure) -> None:
+    """What each resolved package's name, version and per-line index say of its line."""
+    for package in closure:
+        origin = None
+        # The one file index a job names is its local per-line index (a kept answer
+        # names the path an earlier plan used: the pages, not the path, are its key).
+        if attempt.pages and package.index_url and package.index_url.startswith("file:"):
+            origin = attempt.origins.get(package.name)
+        found = evidence_of(
+            package.name,
+            package.version,
+            origin.line if origin else None,
+            origin.url if origin else None,
+        )
+        if found is not None:
+            attempt.evidence[package.name] = found
+
+
+def _no_resolution(
+    line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
+) -> Exclusion:
+    """Why a round found nothing: what was excluded before it, else uv's own reason."""
+    if learnt:
+        return Exclusion(
+            line,
+            "inconsistent",
+            f"{_learnt(learnt)}; without them there is no resolution",
+            tuple(sorted({e.project for e in learnt})),
+        )
+    if lacking:
+        return Exclusion(
+            line,
+            "extra",
+            f"{_lacking(lacking)}; without them there is no resolution",
+            tuple(sorted({x.project for x in lacking})),
+        )
+    return Exclusion(line, "resolution", answer.reason or "uv found no resolution")
 
 
 @dataclass(frozen=True, slots=True)

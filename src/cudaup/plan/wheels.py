@@ -332,56 +332,27 @@ class _LibraryReader:
         return b"".join(self._inflated(member))
 
     def read(self) -> LinkedLibraries:
+        """Every signal, strongest first; the objects are read only when the wheel does not
+        say its line itself."""
         members = self.archive.infolist()
         shared = [m for m in members if _SHARED_OBJECT.search(m.filename) and m.file_size > 0]
         bundled = [m for m in shared if _BUNDLED_DIR.search(m.filename)]
         own = sorted((m for m in shared if m not in bundled), key=lambda m: m.file_size)
         tools = tuple(m.filename for m in members if _CUDA_TOOL.search(m.filename))
         runtimes = tuple(m.filename for m in own if per_runtime_line(m.filename))
-        declared = ""
-        versions = [
-            m for m in members if _VERSION_FILE.match(m.filename) and m.file_size <= 64 * 1024
-        ]
-        for member in versions[:2]:
-            text = self._whole(member).decode("utf-8", "replace")
-            if match := _DECLARED_CUDA.search(text):
-                declared = f"{member.filename} says {match.group(0).strip()}"
-                break
+        declared = self._declared(members)
         # A bundled CUDA runtime (auditwheel's sgl_kernel.libs/libcudart-….so.12) names itself.
-        found = {
-            m.filename.rsplit("/", 1)[-1]
-            for m in bundled
-            if is_cuda_library(m.filename.rsplit("/", 1)[-1])
-        }
+        found = {base for m in bundled if is_cuda_library(base := m.filename.rsplit("/", 1)[-1])}
         if declared or runtimes:
             # The package says its line itself (or one object per line): the objects need
             # not be read (paddle's libpaddle.so is 466 MB).
             return LinkedLibraries(
                 tuple(sorted(found)), (), len(own), False, (), tools, runtimes, declared
             )
-        read: list[str] = []
-        complete = True
-        starts: dict[str, bytes] = {}
-        for member in own[:MEMBERS]:
-            libraries, whole, start = self._needed(member)
-            read.append(member.filename)
-            starts[member.filename] = start
-            found.update(libraries)
-            complete = complete and whole
-            if any(is_cuda_library(name) for name in found):
-                break
-        else:
-            complete = complete and len(own) <= MEMBERS
+        read, complete, starts = self._link_all(own, found)
         loaded: set[str] = set()
         if not tools and not any(is_cuda_library(name) for name in found):
-            # No CUDA runtime linked and no toolchain of its own: the ones it loads by name (cuda-bindings dlopens
-            # libnvrtc.so.12), read from the small objects whole.
-            small = [m for m in own if m.file_size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
-            for member in small:
-                data = starts.get(member.filename, b"")
-                if len(data) < member.file_size:
-                    data = self._whole(member)
-                loaded.update(loaded_by_name(data))
+            loaded = self._loaded_by_name(own, starts)
         return LinkedLibraries(
             tuple(sorted(found)),
             tuple(read),
@@ -392,3 +363,45 @@ class _LibraryReader:
             runtimes,
             declared,
         )
+
+    def _declared(self, members: list[zipfile.ZipInfo]) -> str:
+        """What the package's version module says its CUDA is (``cuda_version = '11.8'``)."""
+        versions = [
+            m for m in members if _VERSION_FILE.match(m.filename) and m.file_size <= 64 * 1024
+        ]
+        for member in versions[:2]:
+            text = self._whole(member).decode("utf-8", "replace")
+            if match := _DECLARED_CUDA.search(text):
+                return f"{member.filename} says {match.group(0).strip()}"
+        return ""
+
+    def _link_all(
+        self, own: list[zipfile.ZipInfo], found: set[str]
+    ) -> tuple[list[str], bool, dict[str, bytes]]:
+        """The libraries the first few extension modules link, added to ``found`` (until a
+        CUDA runtime is among them); the members read, whether that was all of it, and the
+        bytes read of each."""
+        read: list[str] = []
+        complete = True
+        starts: dict[str, bytes] = {}
+        for member in own[:MEMBERS]:
+            libraries, whole, start = self._needed(member)
+            read.append(member.filename)
+            starts[member.filename] = start
+            found.update(libraries)
+            complete = complete and whole
+            if any(is_cuda_library(name) for name in found):
+                return read, complete, starts
+        return read, complete and len(own) <= MEMBERS, starts
+
+    def _loaded_by_name(self, own: list[zipfile.ZipInfo], starts: dict[str, bytes]) -> set[str]:
+        """With no CUDA runtime linked and no toolchain of its own: the runtimes its small
+        objects load by name (cuda-bindings dlopens libnvrtc.so.12), read whole."""
+        loaded: set[str] = set()
+        small = [m for m in own if m.file_size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
+        for member in small:
+            data = starts.get(member.filename, b"")
+            if len(data) < member.file_size:
+                data = self._whole(member)
+            loaded.update(loaded_by_name(data))
+        return loaded
