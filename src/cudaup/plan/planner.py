@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cudaup.config import Settings
-from cudaup.core.compat import CompatTable
+from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import DriverVersion
 from cudaup.core.wheels import marker_environment
 from cudaup.errors import (
@@ -37,7 +37,6 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver
-from cudaup.plan.closure import Resolved
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import install_pins
 from cudaup.plan.lines import (
@@ -258,20 +257,33 @@ class _Run:
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
         """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
-        target = self.target
         releases = [r for r in live.versions if release_line(r) == line]
-        if target.driver is not None:
-            verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
-            if verdicts and all(v.verdict in {"no", "unknown"} for v in verdicts):
-                newest = verdicts[0]
-                if newest.verdict == "no":
-                    message = (
-                        f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
-                    )
-                else:
-                    message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
-                return Exclusion(line, "driver", message)
-        for gpu in target.gpus:
+        return (
+            self._driver_refuses(line, releases, table)
+            or self._gpus_refuse(line, releases, table)
+            or self._index_lacks(line)
+        )
+
+    def _driver_refuses(
+        self, line: Line, releases: list[str], table: CompatTable
+    ) -> Exclusion | None:
+        """The driver runs none of the line's releases (or cudaup cannot tell)."""
+        target = self.target
+        if target.driver is None:
+            return None
+        verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
+        if not verdicts or any(v.verdict not in {"no", "unknown"} for v in verdicts):
+            return None
+        newest = verdicts[0]
+        if newest.verdict == "no":
+            message = f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
+        else:
+            message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
+        return Exclusion(line, "driver", message)
+
+    def _gpus_refuse(self, line: Line, releases: list[str], table: CompatTable) -> Exclusion | None:
+        """A GPU the line's newest release cannot target."""
+        for gpu in self.target.gpus:
             arch = table.architecture(gpu.compute_capability or "")
             if arch is not None and releases and not arch.supported_by(releases[0]):
                 return Exclusion(
@@ -279,6 +291,10 @@ class _Run:
                     "gpu",
                     f"cannot target GPU {gpu.name} (compute capability {gpu.compute_capability})",
                 )
+        return None
+
+    def _index_lacks(self, line: Line) -> Exclusion | None:
+        """A requested project only a per-line index publishes, with no build for the line."""
         tag = line_tag(line)
         for requirement in self.requirements:
             for index in self.tagged:
@@ -394,67 +410,14 @@ class _Run:
     ) -> PlanResult:
         closure, line = attempt.closure, attempt.line
         assert closure is not None and attempt.job is not None
-        fitting = {n for n, e in attempt.evidence.items() if e.fits(line)}
-        exact = {n for n in fitting if attempt.evidence[n].line is not None}
         release = named_release(attempt, live)
-        toolkit = closure.get(TOOLKIT)
         notes: list[str] = []
-        picks: list[PackagePick] = []
-        release_chain: list[Resolved] | None = None
-        for requirement in self.requirements:
-            package = closure.get(requirement.name)
-            if package is None:
-                picks.append(PackagePick.absent(requirement))
-                continue
-            pinning = {n for n in fitting if attempt.evidence[n].release}
-            chain = (
-                closure.chain(package.name, pinning)
-                or closure.chain(package.name, exact)
-                or closure.chain(package.name, fitting)
-            )
-            if toolkit is not None and release_chain is None:
-                release_chain = closure.chain(package.name, {TOOLKIT})
-            origin = attempt.origins.get(package.name)
-            index, index_url = (
-                (origin.index, origin.url)
-                if origin and package.name in attempt.pages
-                else (
-                    self.flat_names.get((package.index_url or "").rstrip("/"), "?"),
-                    package.index_url or "",
-                )
-            )
-            pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
-            if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
-                pick = replace(pick, yanked=yanked)
-                notes.append(
-                    f"{package.name} {package.version} is yanked on {index} ({yanked}); "
-                    "the exact pin takes it, as PEP 592 allows"
-                )
-            picks.append(pick)
-        if toolkit is not None:
-            path = " → ".join(str(p) for p in release_chain) if release_chain else str(toolkit)
-            release_reason = f"{path} pins it"
-        else:
-            release_reason = f"the newest {line_text(line)} release in {live.described}"
+        picks = [self._pick(requirement, attempt, notes) for requirement in self.requirements]
+        release_reason = self._release_reason(attempt, live)
         verdict = None
-        if self.target.driver is None:
-            notes.append("no NVIDIA driver found and no --driver: planned by the packages alone")
-        else:
+        if self.target.driver is not None:
             verdict = table.check(self.target.driver, release, reported=self.target.reported)
-            if verdict.verdict == "minor-version":
-                notes.append(
-                    f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}"
-                )
-        if not any(e.names_a_line for e in attempt.evidence.values()):
-            notes.append(
-                "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
-                "or linked runtime): the newest line the driver and GPUs accept"
-            )
-        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
-        # every pre-release in the closure is named.
-        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
-        if pre and attempt.job.prerelease:
-            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
+        notes += self._notes(attempt, release, verdict)
         notes += [f"release list: {n}" for n in live.notes]
         result = PlanResult(
             line=line,
@@ -489,6 +452,83 @@ class _Run:
                 "every package pinned: install the lock --export writes"
             )
         return result
+
+    def _release_reason(self, attempt: Attempt, live: LiveReleases) -> str:
+        """Why the plan names its release: the chain that pins ``cuda-toolkit``, else the
+        line's newest release."""
+        closure = attempt.closure
+        assert closure is not None
+        toolkit = closure.get(TOOLKIT)
+        if toolkit is None:
+            return f"the newest {line_text(attempt.line)} release in {live.described}"
+        chain = next(
+            (
+                found
+                for r in self.requirements
+                if (package := closure.get(r.name)) is not None
+                and (found := closure.chain(package.name, {TOOLKIT})) is not None
+            ),
+            None,
+        )
+        path = " → ".join(str(p) for p in chain) if chain else str(toolkit)
+        return f"{path} pins it"
+
+    def _notes(self, attempt: Attempt, release: str, verdict: Compatibility | None) -> list[str]:
+        """What the answer says beside its line: no driver to ask, minor-version
+        compatibility, nothing naming a line, pre-releases taken."""
+        closure, job = attempt.closure, attempt.job
+        assert closure is not None and job is not None
+        notes = []
+        if self.target.driver is None:
+            notes.append("no NVIDIA driver found and no --driver: planned by the packages alone")
+        elif verdict is not None and verdict.verdict == "minor-version":
+            notes.append(f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}")
+        if not any(e.names_a_line for e in attempt.evidence.values()):
+            notes.append(
+                "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
+                "or linked runtime): the newest line the driver and GPUs accept"
+            )
+        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
+        # every pre-release in the closure is named.
+        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
+        if pre and job.prerelease:
+            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
+        return notes
+
+    def _pick(self, requirement: Requirement, attempt: Attempt, notes: list[str]) -> PackagePick:
+        """What the plan takes for one request: its version, index, and the chain of
+        packages that ties it to the line (one that pins the release first, then an exact
+        line, then any fitting one); a yanked exact pin adds a note."""
+        closure, line = attempt.closure, attempt.line
+        assert closure is not None
+        package = closure.get(requirement.name)
+        if package is None:
+            return PackagePick.absent(requirement)
+        fitting = {n for n, e in attempt.evidence.items() if e.fits(line)}
+        exact = {n for n in fitting if attempt.evidence[n].line is not None}
+        pinning = {n for n in fitting if attempt.evidence[n].release}
+        chain = (
+            closure.chain(package.name, pinning)
+            or closure.chain(package.name, exact)
+            or closure.chain(package.name, fitting)
+        )
+        origin = attempt.origins.get(package.name)
+        index, index_url = (
+            (origin.index, origin.url)
+            if origin and package.name in attempt.pages
+            else (
+                self.flat_names.get((package.index_url or "").rstrip("/"), "?"),
+                package.index_url or "",
+            )
+        )
+        pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
+        if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
+            pick = replace(pick, yanked=yanked)
+            notes.append(
+                f"{package.name} {package.version} is yanked on {index} ({yanked}); "
+                "the exact pin takes it, as PEP 592 allows"
+            )
+        return pick
 
 
 def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
