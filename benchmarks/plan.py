@@ -41,7 +41,7 @@ UV_TARGET = ["--python-version", "3.12", "--python-platform", "x86_64-manylinux_
 LIVE = [
     (["vllm==0.20.0"], False),
     (["vllm==0.25.0"], False),
-    (["vllm==0.20.0", "flashinfer-python==0.2.5"], True),
+    (["vllm==0.20.0", "torch==2.9.0"], True),
     (["bitsandbytes==0.45.5", "torch==2.10.0"], False),
     (["torch", "flashinfer-python", "sgl-kernel"], False),
 ]

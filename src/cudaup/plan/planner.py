@@ -18,8 +18,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,9 +37,9 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.net.http import HttpClient
-from cudaup.plan.attempt import Attempt, LineResolver
+from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
 from cudaup.plan.indexes import Index
-from cudaup.plan.install import install_pins
+from cudaup.plan.install import exact_pins, install_pins
 from cudaup.plan.lines import (
     TOOLKIT,
     Line,
@@ -62,7 +63,7 @@ from cudaup.plan.survey import (
     unreachable_error,
     yank_of,
 )
-from cudaup.plan.uv import find_uv, pages_identity
+from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
@@ -169,6 +170,10 @@ class _Run:
             (default.urls[""], tuple(i.urls[""] for i in flat if i is not default)),
             work,
         )
+        runner = self.lines.runner
+        self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
+        self.ahead_pool = ThreadPoolExecutor(max_workers=1)
+        self.ahead: Future[CompileAnswer] | None = None
 
     # -- the plan --------------------------------------------------------------
     def plan(
@@ -181,6 +186,39 @@ class _Run:
                 )
         find_uv()
         self._survey()
+        self._check_ahead()
+        try:
+            return self._plan(wanted, compat, allowed)
+        finally:
+            self.ahead_runner.cancel()  # a plan that ends early needs no install check
+            self.ahead_pool.shutdown(wait=True)
+
+    def _check_ahead(self) -> None:
+        """When every request is an exact pin, the install check's first resolution (the
+        printed lines, unconstrained) is known before any line is: start it now, beside
+        the search, on its own runner (the search cancels its own).  Its answer is kept
+        with uv's other answers, where :func:`install_pins` finds it when the plan's
+        closure has no package from a per-line index; otherwise it is not asked for, and
+        only its time was spent."""
+        pins = exact_pins(self.requirements)
+        if pins is None or self.settings.refresh:
+            return
+        job = CompileJob(
+            tuple(pins),
+            (),
+            self.target.python,
+            uv_platform(self.target.platform),
+            self.lines.extra_flat,
+            self.lines.default_url,
+            interpreter=self.target.interpreter,
+            prerelease=self.lines.pre,
+        )
+        identity = pages_identity({})
+        self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=identity)
+
+    def _plan(
+        self, wanted: Line | None, compat: CompatTable | None, allowed: Collection[Line] | None
+    ) -> PlanResult:
         live = plan_releases(self.settings, self.planner.cache.plan)
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
@@ -442,6 +480,8 @@ class _Run:
             job=attempt.job,
         )
         identity = pages_identity(attempt.pages)
+        if self.ahead is not None:
+            wait([self.ahead])  # the same job, maybe: its answer is then kept for this one
         extra, checked = install_pins(
             self.lines.runner, attempt.job, result.base_pins(), closure, identity
         )
