@@ -196,17 +196,11 @@ class LineResolver:
         for _round in range(rounds):
             if self.cancel.is_set():
                 raise CudaupError("the search for a line was cancelled")
-            pages = self._line_pages(line, routed)
-            present = {p: page.files for p, page in pages.items() if page.files is not None}
             exclusions = [
-                *self._forbidden(line, pages),
                 *(e.exclusion() for e in learnt),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
-            job = self._job(requirements, line, present, exclusions)
-            answer = self._compile(job, offline_first, pages_identity(present))
-            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
-            attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
+            attempt, answer = self._round(requirements, line, routed, exclusions, offline_first)
             if answer.closure is None:
                 attempt.failure = _no_resolution(line, answer, learnt, lacking)
                 return attempt
@@ -218,13 +212,8 @@ class LineResolver:
                 continue
             missing = self._lacking_extras(requirements, attempt)
             if missing:
-                if sum(1 for x in lacking if x.first) >= EXTRA_ROUNDS:
-                    attempt.failure = Exclusion(
-                        line,
-                        "extra",
-                        f"{_lacking([*lacking, *missing])}; older versions not read",
-                        tuple(sorted({x.project for x in missing})),
-                    )
+                attempt.failure = _extras_given_up(line, lacking, missing)
+                if attempt.failure is not None:
                     return attempt
                 lacking += missing
                 continue
@@ -233,13 +222,29 @@ class LineResolver:
                 return attempt
             fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
             learnt += fresh
-            tried = [sum(k.project == e.project for k in learnt) for e in fresh]
-            if not fresh or max(tried) >= CONTRADICTION_ROUNDS:
+            if _contradictions_given_up(fresh, learnt):
                 break
         attempt.failure = Exclusion(
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def _round(
+        self,
+        requirements: tuple[Requirement, ...],
+        line: Line,
+        routed: set[str],
+        exclusions: list[str],
+        offline_first: bool,
+    ) -> tuple[Attempt, CompileAnswer]:
+        """One resolution on ``line``: the ``routed`` projects' per-line pages, the line's
+        constraints and ``exclusions``, uv's answer."""
+        pages = self._line_pages(line, routed)
+        present = {p: page.files for p, page in pages.items() if page.files is not None}
+        job = self._job(requirements, line, present, [*self._forbidden(line, pages), *exclusions])
+        answer = self._compile(job, offline_first, pages_identity(present))
+        origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
+        return Attempt(line, answer.closure, origins=origins, pages=present, job=job), answer
 
     def _job(
         self,
@@ -280,38 +285,54 @@ class LineResolver:
         found: list[Lacking] = []
         for requirement in requirements:
             asked = closure.get(requirement.name) if requirement.extras else None
-            if asked is None:
-                continue
-            files = self.files_of(asked, attempt)
-            versions = sorted(
-                {
-                    f.version
-                    for f in files
-                    if f.version is not None
-                    and f.version <= asked.version
-                    and requirement.specifier.contains(f.version, prereleases=True)
-                    and (not f.yanked or pins_exactly(requirement, f))
-                },
-                reverse=True,
-            )[:EXTRA_BATCH]
-            wheels = []
-            for version in versions:
-                wheel = best_wheel(files, version, self.target.python, self.target.platform)
-                if wheel is None:
-                    break  # no wheel to read: what it provides is not known, so it stays
-                wheels.append(wheel)
-            index = PackageIndex(self.http, asked.index_url or "")
-            metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
-            wanted = sorted({canonicalize_name(e) for e in requirement.extras})
-            for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
-                provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
-                absent = [e for e in wanted if e not in provided]
-                if not absent:
-                    break  # the resolver may take this one
-                found.append(
-                    Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
-                )
+            if asked is not None:
+                found += self._without_extras(requirement, asked, attempt)
         return found
+
+    def _without_extras(
+        self, requirement: Requirement, asked: Resolved, attempt: Attempt
+    ) -> list[Lacking]:
+        """The resolved version of ``requirement`` and the older ones it allows, newest
+        first, that lack one of its extras (up to the first that has them all)."""
+        wheels = self._wheels_at_and_below(requirement, asked, attempt)
+        index = PackageIndex(self.http, asked.index_url or "")
+        metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
+        wanted = sorted({canonicalize_name(e) for e in requirement.extras})
+        found: list[Lacking] = []
+        for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
+            provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
+            absent = [e for e in wanted if e not in provided]
+            if not absent:
+                break  # the resolver may take this one
+            found.append(
+                Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
+            )
+        return found
+
+    def _wheels_at_and_below(
+        self, requirement: Requirement, asked: Resolved, attempt: Attempt
+    ) -> list[DistFile]:
+        """The target's wheel of ``asked``'s version and of the next older versions the
+        specifier allows (:data:`EXTRA_BATCH` at most), up to one with no such wheel."""
+        files = self.files_of(asked, attempt)
+        versions = sorted(
+            {
+                f.version
+                for f in files
+                if f.version is not None
+                and f.version <= asked.version
+                and requirement.specifier.contains(f.version, prereleases=True)
+                and (not f.yanked or pins_exactly(requirement, f))
+            },
+            reverse=True,
+        )[:EXTRA_BATCH]
+        wheels = []
+        for version in versions:
+            wheel = best_wheel(files, version, self.target.python, self.target.platform)
+            if wheel is None:
+                break  # no wheel to read: what it provides is not known, so it stays
+            wheels.append(wheel)
+        return wheels
 
     def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
         if offline_first:
@@ -438,6 +459,28 @@ def _read_names(attempt: Attempt, closure: Closure) -> None:
         )
         if found is not None:
             attempt.evidence[package.name] = found
+
+
+def _extras_given_up(
+    line: Line, lacking: Sequence[Lacking], missing: Sequence[Lacking]
+) -> Exclusion | None:
+    """The line's failure once :data:`EXTRA_ROUNDS` resolutions have each met a version
+    without a requested extra; None while another round may exclude ``missing``."""
+    if sum(1 for x in lacking if x.first) < EXTRA_ROUNDS:
+        return None
+    return Exclusion(
+        line,
+        "extra",
+        f"{_lacking([*lacking, *missing])}; older versions not read",
+        tuple(sorted({x.project for x in missing})),
+    )
+
+
+def _contradictions_given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
+    """Whether to stop excluding: nothing new was read, or a project has been excluded in
+    :data:`CONTRADICTION_ROUNDS` versions."""
+    tried = [sum(k.project == e.project for k in learnt) for e in fresh]
+    return not fresh or max(tried) >= CONTRADICTION_ROUNDS
 
 
 def _no_resolution(
