@@ -31,7 +31,7 @@ from pathlib import Path
 from cudaup.config import Settings
 from cudaup.core.driver import DriverVersion, GpuInfo
 from cudaup.core.platforms import Platform
-from cudaup.plan import Planner, PlanResult, Target, parse_requirements
+from cudaup.plan import Planner, PlanResult, PlanTarget, parse_requirements
 from cudaup.plan.indexes import Index, arrange
 from cudaup.plan.lines import Line
 from tests.plan.builders import ABI3, ARM, PURE, shared_object, wheel
@@ -208,7 +208,7 @@ def plan(
     pre: bool = False,
     allow_minor_compat: bool = False,
 ) -> PlanResult:
-    target = Target(
+    target = PlanTarget(
         python, platform, DriverVersion.from_text(driver) if driver else None, None, gpus
     )
     planner = Planner(settings(server, tmp_path, refresh=refresh, offline=offline))

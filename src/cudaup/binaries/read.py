@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from cudaup.core.fatbin import Entry, Target, may_hold_device_code, read_entries
 from cudaup.errors import PermissionDeniedError, SourceFormatError, UsageError
+from cudaup.net.ranged_file import RangedFile, wheel_archive
 
 #: Members no CUDA binary hides in: skipped without reading a byte of them.
 TEXT_SUFFIXES = frozenset(
@@ -171,14 +172,9 @@ def _members(archive: zipfile.ZipFile, where: str) -> Iterator[BinaryFile]:
             yield BinaryFile(info.filename, tuple(entries))
 
 
-def read_zip(open_zip: Callable[[], IO[bytes]], where: str) -> list[BinaryFile]:
-    try:
-        with open_zip() as handle, zipfile.ZipFile(handle) as archive:
-            return list(_members(archive, where))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
-        raise SourceFormatError(f"{where} is not a readable wheel ({exc})") from None
-    except (ValueError, RuntimeError) as exc:  # zipfile: bad offsets, encrypted members
-        raise SourceFormatError(f"{where} is not a readable wheel ({exc})") from None
+def read_zip(open_zip: Callable[[], IO[bytes] | RangedFile], where: str) -> list[BinaryFile]:
+    with wheel_archive(open_zip(), where) as archive:
+        return list(_members(archive, where))
 
 
 def read_wheel(path: Path) -> Package:

@@ -15,7 +15,7 @@ from cudaup.errors import GpuUnsupportedError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
-from cudaup.plan import Planner, Target, parse_requirements
+from cudaup.plan import Planner, PlanTarget, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.kernels import published_kernels
@@ -61,10 +61,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     line = parse_line(args.cuda) if args.cuda else None
     python = python_version(args.python)
     if args.driver:
-        target = Target(python, platform_of(args), DriverVersion.from_text(args.driver), None)
+        target = PlanTarget(python, platform_of(args), DriverVersion.from_text(args.driver), None)
     else:
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
-        target = Target(python, platform_of(args), info.version, info.cuda_version, info.gpus)
+        target = PlanTarget(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     # No common line: the error object carries the exclusions and each package's lines.
     result = Planner(settings).plan(
         requirements, indexes, target, line=line, pre=args.pre,

@@ -19,7 +19,7 @@ from cudaup.errors import (
 )
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
-from cudaup.plan import Planner, Target, parse_requirements
+from cudaup.plan import Planner, PlanTarget, parse_requirements
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.lines import Line, release_line
@@ -70,7 +70,7 @@ def build_lock(
         table = indexes_for(settings.pypi_url, list(indexes), settings.user_indexes)
         requirements = parse_requirements(list(with_packages))
         for platform in platforms:
-            target = Target(python_version(python), platform, None, None)
+            target = PlanTarget(python_version(python), platform, None, None)
             # The wheels must run on the toolkit beside them: the locked release's line.
             result = Planner(settings).plan(requirements, table, target, line=lines[platform])
             name = f"pylock.{output.stem.replace('.', '-')}-{platform}.toml"  # PEP 751 file name

@@ -14,7 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from cudaup.errors import UsageError
 from cudaup.plan.planner import Planner
-from cudaup.plan.result import PlanResult, Target
+from cudaup.plan.result import PlanResult, PlanTarget
 
 
 def parse_requirements(texts: list[str]) -> list[Requirement]:
@@ -27,4 +27,4 @@ def parse_requirements(texts: list[str]) -> list[Requirement]:
     return requirements
 
 
-__all__ = ["PlanResult", "Planner", "Target", "parse_requirements"]
+__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements"]

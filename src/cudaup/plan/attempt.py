@@ -32,7 +32,7 @@ from cudaup.plan.lines import (
     line_constraints,
     line_tag,
 )
-from cudaup.plan.result import Exclusion, Origin, Target
+from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
     best_wheel,
@@ -93,7 +93,7 @@ class LineResolver:
     def __init__(
         self,
         planner: Planner,
-        target: Target,
+        target: PlanTarget,
         tagged: list[Index],
         flat: tuple[str, tuple[str, ...]],
         work: Path,
@@ -196,52 +196,13 @@ class LineResolver:
         for _round in range(rounds):
             if self.cancel.is_set():
                 raise CudaupError("the search for a line was cancelled")
-            pages = self._line_pages(line, routed)
-            present = {p: page.files for p, page in pages.items() if page.files is not None}
-            origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
-            local = None
-            if present:
-                with self._lock:
-                    self._serial += 1
-                    folder = self.work / f"{line_tag(line)}-{self._serial}"
-                local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
             exclusions = [
-                *self._forbidden(line, pages),
                 *(e.exclusion() for e in learnt),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
-            job = CompileJob(
-                tuple(str(r) for r in requirements),
-                tuple(line_constraints(line, self.majors, exclusions, self.held)),
-                self.target.python,
-                uv_platform(self.target.platform),
-                ((local,) if local else ()) + self.extra_flat,
-                self.default_url,
-                refresh=self.settings.refresh,
-                interpreter=self.target.interpreter,
-                preferences=self.preferences,
-                prerelease=self.pre,
-            )
-            answer = self._compile(job, offline_first, pages_identity(present))
-            attempt = Attempt(line, answer.closure, origins=origins, pages=present, job=job)
+            attempt, answer = self._round(requirements, line, routed, exclusions, offline_first)
             if answer.closure is None:
-                if learnt:
-                    attempt.failure = Exclusion(
-                        line,
-                        "inconsistent",
-                        f"{_learnt(learnt)}; without them there is no resolution",
-                        tuple(sorted({e.project for e in learnt})),
-                    )
-                elif lacking:
-                    attempt.failure = Exclusion(
-                        line,
-                        "extra",
-                        f"{_lacking(lacking)}; without them there is no resolution",
-                        tuple(sorted({x.project for x in lacking})),
-                    )
-                else:
-                    reason = answer.reason or "uv found no resolution"
-                    attempt.failure = Exclusion(line, "resolution", reason)
+                attempt.failure = _no_resolution(line, answer, learnt, lacking)
                 return attempt
             newly = {
                 p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
@@ -251,28 +212,67 @@ class LineResolver:
                 continue
             missing = self._lacking_extras(requirements, attempt)
             if missing:
-                if sum(1 for x in lacking if x.first) >= EXTRA_ROUNDS:
-                    attempt.failure = Exclusion(
-                        line,
-                        "extra",
-                        f"{_lacking([*lacking, *missing])}; older versions not read",
-                        tuple(sorted({x.project for x in missing})),
-                    )
+                attempt.failure = _extras_given_up(line, lacking, missing)
+                if attempt.failure is not None:
                     return attempt
                 lacking += missing
                 continue
-            found = self._read_back(attempt, requirements, local)
+            found = self._read_back(attempt, requirements)
             if not found:
                 return attempt
             fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
             learnt += fresh
-            tried = [sum(k.project == e.project for k in learnt) for e in fresh]
-            if not fresh or max(tried) >= CONTRADICTION_ROUNDS:
+            if _contradictions_given_up(fresh, learnt):
                 break
         attempt.failure = Exclusion(
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def _round(
+        self,
+        requirements: tuple[Requirement, ...],
+        line: Line,
+        routed: set[str],
+        exclusions: list[str],
+        offline_first: bool,
+    ) -> tuple[Attempt, CompileAnswer]:
+        """One resolution on ``line``: the ``routed`` projects' per-line pages, the line's
+        constraints and ``exclusions``, uv's answer."""
+        pages = self._line_pages(line, routed)
+        present = {p: page.files for p, page in pages.items() if page.files is not None}
+        job = self._job(requirements, line, present, [*self._forbidden(line, pages), *exclusions])
+        answer = self._compile(job, offline_first, pages_identity(present))
+        origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
+        return Attempt(line, answer.closure, origins=origins, pages=present, job=job), answer
+
+    def _job(
+        self,
+        requirements: tuple[Requirement, ...],
+        line: Line,
+        present: dict[str, tuple[DistFile, ...]],
+        exclusions: list[str],
+    ) -> CompileJob:
+        """One round's resolution: the requests held to ``line``, the projects ``present``
+        on its per-line indexes taken from a local index of them alone."""
+        local = None
+        if present:
+            with self._lock:
+                self._serial += 1
+                folder = self.work / f"{line_tag(line)}-{self._serial}"
+            local = write_local_index(folder, present, f"the {line_tag(line)} indexes")
+        return CompileJob(
+            tuple(str(r) for r in requirements),
+            tuple(line_constraints(line, self.majors, exclusions, self.held)),
+            self.target.python,
+            uv_platform(self.target.platform),
+            ((local,) if local else ()) + self.extra_flat,
+            self.default_url,
+            refresh=self.settings.refresh,
+            interpreter=self.target.interpreter,
+            preferences=self.preferences,
+            prerelease=self.pre,
+        )
 
     def _lacking_extras(
         self, requirements: tuple[Requirement, ...], attempt: Attempt
@@ -285,38 +285,54 @@ class LineResolver:
         found: list[Lacking] = []
         for requirement in requirements:
             asked = closure.get(requirement.name) if requirement.extras else None
-            if asked is None:
-                continue
-            files = self.files_of(asked, attempt)
-            versions = sorted(
-                {
-                    f.version
-                    for f in files
-                    if f.version is not None
-                    and f.version <= asked.version
-                    and requirement.specifier.contains(f.version, prereleases=True)
-                    and (not f.yanked or pins_exactly(requirement, f))
-                },
-                reverse=True,
-            )[:EXTRA_BATCH]
-            wheels = []
-            for version in versions:
-                wheel = best_wheel(files, version, self.target.python, self.target.platform)
-                if wheel is None:
-                    break  # no wheel to read: what it provides is not known, so it stays
-                wheels.append(wheel)
-            index = PackageIndex(self.http, asked.index_url or "")
-            metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
-            wanted = sorted({canonicalize_name(e) for e in requirement.extras})
-            for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
-                provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
-                absent = [e for e in wanted if e not in provided]
-                if not absent:
-                    break  # the resolver may take this one
-                found.append(
-                    Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
-                )
+            if asked is not None:
+                found += self._without_extras(requirement, asked, attempt)
         return found
+
+    def _without_extras(
+        self, requirement: Requirement, asked: Resolved, attempt: Attempt
+    ) -> list[Lacking]:
+        """The resolved version of ``requirement`` and the older ones it allows, newest
+        first, that lack one of its extras (up to the first that has them all)."""
+        wheels = self._wheels_at_and_below(requirement, asked, attempt)
+        index = PackageIndex(self.http, asked.index_url or "")
+        metadata = map_concurrently(index.metadata, wheels, self.settings.workers)
+        wanted = sorted({canonicalize_name(e) for e in requirement.extras})
+        found: list[Lacking] = []
+        for position, (wheel, meta) in enumerate(zip(wheels, metadata, strict=True)):
+            provided = {canonicalize_name(e) for e in meta.provides_extra or ()}
+            absent = [e for e in wanted if e not in provided]
+            if not absent:
+                break  # the resolver may take this one
+            found.append(
+                Lacking(asked.name, str(wheel.version), tuple(absent), first=position == 0)
+            )
+        return found
+
+    def _wheels_at_and_below(
+        self, requirement: Requirement, asked: Resolved, attempt: Attempt
+    ) -> list[DistFile]:
+        """The target's wheel of ``asked``'s version and of the next older versions the
+        specifier allows (:data:`EXTRA_BATCH` at most), up to one with no such wheel."""
+        files = self.files_of(asked, attempt)
+        versions = sorted(
+            {
+                f.version
+                for f in files
+                if f.version is not None
+                and f.version <= asked.version
+                and requirement.specifier.contains(f.version, prereleases=True)
+                and (not f.yanked or pins_exactly(requirement, f))
+            },
+            reverse=True,
+        )[:EXTRA_BATCH]
+        wheels = []
+        for version in versions:
+            wheel = best_wheel(files, version, self.target.python, self.target.platform)
+            if wheel is None:
+                break  # no wheel to read: what it provides is not known, so it stays
+            wheels.append(wheel)
+        return wheels
 
     def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
         if offline_first:
@@ -326,26 +342,11 @@ class LineResolver:
                 return answer
         return self.runner.compile(job, identity=identity)
 
-    def _read_back(
-        self, attempt: Attempt, requirements: tuple[Requirement, ...], local: str | None
-    ) -> list[Evidence]:
+    def _read_back(self, attempt: Attempt, requirements: tuple[Requirement, ...]) -> list[Evidence]:
         """Every package's evidence; the ones that contradict the attempt's line."""
         closure, line = attempt.closure, attempt.line
         assert closure is not None
-        for package in closure:
-            origin = None
-            # The one file index a job names is its local per-line index (a kept answer
-            # names the path an earlier plan used: the pages, not the path, are its key).
-            if local and package.index_url and package.index_url.startswith("file:"):
-                origin = attempt.origins.get(package.name)
-            found = evidence_of(
-                package.name,
-                package.version,
-                origin.line if origin else None,
-                origin.url if origin else None,
-            )
-            if found is not None:
-                attempt.evidence[package.name] = found
+        _read_names(attempt, closure)
         older: list[Evidence] = []
         asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
@@ -440,6 +441,67 @@ class LineResolver:
         if error := unreachable_error(fetched):
             raise error
         return fetched[0].files or ()
+
+
+def _read_names(attempt: Attempt, closure: Closure) -> None:
+    """What each resolved package's name, version and per-line index say of its line."""
+    for package in closure:
+        origin = None
+        # The one file index a job names is its local per-line index (a kept answer
+        # names the path an earlier plan used: the pages, not the path, are its key).
+        if attempt.pages and package.index_url and package.index_url.startswith("file:"):
+            origin = attempt.origins.get(package.name)
+        found = evidence_of(
+            package.name,
+            package.version,
+            origin.line if origin else None,
+            origin.url if origin else None,
+        )
+        if found is not None:
+            attempt.evidence[package.name] = found
+
+
+def _extras_given_up(
+    line: Line, lacking: Sequence[Lacking], missing: Sequence[Lacking]
+) -> Exclusion | None:
+    """The line's failure once :data:`EXTRA_ROUNDS` resolutions have each met a version
+    without a requested extra; None while another round may exclude ``missing``."""
+    if sum(1 for x in lacking if x.first) < EXTRA_ROUNDS:
+        return None
+    return Exclusion(
+        line,
+        "extra",
+        f"{_lacking([*lacking, *missing])}; older versions not read",
+        tuple(sorted({x.project for x in missing})),
+    )
+
+
+def _contradictions_given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
+    """Whether to stop excluding: nothing new was read, or a project has been excluded in
+    :data:`CONTRADICTION_ROUNDS` versions."""
+    tried = [sum(k.project == e.project for k in learnt) for e in fresh]
+    return not fresh or max(tried) >= CONTRADICTION_ROUNDS
+
+
+def _no_resolution(
+    line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
+) -> Exclusion:
+    """Why a round found nothing: what was excluded before it, else uv's own reason."""
+    if learnt:
+        return Exclusion(
+            line,
+            "inconsistent",
+            f"{_learnt(learnt)}; without them there is no resolution",
+            tuple(sorted({e.project for e in learnt})),
+        )
+    if lacking:
+        return Exclusion(
+            line,
+            "extra",
+            f"{_lacking(lacking)}; without them there is no resolution",
+            tuple(sorted({x.project for x in lacking})),
+        )
+    return Exclusion(line, "resolution", answer.reason or "uv found no resolution")
 
 
 @dataclass(frozen=True, slots=True)

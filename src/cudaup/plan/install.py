@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from cudaup.plan.closure import Closure
 from cudaup.plan.uv import CompileJob, UvRunner
@@ -35,6 +36,28 @@ def differences(plan: Closure, printed: Closure) -> list[str]:
             found.append(package.name)
     found += [p.name for p in printed if plan.get(p.name) is None]
     return sorted(set(found))
+
+
+def exact_pins(requirements: Sequence[Requirement]) -> list[str] | None:
+    """The lines a plan prints for requests that are all exact pins (``vllm==0.20.0``),
+    spelled as :meth:`~cudaup.plan.result.PackagePick.pinned` spells them, known before any
+    line is resolved; None when one request is not."""
+    pins = []
+    for requirement in requirements:
+        specifiers = list(requirement.specifier)
+        if requirement.url or len(specifiers) != 1:
+            return None
+        (only,) = specifiers
+        if only.operator != "==" or only.version.endswith(".*"):
+            return None
+        try:
+            version = Version(only.version)
+        except InvalidVersion:
+            return None
+        extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+        marker = f"; {requirement.marker}" if requirement.marker else ""
+        pins.append(f"{requirement.name}{extras}=={version}{marker}")
+    return pins
 
 
 def install_pins(

@@ -18,8 +18,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cudaup.config import Settings
-from cudaup.core.compat import CompatTable
+from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import DriverVersion
 from cudaup.core.wheels import marker_environment
 from cudaup.errors import (
@@ -36,10 +37,9 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.net.http import HttpClient
-from cudaup.plan.attempt import Attempt, LineResolver
-from cudaup.plan.closure import Resolved
+from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
 from cudaup.plan.indexes import Index
-from cudaup.plan.install import install_pins
+from cudaup.plan.install import exact_pins, install_pins
 from cudaup.plan.lines import (
     TOOLKIT,
     Line,
@@ -54,7 +54,7 @@ from cudaup.plan.result import (
     Exclusion,
     PackagePick,
     PlanResult,
-    Target,
+    PlanTarget,
     explain,
 )
 from cudaup.plan.survey import (
@@ -63,7 +63,7 @@ from cudaup.plan.survey import (
     unreachable_error,
     yank_of,
 )
-from cudaup.plan.uv import find_uv, pages_identity
+from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
@@ -106,7 +106,7 @@ class Planner:
         self,
         requirements: Sequence[Requirement],
         indexes: dict[str, Index],
-        target: Target,
+        target: PlanTarget,
         *,
         line: Line | None = None,
         compat: CompatTable | None = None,
@@ -143,7 +143,7 @@ class _Run:
         planner: Planner,
         requirements: tuple[Requirement, ...],
         indexes: dict[str, Index],
-        target: Target,
+        target: PlanTarget,
         work: Path,
     ) -> None:
         self.planner, self.settings, self.http = planner, planner.settings, planner.http
@@ -170,6 +170,10 @@ class _Run:
             (default.urls[""], tuple(i.urls[""] for i in flat if i is not default)),
             work,
         )
+        runner = self.lines.runner
+        self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
+        self.ahead_pool = ThreadPoolExecutor(max_workers=1)
+        self.ahead: Future[CompileAnswer] | None = None
 
     # -- the plan --------------------------------------------------------------
     def plan(
@@ -182,6 +186,39 @@ class _Run:
                 )
         find_uv()
         self._survey()
+        self._check_ahead()
+        try:
+            return self._plan(wanted, compat, allowed)
+        finally:
+            self.ahead_runner.cancel()  # a plan that ends early needs no install check
+            self.ahead_pool.shutdown(wait=True)
+
+    def _check_ahead(self) -> None:
+        """When every request is an exact pin, the install check's first resolution (the
+        printed lines, unconstrained) is known before any line is: start it now, beside
+        the search, on its own runner (the search cancels its own).  Its answer is kept
+        with uv's other answers, where :func:`install_pins` finds it when the plan's
+        closure has no package from a per-line index; otherwise it is not asked for, and
+        only its time was spent."""
+        pins = exact_pins(self.requirements)
+        if pins is None or self.settings.refresh:
+            return
+        job = CompileJob(
+            tuple(pins),
+            (),
+            self.target.python,
+            uv_platform(self.target.platform),
+            self.lines.extra_flat,
+            self.lines.default_url,
+            interpreter=self.target.interpreter,
+            prerelease=self.lines.pre,
+        )
+        identity = pages_identity({})
+        self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=identity)
+
+    def _plan(
+        self, wanted: Line | None, compat: CompatTable | None, allowed: Collection[Line] | None
+    ) -> PlanResult:
         live = plan_releases(self.settings, self.planner.cache.plan)
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
@@ -258,20 +295,33 @@ class _Run:
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
         """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
-        target = self.target
         releases = [r for r in live.versions if release_line(r) == line]
-        if target.driver is not None:
-            verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
-            if verdicts and all(v.verdict in {"no", "unknown"} for v in verdicts):
-                newest = verdicts[0]
-                if newest.verdict == "no":
-                    message = (
-                        f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
-                    )
-                else:
-                    message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
-                return Exclusion(line, "driver", message)
-        for gpu in target.gpus:
+        return (
+            self._driver_refuses(line, releases, table)
+            or self._gpus_refuse(line, releases, table)
+            or self._index_lacks(line)
+        )
+
+    def _driver_refuses(
+        self, line: Line, releases: list[str], table: CompatTable
+    ) -> Exclusion | None:
+        """The driver runs none of the line's releases (or cudaup cannot tell)."""
+        target = self.target
+        if target.driver is None:
+            return None
+        verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
+        if not verdicts or any(v.verdict not in {"no", "unknown"} for v in verdicts):
+            return None
+        newest = verdicts[0]
+        if newest.verdict == "no":
+            message = f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
+        else:
+            message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
+        return Exclusion(line, "driver", message)
+
+    def _gpus_refuse(self, line: Line, releases: list[str], table: CompatTable) -> Exclusion | None:
+        """A GPU the line's newest release cannot target."""
+        for gpu in self.target.gpus:
             arch = table.architecture(gpu.compute_capability or "")
             if arch is not None and releases and not arch.supported_by(releases[0]):
                 return Exclusion(
@@ -279,6 +329,10 @@ class _Run:
                     "gpu",
                     f"cannot target GPU {gpu.name} (compute capability {gpu.compute_capability})",
                 )
+        return None
+
+    def _index_lacks(self, line: Line) -> Exclusion | None:
+        """A requested project only a per-line index publishes, with no build for the line."""
         tag = line_tag(line)
         for requirement in self.requirements:
             for index in self.tagged:
@@ -394,67 +448,14 @@ class _Run:
     ) -> PlanResult:
         closure, line = attempt.closure, attempt.line
         assert closure is not None and attempt.job is not None
-        fitting = {n for n, e in attempt.evidence.items() if e.fits(line)}
-        exact = {n for n in fitting if attempt.evidence[n].line is not None}
         release = named_release(attempt, live)
-        toolkit = closure.get(TOOLKIT)
         notes: list[str] = []
-        picks: list[PackagePick] = []
-        release_chain: list[Resolved] | None = None
-        for requirement in self.requirements:
-            package = closure.get(requirement.name)
-            if package is None:
-                picks.append(PackagePick.absent(requirement))
-                continue
-            pinning = {n for n in fitting if attempt.evidence[n].release}
-            chain = (
-                closure.chain(package.name, pinning)
-                or closure.chain(package.name, exact)
-                or closure.chain(package.name, fitting)
-            )
-            if toolkit is not None and release_chain is None:
-                release_chain = closure.chain(package.name, {TOOLKIT})
-            origin = attempt.origins.get(package.name)
-            index, index_url = (
-                (origin.index, origin.url)
-                if origin and package.name in attempt.pages
-                else (
-                    self.flat_names.get((package.index_url or "").rstrip("/"), "?"),
-                    package.index_url or "",
-                )
-            )
-            pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
-            if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
-                pick = replace(pick, yanked=yanked)
-                notes.append(
-                    f"{package.name} {package.version} is yanked on {index} ({yanked}); "
-                    "the exact pin takes it, as PEP 592 allows"
-                )
-            picks.append(pick)
-        if toolkit is not None:
-            path = " → ".join(str(p) for p in release_chain) if release_chain else str(toolkit)
-            release_reason = f"{path} pins it"
-        else:
-            release_reason = f"the newest {line_text(line)} release in {live.described}"
+        picks = [self._pick(requirement, attempt, notes) for requirement in self.requirements]
+        release_reason = self._release_reason(attempt, live)
         verdict = None
-        if self.target.driver is None:
-            notes.append("no NVIDIA driver found and no --driver: planned by the packages alone")
-        else:
+        if self.target.driver is not None:
             verdict = table.check(self.target.driver, release, reported=self.target.reported)
-            if verdict.verdict == "minor-version":
-                notes.append(
-                    f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}"
-                )
-        if not any(e.names_a_line for e in attempt.evidence.values()):
-            notes.append(
-                "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
-                "or linked runtime): the newest line the driver and GPUs accept"
-            )
-        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
-        # every pre-release in the closure is named.
-        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
-        if pre and attempt.job.prerelease:
-            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
+        notes += self._notes(attempt, release, verdict)
         notes += [f"release list: {n}" for n in live.notes]
         result = PlanResult(
             line=line,
@@ -479,6 +480,8 @@ class _Run:
             job=attempt.job,
         )
         identity = pages_identity(attempt.pages)
+        if self.ahead is not None:
+            wait([self.ahead])  # the same job, maybe: its answer is then kept for this one
         extra, checked = install_pins(
             self.lines.runner, attempt.job, result.base_pins(), closure, identity
         )
@@ -489,6 +492,83 @@ class _Run:
                 "every package pinned: install the lock --export writes"
             )
         return result
+
+    def _release_reason(self, attempt: Attempt, live: LiveReleases) -> str:
+        """Why the plan names its release: the chain that pins ``cuda-toolkit``, else the
+        line's newest release."""
+        closure = attempt.closure
+        assert closure is not None
+        toolkit = closure.get(TOOLKIT)
+        if toolkit is None:
+            return f"the newest {line_text(attempt.line)} release in {live.described}"
+        chain = next(
+            (
+                found
+                for r in self.requirements
+                if (package := closure.get(r.name)) is not None
+                and (found := closure.chain(package.name, {TOOLKIT})) is not None
+            ),
+            None,
+        )
+        path = " → ".join(str(p) for p in chain) if chain else str(toolkit)
+        return f"{path} pins it"
+
+    def _notes(self, attempt: Attempt, release: str, verdict: Compatibility | None) -> list[str]:
+        """What the answer says beside its line: no driver to ask, minor-version
+        compatibility, nothing naming a line, pre-releases taken."""
+        closure, job = attempt.closure, attempt.job
+        assert closure is not None and job is not None
+        notes = []
+        if self.target.driver is None:
+            notes.append("no NVIDIA driver found and no --driver: planned by the packages alone")
+        elif verdict is not None and verdict.verdict == "minor-version":
+            notes.append(f"driver {self.target.driver} runs CUDA {release} under {verdict.reason}")
+        if not any(e.names_a_line for e in attempt.evidence.values()):
+            notes.append(
+                "nothing in the resolution names a CUDA line (no CUDA dependency, per-line build "
+                "or linked runtime): the newest line the driver and GPUs accept"
+            )
+        # Pre-releases a dependency pins exactly are taken without --pre too; with it,
+        # every pre-release in the closure is named.
+        pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
+        if pre and job.prerelease:
+            notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
+        return notes
+
+    def _pick(self, requirement: Requirement, attempt: Attempt, notes: list[str]) -> PackagePick:
+        """What the plan takes for one request: its version, index, and the chain of
+        packages that ties it to the line (one that pins the release first, then an exact
+        line, then any fitting one); a yanked exact pin adds a note."""
+        closure, line = attempt.closure, attempt.line
+        assert closure is not None
+        package = closure.get(requirement.name)
+        if package is None:
+            return PackagePick.absent(requirement)
+        fitting = {n for n, e in attempt.evidence.items() if e.fits(line)}
+        exact = {n for n in fitting if attempt.evidence[n].line is not None}
+        pinning = {n for n in fitting if attempt.evidence[n].release}
+        chain = (
+            closure.chain(package.name, pinning)
+            or closure.chain(package.name, exact)
+            or closure.chain(package.name, fitting)
+        )
+        origin = attempt.origins.get(package.name)
+        index, index_url = (
+            (origin.index, origin.url)
+            if origin and package.name in attempt.pages
+            else (
+                self.flat_names.get((package.index_url or "").rstrip("/"), "?"),
+                package.index_url or "",
+            )
+        )
+        pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
+        if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
+            pick = replace(pick, yanked=yanked)
+            notes.append(
+                f"{package.name} {package.version} is yanked on {index} ({yanked}); "
+                "the exact pin takes it, as PEP 592 allows"
+            )
+        return pick
 
 
 def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
@@ -510,7 +590,7 @@ def named_release(attempt: Attempt, live: LiveReleases) -> str:
 
 
 def line_support(
-    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: Target
+    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: PlanTarget
 ) -> dict[Line, str | None]:
     """How the target's driver runs each line, by its releases (None: no driver to ask)."""
     if target.driver is None:

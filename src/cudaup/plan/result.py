@@ -27,7 +27,7 @@ PYPI = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class PlanTarget:
     python: tuple[int, int]
     platform: Platform
     driver: DriverVersion | None
@@ -181,7 +181,7 @@ class PlanResult:
     excluded: list[Exclusion]
     notes: list[str]
     consulted: list[Page]
-    target: Target
+    target: PlanTarget
     job: CompileJob
     #: Closure packages pinned in the install lines so that they resolve to the closure
     #: without the plan's constraints (:mod:`cudaup.plan.install`).
@@ -273,46 +273,15 @@ def explain(
     lines: Sequence[Line],
     excluded: Sequence[Exclusion],
     alone: Sequence[Alone],
-    target: Target,
+    target: PlanTarget,
     live: LiveReleases,
     table: CompatTable,
 ) -> NoCommonLineError:
     """The no-line error: each package's lines, and what keeps them apart."""
     blocked = {e.line: e for e in excluded if e.kind in {"driver", "gpu"}}
     runnable = {line for line in lines if line not in blocked}
-    common = set(lines)
-    for package in alone:
-        common &= set(package.lines)
-    parts = []
-    for package in alone:
-        if package.lines:
-            parts.append(
-                f"{package.requirement} resolves on {describe_lines(package.lines, lines)}"
-            )
-        else:
-            why = f" ({package.failure.summary()})" if package.failure else ""
-            parts.append(f"{package.requirement} resolves on no CUDA line{why}")
-    if not lines:
-        head = "no CUDA release is known"
-    elif any(not package.lines for package in alone):
-        head = "a package resolves on no CUDA line"
-    elif len(alone) > 1 and not common:
-        head = "their CUDA lines do not meet"
-    elif not common & runnable:
-        newest = blocked[max(common)]
-        if len(alone) == 1:
-            head = f"{alone[0].requirement} resolves on {describe_lines(common, lines)}"
-            parts = []
-        else:
-            head = f"they meet only on {describe_lines(common, lines)}"
-        head += f", and {newest.message}"
-    else:
-        together = sorted(common & runnable)
-        newest_line = together[-1]
-        reason = next((e.summary() for e in excluded if e.line == newest_line), "")
-        head = (
-            f"each resolves alone on {describe_lines(together, lines)} but not together ({reason})"
-        )
+    head, each = _headline(lines, excluded, alone, blocked, runnable)
+    parts = [_package_part(package, lines) for package in alone] if each else []
     if target.driver is not None and blocked:
         ran = sorted(runnable)
         parts.append(
@@ -341,6 +310,46 @@ def explain(
         "requirements": [str(r) for r in requirements],
     }
     return NoCommonLineError(message, details)
+
+
+def _package_part(package: Alone, lines: Sequence[Line]) -> str:
+    """``xformers==0.0.33 resolves on 13.0-13.2`` (or on no line, and why)."""
+    if package.lines:
+        return f"{package.requirement} resolves on {describe_lines(package.lines, lines)}"
+    why = f" ({package.failure.summary()})" if package.failure else ""
+    return f"{package.requirement} resolves on no CUDA line{why}"
+
+
+def _headline(
+    lines: Sequence[Line],
+    excluded: Sequence[Exclusion],
+    alone: Sequence[Alone],
+    blocked: dict[Line, Exclusion],
+    runnable: set[Line],
+) -> tuple[str, bool]:
+    """What keeps the packages apart, and whether each package's lines are worth saying
+    too (not when one package's lines are the whole story)."""
+    common = set(lines)
+    for package in alone:
+        common &= set(package.lines)
+    if not lines:
+        return "no CUDA release is known", True
+    if any(not package.lines for package in alone):
+        return "a package resolves on no CUDA line", True
+    if len(alone) > 1 and not common:
+        return "their CUDA lines do not meet", True
+    if not common & runnable:
+        newest = blocked[max(common)]
+        if len(alone) == 1:
+            head = f"{alone[0].requirement} resolves on {describe_lines(common, lines)}"
+            return f"{head}, and {newest.message}", False
+        return f"they meet only on {describe_lines(common, lines)}, and {newest.message}", True
+    together = sorted(common & runnable)
+    reason = next((e.summary() for e in excluded if e.line == together[-1]), "")
+    return (
+        f"each resolves alone on {describe_lines(together, lines)} but not together ({reason})",
+        True,
+    )
 
 
 def _driver_floor(table: CompatTable, lines: Sequence[Line]) -> dict[str, str | None]:

@@ -106,25 +106,7 @@ def check_requested(
     present = [p for p in mine if p.files is not None]
     if not present:
         raise PackageNotFoundError(f"no index consulted has a project named {name!r}: {consulted}")
-    every = [f for p in present for f in p.files or () if f.version is not None]
-    # PEP 592: a yanked file is chosen only by an exact pin (uv and pip take it then).
-    files = [f for f in every if not f.yanked or pins_exactly(requirement, f)]
-    prereleases = pre or bool(requirement.specifier.prereleases)
-    matching = [
-        f
-        for f in files
-        if f.version is not None
-        and requirement.specifier.contains(f.version, prereleases=prereleases)
-    ]
-    if not matching:
-        versions = sorted({f.version for f in files if f.version is not None and not f.yanked})
-        newest = f" (newest: {versions[-1]})" if versions else ""
-        hint = ""
-        if not prereleases and any(
-            requirement.specifier.contains(v, prereleases=True) for v in versions
-        ):
-            hint = "; pre-releases match it: --pre takes them"
-        raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}{hint}")
+    matching = _matching_versions(requirement, present, consulted, pre=pre)
     fitting = [
         f
         for f in matching
@@ -137,6 +119,32 @@ def check_requested(
             f"{describe(platform)} ({platform}) on {consulted} "
             f"(newest matching version: {newest_matching})"
         )
+
+
+def _matching_versions(
+    requirement: Requirement, present: Sequence[Page], consulted: str, *, pre: bool
+) -> list[DistFile]:
+    """The files of the versions ``requirement`` allows (a yanked one only by an exact pin,
+    as PEP 592 says), or :class:`PackageNotFoundError` naming the newest and ``--pre``."""
+    every = [f for p in present for f in p.files or () if f.version is not None]
+    files = [f for f in every if not f.yanked or pins_exactly(requirement, f)]
+    prereleases = pre or bool(requirement.specifier.prereleases)
+    matching = [
+        f
+        for f in files
+        if f.version is not None
+        and requirement.specifier.contains(f.version, prereleases=prereleases)
+    ]
+    if matching:
+        return matching
+    versions = sorted({f.version for f in files if f.version is not None and not f.yanked})
+    newest = f" (newest: {versions[-1]})" if versions else ""
+    hint = ""
+    if not prereleases and any(
+        requirement.specifier.contains(v, prereleases=True) for v in versions
+    ):
+        hint = "; pre-releases match it: --pre takes them"
+    raise PackageNotFoundError(f"{requirement} matches no version on {consulted}{newest}{hint}")
 
 
 def pins_exactly(requirement: Requirement, file: DistFile) -> bool:

@@ -1,12 +1,14 @@
 """What ``plan`` reads from wheels themselves, cached by (URL, sha256).
 
-The fact: every CUDA signal a wheel carries, read with HTTP range requests (the
-zip's tail for the central directory, then only what each signal needs): the
+The fact: every CUDA signal a wheel carries, read by :mod:`zipfile` over a
+:class:`~cudaup.net.ranged_file.RangedFile` (HTTP range requests: the zip's tail
+for the central directory, then only what each signal needs): the
 shared libraries its extension modules link (the start of a few members, up to
 the ELF dynamic string table; or on to ``.dynamic`` wherever it lies), the CUDA
 libraries its small objects load by name, a bundled CUDA toolchain, one object
-per CUDA runtime, and the CUDA its version module declares.  Range reads cannot be checked against the file's hash
-(that needs every byte); they are evidence for a plan, never bytes installed.
+per CUDA runtime, and the CUDA its version module declares.  Range reads cannot be
+checked against the file's hash (that needs every byte); they are evidence for a
+plan, never bytes installed.
 
 A fact is stored under ``<cache>/plan/wheels/`` keyed by the file's URL and the
 sha256 the index gave, so a warm plan asks nothing it has read before; an entry
@@ -22,7 +24,7 @@ import json
 import re
 import struct
 import threading
-import zlib
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 
 from cudaup.errors import SourceFormatError
 from cudaup.net.http import HttpClient
+from cudaup.net.ranged_file import RangedFile, wheel_archive
 from cudaup.plan.elf import (
     Layout,
     NeededStream,
@@ -53,14 +56,11 @@ from cudaup.resolve.pypi import DistFile
 from cudaup.util.atomic import atomic_write
 
 SCHEMA = 2
-#: Bytes asked for at a time; the tail read usually holds the whole central directory.
-CHUNK = 256 * 1024
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
 MEMBERS = 4
 PREFIX_LIMIT = 16 * 1024 * 1024
-#: Past the prefix, a member is read on to its ``.dynamic`` in ranges up to this size,
-#: and inflated at most this much at a time.
-STREAM_CHUNK = 8 * 1024 * 1024
+#: Past the prefix, a member is read on to its ``.dynamic`` (in ranges that grow to
+#: :data:`~cudaup.net.ranged_file.STREAM_CHUNK`), inflated at most this much at a time.
 INFLATE_CHUNK = 16 * 1024 * 1024
 #: Bytes one wheel's reads may fetch: past it, an object's answer is what was read, said
 #: to be incomplete (libmxnet.so's .dynamic lies behind 489 MB of compressed code).
@@ -177,7 +177,9 @@ class WheelFacts:
             fact = self._cached(file, "libraries", key)
             if fact is not None and (known := _linked(fact)) is not None:
                 return known
-            linked = _LibraryReader(self.http, file).read()
+            ranged = RangedFile(self.http, file.url)
+            with wheel_archive(ranged, file.url) as archive:
+                linked = _LibraryReader(ranged, archive).read()
             self._remember(
                 file,
                 "libraries",
@@ -228,128 +230,38 @@ def _linked(fact: dict[str, Any]) -> LinkedLibraries | None:
 # ----------------------------------------------------------------------------
 # Reading a remote zip by ranges
 # ----------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Member:
-    name: str
-    method: int
-    compressed: int
-    size: int
-    offset: int
-
-
 class _LibraryReader:
-    def __init__(self, http: HttpClient, file: DistFile) -> None:
-        self.http, self.file, self.url = http, file, file.url
-        self.size = 0
-        #: Bytes this wheel's reads have fetched (bounded by :data:`READ_BUDGET`).
-        self.fetched = 0
+    """One wheel's signals, read through :mod:`zipfile` over a :class:`RangedFile`."""
 
-    def _range(self, start: int | None, end: int | None) -> bytes:
-        """Bytes ``start..end`` (inclusive), or the last ``end`` bytes when ``start`` is None."""
-        spec = f"bytes=-{end}" if start is None else f"bytes={start}-{end}"
-        raw = self.http.open("GET", self.url, {"Range": spec})
-        done = False
+    def __init__(self, ranged: RangedFile, archive: zipfile.ZipFile) -> None:
+        self.ranged, self.archive, self.url = ranged, archive, ranged.url
+
+    @property
+    def fetched(self) -> int:
+        """Bytes this wheel's reads have fetched (bounded by :data:`READ_BUDGET`)."""
+        return self.ranged.fetched
+
+    def _inflated(self, member: zipfile.ZipInfo) -> Iterator[bytes]:
+        """``member``'s bytes from its start, inflated, in order, in pieces that grow to
+        :data:`INFLATE_CHUNK` (bounded: a member that inflates a thousandfold stays in
+        chunks; one that inflates past its directory entry's size fails its CRC)."""
+        if member.compress_type not in {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}:
+            raise SourceFormatError(
+                f"{self.url}: {member.filename} uses zip method {member.compress_type}"
+            )
+        step = 64 * 1024
         try:
-            if raw.status == 200:
-                length = int(raw.headers.get("Content-Length") or 0)
-                if not length or length > CHUNK:
-                    raise SourceFormatError(f"{self.url} does not honour Range requests")
-                body = raw.read()  # a file smaller than one range: the server sent it all
-                self.size, done = len(body), True
-                self.fetched += len(body)
-                return body if start is None else body[start : (end or 0) + 1]
-            if raw.status != 206:
-                raise SourceFormatError(f"{self.url} answered HTTP {raw.status} to a range request")
-            match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", raw.headers.get("Content-Range", ""))
-            if not match:
-                raise SourceFormatError(f"{self.url} sent no usable Content-Range")
-            first, last, total = (int(g) for g in match.groups())
-            asked = (end or 0) - (start or 0) + 1 if start is not None else (end or 0)
-            if (start is not None and first != start) or not 0 <= last - first < asked:
-                raise SourceFormatError(f"{self.url} answered another range than asked")
-            body = raw.read(last - first + 2)
-            if len(body) != last - first + 1:
-                raise SourceFormatError(
-                    f"{self.url} sent {len(body)} bytes for a range of {last - first + 1}"
-                )
-            self.size, done = total, True
-            self.fetched += len(body)
-            return body
-        finally:
-            if not done:
-                raw.close()  # unread bytes must not reach the next request on this connection
-            raw.release_conn()
-
-    def _directory(self) -> list[_Member]:
-        tail = self._range(None, 64 * 1024)
-        tail_start = self.size - len(tail)
-        end = tail.rfind(b"PK\x05\x06")
-        if end < 0 or len(tail) - end < 22:
-            raise SourceFormatError(f"{self.url} has no zip end-of-directory record in its tail")
-        count, cd_size, cd_offset = struct.unpack_from("<HII", tail, end + 10)
-        if 0xFFFFFFFF in (cd_size, cd_offset) or count == 0xFFFF:
-            locator = tail.rfind(b"PK\x06\x07", 0, end)
-            if locator < 0:
-                raise SourceFormatError(f"{self.url} is a zip64 file without a locator")
-            (record,) = struct.unpack_from("<Q", tail, locator + 8)
-            data = self._slice(tail, tail_start, record, 56)
-            count, cd_size, cd_offset = struct.unpack_from("<QQQ", data, 32)
-        if cd_offset + cd_size > self.size or cd_size > 64 * 1024 * 1024:
-            raise SourceFormatError(f"{self.url} has a central directory outside the file")
-        directory = self._slice(tail, tail_start, cd_offset, cd_size)
-        return _parse_directory(directory, count, self.url)
-
-    def _slice(self, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
-        if offset >= tail_start and offset + length <= tail_start + len(tail):
-            return tail[offset - tail_start : offset - tail_start + length]
-        return self._range(offset, offset + length - 1)
-
-    def _inflated(self, member: _Member, first: int = CHUNK) -> Iterator[bytes]:
-        """``member``'s bytes from its start, inflated, in order (the ranges asked for grow
-        from ``first`` to :data:`STREAM_CHUNK`)."""
-        head = self._range(member.offset, member.offset + max(first, 4096) - 1)
-        if head[:4] != b"PK\x03\x04":
-            raise SourceFormatError(f"{self.url}: no local header where {member.name} should start")
-        if member.method not in {0, 8}:
-            raise SourceFormatError(f"{self.url}: {member.name} uses zip method {member.method}")
-        name_length, extra_length = struct.unpack_from("<HH", head, 26)
-        start = member.offset + 30 + name_length + extra_length
-        stop = start + member.compressed
-        compressed = head[30 + name_length + extra_length : stop - member.offset]
-        position = start + len(compressed)
-        inflater = zlib.decompressobj(-15) if member.method == 8 else None
-        produced, step = 0, CHUNK
-        while True:
-            pending = compressed
-            while pending:
-                if inflater is None:
-                    piece, pending = pending, b""
-                else:
-                    try:
-                        # Bounded: a member that inflates a thousandfold stays in chunks.
-                        piece = inflater.decompress(pending, INFLATE_CHUNK)
-                    except zlib.error as exc:
-                        raise SourceFormatError(
-                            f"{self.url}: {member.name} does not inflate ({exc})"
-                        ) from None
-                    pending = inflater.unconsumed_tail
-                produced += len(piece)
-                if produced > member.size:
-                    raise SourceFormatError(
-                        f"{self.url}: {member.name} inflates past the {member.size} bytes "
-                        "its directory entry gives"
-                    )
-                if piece:
+            with self.archive.open(member) as stream:
+                while piece := stream.read(step):
                     yield piece
-                if inflater is not None and inflater.eof:
-                    return
-            if position >= stop:
-                return
-            step = min(step * 2, STREAM_CHUNK)
-            compressed = self._range(position, min(stop, position + step) - 1)
-            position += len(compressed)
+                    step = min(step * 2, INFLATE_CHUNK)
+        except zipfile.BadZipFile as exc:  # its CRC, its local header
+            raise SourceFormatError(
+                f"{self.url}: {member.filename} is not the {member.file_size} bytes its "
+                f"directory entry gives ({exc})"
+            ) from None
 
-    def _needed(self, member: _Member) -> tuple[tuple[str, ...], bool, bytes]:
+    def _needed(self, member: zipfile.ZipInfo) -> tuple[tuple[str, ...], bool, bytes]:
         """The libraries ``member`` links, whether that is all of them, and the bytes read
         (the start: the dynamic string table in the first segment when it is there alone;
         else the whole ``.dynamic`` section and the names it points at, wherever they lie)."""
@@ -379,7 +291,7 @@ class _LibraryReader:
         shape = layout(data)
         if shape.dynamic is None:
             return result.libraries, False, data
-        if member.method == 0:
+        if member.compress_type == zipfile.ZIP_STORED:
             names = self._stored_needed(member, shape)
             return (names, True, data) if names is not None else (result.libraries, False, data)
         stream = NeededStream(shape)
@@ -394,76 +306,53 @@ class _LibraryReader:
             return result.libraries, False, data
         return names, True, data
 
-    def _stored_needed(self, member: _Member, shape: Layout) -> tuple[str, ...] | None:
+    def _stored_needed(self, member: zipfile.ZipInfo, shape: Layout) -> tuple[str, ...] | None:
         """A stored member's needed names, read exactly: ``.dynamic``, then the strings."""
         assert shape.dynamic is not None
-        head = self._range(member.offset, member.offset + 29)
+        # The member's bytes start after its local header (30 bytes, then its name and
+        # extra field, whose lengths the header gives at offset 26).
+        head = self.ranged.exactly(member.header_offset, 30)
         name_length, extra_length = struct.unpack_from("<HH", head, 26)
-        start = member.offset + 30 + name_length + extra_length
+        start = member.header_offset + 30 + name_length + extra_length
         offset, size = shape.dynamic
-        if size == 0 or offset + size > member.size:
+        if size == 0 or offset + size > member.file_size:
             return None
-        table = dynamic_table(shape, self._range(start + offset, start + offset + size - 1))
+        table = dynamic_table(shape, self.ranged.exactly(start + offset, size))
         if table.strtab is None:
             return None
         if not table.needed:
             return ()
         low = table.strtab + min(table.needed)
-        high = min(member.size, table.strtab + max(table.needed) + NAME_LIMIT)
+        high = min(member.file_size, table.strtab + max(table.needed) + NAME_LIMIT)
         if not low < high:
             return None
-        return names_at(self._range(start + low, start + high - 1), low, table)
+        return names_at(self.ranged.exactly(start + low, high - low), low, table)
 
-    def _whole(self, member: _Member) -> bytes:
-        return b"".join(self._inflated(member, member.compressed + 30 + 1024))
+    def _whole(self, member: zipfile.ZipInfo) -> bytes:
+        return b"".join(self._inflated(member))
 
     def read(self) -> LinkedLibraries:
-        members = self._directory()
-        shared = [m for m in members if _SHARED_OBJECT.search(m.name) and m.size > 0]
-        bundled = [m for m in shared if _BUNDLED_DIR.search(m.name)]
-        own = sorted((m for m in shared if m not in bundled), key=lambda m: m.size)
-        tools = tuple(m.name for m in members if _CUDA_TOOL.search(m.name))
-        runtimes = tuple(m.name for m in own if per_runtime_line(m.name))
-        declared = ""
-        versions = [m for m in members if _VERSION_FILE.match(m.name) and m.size <= 64 * 1024]
-        for member in versions[:2]:
-            text = self._whole(member).decode("utf-8", "replace")
-            if match := _DECLARED_CUDA.search(text):
-                declared = f"{member.name} says {match.group(0).strip()}"
-                break
+        """Every signal, strongest first; the objects are read only when the wheel does not
+        say its line itself."""
+        members = self.archive.infolist()
+        shared = [m for m in members if _SHARED_OBJECT.search(m.filename) and m.file_size > 0]
+        bundled = [m for m in shared if _BUNDLED_DIR.search(m.filename)]
+        own = sorted((m for m in shared if m not in bundled), key=lambda m: m.file_size)
+        tools = tuple(m.filename for m in members if _CUDA_TOOL.search(m.filename))
+        runtimes = tuple(m.filename for m in own if per_runtime_line(m.filename))
+        declared = self._declared(members)
         # A bundled CUDA runtime (auditwheel's sgl_kernel.libs/libcudart-….so.12) names itself.
-        found = {
-            m.name.rsplit("/", 1)[-1] for m in bundled if is_cuda_library(m.name.rsplit("/", 1)[-1])
-        }
+        found = {base for m in bundled if is_cuda_library(base := m.filename.rsplit("/", 1)[-1])}
         if declared or runtimes:
             # The package says its line itself (or one object per line): the objects need
             # not be read (paddle's libpaddle.so is 466 MB).
             return LinkedLibraries(
                 tuple(sorted(found)), (), len(own), False, (), tools, runtimes, declared
             )
-        read: list[str] = []
-        complete = True
-        starts: dict[str, bytes] = {}
-        for member in own[:MEMBERS]:
-            libraries, whole, start = self._needed(member)
-            read.append(member.name)
-            starts[member.name] = start
-            found.update(libraries)
-            complete = complete and whole
-            if any(is_cuda_library(name) for name in found):
-                break
-        else:
-            complete = complete and len(own) <= MEMBERS
+        read, complete, starts = self._link_all(own, found)
         loaded: set[str] = set()
         if not tools and not any(is_cuda_library(name) for name in found):
-            # No CUDA runtime linked and no toolchain of its own: the ones it loads by name (cuda-bindings dlopens
-            # libnvrtc.so.12), read from the small objects whole.
-            small = [m for m in own if m.size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
-            for member in small:
-                data = starts.get(member.name, b"")
-                if len(data) < member.size:
-                    data = self._whole(member)
-                loaded.update(loaded_by_name(data))
+            loaded = self._loaded_by_name(own, starts)
         return LinkedLibraries(
             tuple(sorted(found)),
             tuple(read),
@@ -475,36 +364,44 @@ class _LibraryReader:
             declared,
         )
 
+    def _declared(self, members: list[zipfile.ZipInfo]) -> str:
+        """What the package's version module says its CUDA is (``cuda_version = '11.8'``)."""
+        versions = [
+            m for m in members if _VERSION_FILE.match(m.filename) and m.file_size <= 64 * 1024
+        ]
+        for member in versions[:2]:
+            text = self._whole(member).decode("utf-8", "replace")
+            if match := _DECLARED_CUDA.search(text):
+                return f"{member.filename} says {match.group(0).strip()}"
+        return ""
 
-def _parse_directory(data: bytes, count: int, url: str) -> list[_Member]:
-    members: list[_Member] = []
-    at = 0
-    for _ in range(count):
-        if data[at : at + 4] != b"PK\x01\x02" or at + 46 > len(data):
-            raise SourceFormatError(f"{url} has a damaged central directory")
-        flags, method, compressed, size, name_length, extra_length, comment_length, offset = (
-            struct.unpack_from("<HH8xIIHHH8xI", data, at + 8)
-        )
-        name_bytes = data[at + 46 : at + 46 + name_length]
-        name = name_bytes.decode("utf-8" if flags & 0x800 else "cp437", "replace")
-        extra = data[at + 46 + name_length : at + 46 + name_length + extra_length]
-        compressed, size, offset = _zip64(extra, compressed, size, offset)
-        members.append(_Member(name, method, compressed, size, offset))
-        at += 46 + name_length + extra_length + comment_length
-    return members
+    def _link_all(
+        self, own: list[zipfile.ZipInfo], found: set[str]
+    ) -> tuple[list[str], bool, dict[str, bytes]]:
+        """The libraries the first few extension modules link, added to ``found`` (until a
+        CUDA runtime is among them); the members read, whether that was all of it, and the
+        bytes read of each."""
+        read: list[str] = []
+        complete = True
+        starts: dict[str, bytes] = {}
+        for member in own[:MEMBERS]:
+            libraries, whole, start = self._needed(member)
+            read.append(member.filename)
+            starts[member.filename] = start
+            found.update(libraries)
+            complete = complete and whole
+            if any(is_cuda_library(name) for name in found):
+                return read, complete, starts
+        return read, complete and len(own) <= MEMBERS, starts
 
-
-def _zip64(extra: bytes, compressed: int, size: int, offset: int) -> tuple[int, int, int]:
-    at = 0
-    while at + 4 <= len(extra):
-        kind, length = struct.unpack_from("<HH", extra, at)
-        if kind == 1:
-            values = list(struct.unpack_from(f"<{length // 8}Q", extra, at + 4))
-            if size == 0xFFFFFFFF and values:
-                size = values.pop(0)
-            if compressed == 0xFFFFFFFF and values:
-                compressed = values.pop(0)
-            if offset == 0xFFFFFFFF and values:
-                offset = values.pop(0)
-        at += 4 + length
-    return compressed, size, offset
+    def _loaded_by_name(self, own: list[zipfile.ZipInfo], starts: dict[str, bytes]) -> set[str]:
+        """With no CUDA runtime linked and no toolchain of its own: the runtimes its small
+        objects load by name (cuda-bindings dlopens libnvrtc.so.12), read whole."""
+        loaded: set[str] = set()
+        small = [m for m in own if m.file_size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
+        for member in small:
+            data = starts.get(member.filename, b"")
+            if len(data) < member.file_size:
+                data = self._whole(member)
+            loaded.update(loaded_by_name(data))
+        return loaded

@@ -4,8 +4,9 @@ Parsing (:func:`parse_simple_json`, :func:`parse_simple_html`) is pure.
 :class:`PackageIndex` is the I/O edge: one request per project page (cached),
 and wheel metadata from the PEP 658 ``.metadata`` file when the index offers
 one; otherwise from the wheel itself, downloaded when small (the
-``cuda-toolkit`` meta-package is ~2 KB) or read with HTTP range requests on the
-zip's central directory when large.  Versions come from file names, never the
+``cuda-toolkit`` meta-package is ~2 KB) or, when large, read by :mod:`zipfile` over a
+:class:`~cudaup.net.ranged_file.RangedFile` (HTTP range requests: the zip's tail,
+then the metadata member).  Versions come from file names, never the
 ``versions`` array, which PyPI leaves incomplete.
 
 Every file name an index gives is a plain file name (checked by
@@ -20,7 +21,6 @@ from __future__ import annotations
 import html
 import io
 import re
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -41,6 +41,7 @@ from cudaup.core.documents import decode_text, load_json
 from cudaup.core.names import check_file_name, check_size
 from cudaup.errors import NetworkError, RemoteFileMissingError, SourceFormatError
 from cudaup.net.http import HttpClient
+from cudaup.net.ranged_file import RangedFile, wheel_archive
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 #: Wheels up to this size are downloaded whole to read METADATA; larger ones are range-read.
@@ -201,58 +202,6 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
     return files
 
 
-class HttpRangeFile(io.RawIOBase):
-    """A seekable read-only view of a remote file, fetched in ranges (for zipfile);
-    :attr:`fetched` counts the bytes it received."""
-
-    def __init__(self, http: HttpClient, url: str, size: int) -> None:
-        self._http, self._url, self._size, self._pos = http, url, size, 0
-        self._blocks: dict[int, bytes] = {}
-        self.fetched = 0
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        end = min(self._pos + len(view), self._size)
-        if end <= self._pos:
-            return 0
-        data = self._fetch(self._pos, end)
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
-    def _fetch(self, start: int, end: int) -> bytes:
-        # Ask for at least 64 KiB so zipfile's many small reads cost few requests.
-        key = start
-        cached = self._blocks.get(key)
-        if cached is not None and len(cached) >= end - start:
-            return cached[: end - start]
-        want_end = min(self._size, max(end, start + 65536))
-        raw = self._http.open("GET", self._url, {"Range": f"bytes={start}-{want_end - 1}"})
-        try:
-            if raw.status != 206:
-                raise SourceFormatError(f"{self._url} does not honour Range requests")
-            data = raw.read()
-        finally:
-            raw.release_conn()
-        self.fetched += len(data)
-        self._blocks[key] = data
-        return data[: end - start]
-
-
 class PackageIndex:
     """One simple-API index (PyPI by default), through cudaup's HTTP client."""
 
@@ -287,7 +236,7 @@ class PackageIndex:
             if response.ok:
                 return _parse_metadata(response.body, f"{file.url}.metadata")
         if file.size is not None and file.size > SMALL_WHEEL:
-            return self._metadata_by_range(file, file.size)
+            return _metadata_from_wheel(lambda: RangedFile(self.http, file.url), file.url)
         response = self.http.get(file.url, cache="metadata", max_bytes=64 * 1024 * 1024)
         if not response.ok:
             raise RemoteFileMissingError(
@@ -295,43 +244,29 @@ class PackageIndex:
             )
         return _metadata_from_wheel(lambda: io.BytesIO(response.body), file.url)
 
-    def members(self, url: str, size: int) -> list[str]:
+    def members(self, url: str) -> list[str]:
         """The paths inside a remote wheel, from its zip directory alone (range reads: the
         tail of the file, never its members)."""
-        try:
-            opened = io.BufferedReader(HttpRangeFile(self.http, url, size), buffer_size=65536)
-            with zipfile.ZipFile(opened) as archive:
-                return archive.namelist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
-            raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
-
-    def _metadata_by_range(self, file: DistFile, size: int) -> Metadata:
-        return _metadata_from_wheel(
-            lambda: io.BufferedReader(HttpRangeFile(self.http, file.url, size), buffer_size=65536),
-            file.url,
-        )
+        with wheel_archive(RangedFile(self.http, url), url) as archive:
+            return archive.namelist()
 
 
-def _metadata_from_wheel(open_wheel: Callable[[], IO[bytes]], url: str) -> Metadata:
-    """The core metadata inside a wheel; a file that is not a zip is refused, not a crash."""
-    try:
-        with zipfile.ZipFile(open_wheel()) as archive:
-            members = [
-                info
-                for info in archive.infolist()
-                if re.fullmatch(r"[^/]+\.dist-info/METADATA", info.filename)
-            ]
-            if len(members) != 1:
-                raise SourceFormatError(f"{url} has no single *.dist-info/METADATA")
-            if members[0].file_size > MAX_METADATA_BYTES:
-                raise SourceFormatError(
-                    f"{url}: {members[0].filename} is larger than {MAX_METADATA_BYTES} bytes"
-                )
-            data = archive.read(members[0])
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
-        raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
-    except (ValueError, RuntimeError) as exc:  # zipfile: bad offsets, encrypted members
-        raise SourceFormatError(f"{url} is not a readable wheel ({exc})") from None
+def _metadata_from_wheel(open_wheel: Callable[[], IO[bytes] | RangedFile], url: str) -> Metadata:
+    """The core metadata inside a wheel (its one ``*.dist-info/METADATA``, bounded); a
+    file that is not a zip is refused, not a crash."""
+    with wheel_archive(open_wheel(), url) as archive:
+        members = [
+            info
+            for info in archive.infolist()
+            if re.fullmatch(r"[^/]+\.dist-info/METADATA", info.filename)
+        ]
+        if len(members) != 1:
+            raise SourceFormatError(f"{url} has no single *.dist-info/METADATA")
+        if members[0].file_size > MAX_METADATA_BYTES:
+            raise SourceFormatError(
+                f"{url}: {members[0].filename} is larger than {MAX_METADATA_BYTES} bytes"
+            )
+        data = archive.read(members[0])
     return _parse_metadata(data, url)
 
 

@@ -38,7 +38,7 @@ from packaging.version import Version
 from cudaup.core.wheels import wheel_fits
 from cudaup.errors import NoCommonLineError
 from cudaup.net.http import HttpClient
-from cudaup.plan import PlanResult, Target
+from cudaup.plan import PlanResult, PlanTarget
 from cudaup.plan.closure import Closure
 from cudaup.plan.elf import DynamicSymbols, NotElfError, UndefinedSymbol, dynamic_symbols, scan
 from cudaup.plan.lines import Line, line_text
@@ -256,7 +256,7 @@ class IndexCatalog:
         self,
         http: HttpClient,
         result: PlanResult,
-        target: Target,
+        target: PlanTarget,
         cache: Path,
         scratch: Path,
         timeout: float,

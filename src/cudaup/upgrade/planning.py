@@ -37,7 +37,7 @@ from cudaup.install.store import Store
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
-from cudaup.plan import Planner, PlanResult, Target
+from cudaup.plan import Planner, PlanResult, PlanTarget
 from cudaup.plan.indexes import Index
 from cudaup.plan.lines import TOOLKIT, Line, line_text, line_tiers, release_line
 from cudaup.plan.planner import line_support, passed_over
@@ -132,7 +132,7 @@ def plan_upgrade(
     # No retries for the release list: an unreachable NVIDIA host is a note, answered at once.
     live = live_releases(settings, HttpClient(settings, retries=0))
     compat = learn_releases(CompatTable.load(), live)
-    target = Target(
+    target = PlanTarget(
         environment.python, request.platform, info.version, info.cuda_version, info.gpus,
         interpreter=str(environment.interpreter),
     )  # fmt: skip
@@ -253,7 +253,7 @@ def _held(requests: list[Request], versioned: list[str]) -> list[str]:
     return sorted(name for name in names if name != TOOLKIT)
 
 
-def _runnable(live: LiveReleases, compat: CompatTable, target: Target) -> list[Line]:
+def _runnable(live: LiveReleases, compat: CompatTable, target: PlanTarget) -> list[Line]:
     """The lines neither the driver nor the GPUs rule out."""
     runnable = []
     for line in live.lines():
@@ -275,7 +275,7 @@ def _by_major(passes: list[list[Line]]) -> list[tuple[int, list[Line]]]:
     ]
 
 
-def _check_line(line: Line, live: LiveReleases, compat: CompatTable, target: Target) -> None:
+def _check_line(line: Line, live: LiveReleases, compat: CompatTable, target: PlanTarget) -> None:
     """A line asked for that the driver cannot run, or that drops a GPU, is refused here."""
     releases = [r for r in live.versions if release_line(r) == line]
     if not releases:
@@ -304,7 +304,7 @@ def _check_line(line: Line, live: LiveReleases, compat: CompatTable, target: Tar
 
 
 def _major_skipped(
-    major: int, lines: list[Line], live: LiveReleases, compat: CompatTable, target: Target
+    major: int, lines: list[Line], live: LiveReleases, compat: CompatTable, target: PlanTarget
 ) -> CudaupError | None:
     """Why no line of ``major`` can be planned on this machine, before resolving anything."""
     errors: list[CudaupError] = []

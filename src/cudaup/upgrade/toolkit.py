@@ -46,7 +46,7 @@ def check_toolkit(
             tools = REQUIRED_TOOLS.get(artifact.component, ())
             if not tools or artifact.size is None:
                 continue
-            members = PackageIndex(http, settings.pypi_url).members(artifact.url, artifact.size)
+            members = PackageIndex(http, settings.pypi_url).members(artifact.url)
             for tool in tools:
                 if not any(m.endswith(f"/bin/{tool}") for m in members):
                     fallback = next((n for n in notes if n.startswith("channel auto:")), "")

@@ -1,0 +1,178 @@
+"""A remote file read by HTTP range requests, seekable, for :mod:`zipfile` (as pip's
+``network/lazy_wheel.py`` reads a wheel's metadata without downloading it).
+
+:class:`RangedFile` learns the file's size from its first request, the tail (where a
+zip keeps its central directory, so opening the archive usually costs one request);
+reads that continue where the last range ended ask for ranges that grow, doubling up
+to :data:`STREAM_CHUNK`, so streaming a member costs a few requests, not one per read.
+Every answer is checked: a 206 must carry the range asked for and exactly its bytes
+(a 200, from a server that ignores ``Range``, is refused: it would send the whole file).
+No single read asks for more than :data:`MAX_READ` bytes (a hostile directory that
+claims gigabytes is refused, not fetched).  :attr:`RangedFile.fetched` counts the bytes
+received.  Range reads cannot be checked against the file's hash (that needs every
+byte): they are evidence, never bytes installed.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING, Any
+
+from cudaup.errors import SourceFormatError
+
+if TYPE_CHECKING:  # binaries/read.py opens local wheels with wheel_archive, without urllib3
+    from cudaup.net.http import HttpClient
+
+#: Bytes asked for by default by a read that does not continue the last one, and for
+#: the tail (which then usually holds a wheel's whole central directory).
+CHUNK = 256 * 1024
+#: The largest range asked for by a run of reads that continue each other.
+STREAM_CHUNK = 8 * 1024 * 1024
+#: The most one read may ask for (a central directory, a whole small member).
+MAX_READ = 64 * 1024 * 1024
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+class RangedFile(io.RawIOBase):
+    """A seekable, read-only view of the file at ``url``, fetched in ranges."""
+
+    def __init__(self, http: HttpClient, url: str, *, chunk: int = CHUNK) -> None:
+        super().__init__()
+        self._http, self.url, self._pos = http, url, 0
+        self.fetched = 0
+        #: The ranges kept: the tail (the central directory) and the latest one read.
+        self._tail = (0, b"")
+        self._latest = (0, b"")
+        self._chunk = self._step = chunk
+        start, body = self._get(None, chunk)
+        self.size = start + len(body)
+        self._tail = (start, body)
+
+    # -- io.RawIOBase ----------------------------------------------------------
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes from the position (all the rest for -1 or None)."""
+        left = self.size - self._pos
+        buffer = bytearray(max(0, left if size is None or size < 0 else min(size, left)))
+        return bytes(buffer[: self.readinto(buffer)])
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        end = min(self._pos + len(view), self.size)
+        if end <= self._pos:
+            return 0
+        if end - self._pos > MAX_READ:
+            raise SourceFormatError(
+                f"{self.url}: a read of {end - self._pos} bytes at {self._pos} asks for more "
+                f"than {MAX_READ}"
+            )
+        data = self._bytes(self._pos, end)
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def exactly(self, start: int, length: int) -> bytes:
+        """Bytes ``start`` up to ``start + length``, asked for exactly (no read-ahead: a
+        section found from headers, wherever it lies)."""
+        end = min(start + length, self.size)
+        if not 0 <= start < end or end - start > MAX_READ:
+            raise SourceFormatError(f"{self.url}: no {length} bytes at {start} to read")
+        kept = self._kept(start, end)
+        return kept if kept is not None else self._get(start, end - 1)[1]
+
+    # -- ranges ------------------------------------------------------------------
+    def _kept(self, start: int, end: int) -> bytes | None:
+        for first, body in (self._latest, self._tail):
+            if first <= start and end <= first + len(body):
+                return body[start - first : end - first]
+        return None
+
+    def _bytes(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` up to ``end`` (exclusive), from a kept range or a new one."""
+        kept = self._kept(start, end)
+        if kept is not None:
+            return kept
+        latest_first, latest = self._latest
+        latest_end = latest_first + len(latest)
+        if latest and latest_first <= start <= latest_end:
+            # A read that goes on past the last range streams: the kept part, then a
+            # range twice as long as the last, from where it ended.
+            self._step = min(self._step * 2, STREAM_CHUNK)
+            head = latest[start - latest_first :]
+            last = min(self.size, max(end, latest_end + self._step)) - 1
+            got, body = self._get(latest_end, last)
+            self._latest = (got, body)
+            return head + body[: end - latest_end]
+        self._step = self._chunk
+        last = min(self.size, max(end, start + self._step)) - 1
+        got, body = self._get(start, last)
+        self._latest = (got, body)
+        return body[: end - start]
+
+    def _get(self, start: int | None, last: int) -> tuple[int, bytes]:
+        """Bytes ``start..last`` (inclusive), or the file's last ``last`` bytes when ``start``
+        is None; with the offset they start at."""
+        spec = f"bytes=-{last}" if start is None else f"bytes={start}-{last}"
+        raw = self._http.open("GET", self.url, {"Range": spec})
+        done = False
+        try:
+            if raw.status == 200:
+                raise SourceFormatError(f"{self.url} does not honour Range requests")
+            if raw.status != 206:
+                raise SourceFormatError(f"{self.url} answered HTTP {raw.status} to a range request")
+            match = _CONTENT_RANGE.fullmatch(raw.headers.get("Content-Range", ""))
+            if not match:
+                raise SourceFormatError(f"{self.url} sent no usable Content-Range")
+            first, final, total = (int(g) for g in match.groups())
+            if start is None:  # a suffix: exactly the file's last bytes
+                fits = final == total - 1 and final - first + 1 == min(last, total)
+            else:
+                fits = first == start and 0 <= final - first <= last - start
+            if not fits or final >= total:
+                raise SourceFormatError(f"{self.url} answered another range than asked")
+            if start is not None and total != self.size:
+                raise SourceFormatError(f"{self.url} changed size while it was read")
+            body = raw.read(final - first + 2)
+            if len(body) != final - first + 1:
+                raise SourceFormatError(
+                    f"{self.url} sent {len(body)} bytes for a range of {final - first + 1}"
+                )
+            done = True
+            self.fetched += len(body)
+            return first, body
+        finally:
+            if not done:
+                raw.close()  # unread bytes must not reach the next request on this connection
+            raw.release_conn()
+
+
+@contextmanager
+def wheel_archive(file: IO[bytes] | RangedFile, where: str) -> Iterator[zipfile.ZipFile]:
+    """``file`` (a :class:`RangedFile`, a local file, bytes) opened as a zip; one that is
+    not one, or a member that does not read as its directory entry says (a bad CRC, an
+    unknown method, a damaged header), is :class:`~cudaup.errors.SourceFormatError`
+    naming ``where``."""
+    try:
+        with file, zipfile.ZipFile(file) as archive:
+            yield archive
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+        raise SourceFormatError(f"{where} is not a readable wheel ({exc})") from None
+    except (ValueError, RuntimeError) as exc:  # zipfile: bad offsets, encrypted members
+        raise SourceFormatError(f"{where} is not a readable wheel ({exc})") from None
