@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from cudaup.errors import NetworkError, SourceFormatError, UsageError
 from cudaup.plan import uv
+from cudaup.plan.attempt import LineResolver
 from cudaup.plan.indexes import load_indexes
 from cudaup.plan.uv import CompileJob, UvRunner, find_uv, uv_environment, write_local_index
 from cudaup.resolve.pypi import DistFile
@@ -114,6 +118,26 @@ def test_kept_answers(index_server: IndexServer, tmp_path: Path) -> None:
     entry.write_text("{not json")
     asked = len(index_server.requests())
     assert runner.compile(job).ok and len(index_server.requests()) > asked
+
+
+def test_an_offline_failure_is_asked_again_online(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """Offline, uv answers from the pages it cached without a word of what was published
+    since: a resolution it finds is a true witness, a failure is asked of the index."""
+    index_server.add("pypi", *wheel("six", "1.16.0", tag=PURE))
+    runner = UvRunner(tmp_path / "uv", tmp_path, 30.0)
+    job = CompileJob(("six",), (), (3, 12), "x86_64-manylinux_2_39", (), index_server.url("pypi"))
+    assert runner.compile(job).ok  # uv's cache holds six's page now: 1.16.0 alone
+    index_server.add("pypi", *wheel("six", "1.17.0", tag=PURE))
+    newer = replace(job, requirements=("six>=1.17",))
+    stale = runner.compile(replace(newer, offline=True))
+    assert not stale.ok and not stale.offline_miss  # what uv does: no hint it missed 1.17.0
+    resolver: Any = SimpleNamespace(runner=runner)
+    answer = LineResolver._compile(resolver, newer, True, "")
+    assert answer.closure is not None
+    six = answer.closure.get("six")
+    assert six is not None and str(six.version) == "1.17.0"
 
 
 def test_finding_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

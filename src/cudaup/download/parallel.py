@@ -92,7 +92,6 @@ class Transfer:
         #: bytes of the file the hasher has read back and hashed
         self.hashed = 0
         self._workers = 0
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def widen(self, threads: list[threading.Thread]) -> None:

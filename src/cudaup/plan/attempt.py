@@ -336,9 +336,12 @@ class LineResolver:
 
     def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
         if offline_first:
-            # The plan's own resolutions just refreshed these pages in uv's cache.
+            # The plan's own resolutions just refreshed these pages in uv's cache.  Offline,
+            # uv takes what its cache holds without saying a newer version exists: a
+            # resolution found is a true witness (every file is a published one), a
+            # failure proves nothing, so only the network may say "does not resolve".
             answer = self.runner.compile(replace(job, offline=True), identity=identity)
-            if answer.ok or not answer.offline_miss:
+            if answer.ok:
                 return answer
         return self.runner.compile(job, identity=identity)
 
