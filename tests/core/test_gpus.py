@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from cudaup.core.fatbin import Target
+from cudaup.core.fatbin import FatbinTarget
 from cudaup.core.gpus import covers, parse_gpu, ptx_isa_releases, runs_on
 from cudaup.errors import UsageError
 
 
-def sass(arch: int, variant: str = "") -> Target:
-    return Target("sass", (arch // 10, arch % 10), variant)
+def sass(arch: int, variant: str = "") -> FatbinTarget:
+    return FatbinTarget("sass", (arch // 10, arch % 10), variant)
 
 
-def ptx(arch: int, isa: tuple[int, int], variant: str = "") -> Target:
-    return Target("ptx", (arch // 10, arch % 10), variant, isa)
+def ptx(arch: int, isa: tuple[int, int], variant: str = "") -> FatbinTarget:
+    return FatbinTarget("ptx", (arch // 10, arch % 10), variant, isa)
 
 
 NEW_DRIVER = (13, 1)
@@ -54,7 +54,7 @@ RULE = [
 
 @pytest.mark.parametrize(("target", "gpu", "driver", "verdict"), RULE)
 def test_the_rule(
-    target: Target, gpu: tuple[int, int], driver: tuple[int, int] | None, verdict: str
+    target: FatbinTarget, gpu: tuple[int, int], driver: tuple[int, int] | None, verdict: str
 ) -> None:
     assert runs_on(target, gpu, driver).verdict == verdict
 

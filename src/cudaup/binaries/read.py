@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from cudaup.core.fatbin import Entry, Target, may_hold_device_code, read_entries
+from cudaup.core.fatbin import Entry, FatbinTarget, may_hold_device_code, read_entries
 from cudaup.errors import PermissionDeniedError, SourceFormatError, UsageError
 from cudaup.net.ranged_file import RangedFile, wheel_archive
 
@@ -86,7 +86,7 @@ class BinaryFile:
     entries: tuple[Entry, ...]
 
     @property
-    def targets(self) -> list[Target]:
+    def targets(self) -> list[FatbinTarget]:
         return sorted({e.target for e in self.entries})
 
     def to_json(self) -> dict[str, Any]:
@@ -116,7 +116,7 @@ class Package:
     read: int | None = None
 
     @property
-    def targets(self) -> list[Target]:
+    def targets(self) -> list[FatbinTarget]:
         return sorted({t for f in self.files for t in f.targets})
 
     def to_json(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from cudaup.binaries.coverage import Gpu, check_coverage
 from cudaup.binaries.read import Package, read_local
 from cudaup.cli.common import human_size, settings_of
 from cudaup.cli.output import emit_json
-from cudaup.core.fatbin import Target
+from cudaup.core.fatbin import FatbinTarget
 from cudaup.core.gpus import parse_gpu
 from cudaup.errors import GpuUnsupportedError, UsageError
 
@@ -50,7 +50,7 @@ def _package(text: str, args: argparse.Namespace) -> Package:
     return read_local(Path(text))
 
 
-def _describe(targets: list[Target]) -> tuple[str, str]:
+def _describe(targets: list[FatbinTarget]) -> tuple[str, str]:
     sass = " ".join(t.name for t in targets if t.kind == "sass") or "none"
     isas: dict[str, set[str]] = {}
     for t in targets:

@@ -76,7 +76,7 @@ Origin = Literal["section", "embedded", "fatbin", "cubin", "ptx"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class Target:
+class FatbinTarget:
     """One kind of code for one architecture: ``sm_90a`` (SASS) or ``compute_90`` (PTX)."""
 
     kind: Kind
@@ -112,7 +112,7 @@ class Target:
 class Entry:
     """One entry of device code: its target, where it was found, and how it is stored."""
 
-    target: Target
+    target: FatbinTarget
     origin: Origin
     #: ``"zstd"``, ``"lz4"`` or None (stored as is)
     compression: str | None
@@ -155,7 +155,7 @@ def _ptx(text: bytes, where: str) -> list[Entry] | None:
         return None
     isa = (int(version[1]), int(version[2]))
     capability = capability_of(int(target[1]))
-    return [Entry(Target("ptx", capability, target[2].decode(), isa), "ptx", None, len(text))]
+    return [Entry(FatbinTarget("ptx", capability, target[2].decode(), isa), "ptx", None, len(text))]
 
 
 def _fatbin_file(data: Data, where: str) -> list[Entry]:
@@ -210,10 +210,10 @@ def _fatbin(
         compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else None
         stored = compressed if compression and compressed else payload
         if kind == KIND_PTX:
-            target = Target("ptx", capability_of(arch), variant, (major, minor))
+            target = FatbinTarget("ptx", capability_of(arch), variant, (major, minor))
             entries.append(Entry(target, origin, compression, stored))
         elif kind == KIND_ELF:
-            entries.append(Entry(Target("sass", capability_of(arch), variant), origin,
+            entries.append(Entry(FatbinTarget("sass", capability_of(arch), variant), origin,
                                  compression, stored))  # fmt: skip
         # other kinds (LTO IR for device link) are neither SASS nor PTX: not counted
         cursor = following
@@ -357,5 +357,5 @@ def _cubin(
             recorded = _TKINFO_ARCH.search(note)
             if recorded and int(recorded[1]) == arch:
                 variant = recorded[2].decode()
-    target = Target("sass", capability_of(arch), variant)
+    target = FatbinTarget("sass", capability_of(arch), variant)
     return [Entry(target, "cubin", None, len(data))]

@@ -32,7 +32,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-from cudaup.core.fatbin import Target
+from cudaup.core.fatbin import FatbinTarget
 from cudaup.errors import UsageError
 
 Verdict = Literal["yes", "no", "unknown"]
@@ -79,7 +79,7 @@ class Answer:
     reason: str
 
 
-def _architecture_allows(target: Target, gpu: Capability) -> bool:
+def _architecture_allows(target: FatbinTarget, gpu: Capability) -> bool:
     if target.variant == "a":
         return target.capability == gpu
     if target.kind == "sass" or target.variant == "f":
@@ -87,7 +87,7 @@ def _architecture_allows(target: Target, gpu: Capability) -> bool:
     return target.capability <= gpu
 
 
-def runs_on(target: Target, gpu: Capability, driver_cuda: Capability | None) -> Answer:
+def runs_on(target: FatbinTarget, gpu: Capability, driver_cuda: Capability | None) -> Answer:
     """Whether code for ``target`` runs on a GPU of compute capability ``gpu`` under a
     driver that runs CUDA ``driver_cuda`` (None: not known)."""
     if not _architecture_allows(target, gpu):
@@ -115,7 +115,9 @@ def runs_on(target: Target, gpu: Capability, driver_cuda: Capability | None) -> 
     return Answer("yes", f"{target.name} (PTX ISA {isa_text}) JIT-compiles for {gpu_name(gpu)}")
 
 
-def covers(targets: Iterable[Target], gpu: Capability, driver_cuda: Capability | None) -> Answer:
+def covers(
+    targets: Iterable[FatbinTarget], gpu: Capability, driver_cuda: Capability | None
+) -> Answer:
     """Whether any of ``targets`` runs on ``gpu``: yes when one does (SASS first, then
     PTX through the JIT), unknown when none does but one might, else no."""
     unique = set(targets)
