@@ -99,6 +99,8 @@ def cmd_arch(args: argparse.Namespace) -> int:
             for name, reason in result.missing:
                 print(f"{result.gpu.label}: {name} has no kernels for it ({reason})")
             if not result.missing:
-                print(f"{result.gpu.label}: every package carries kernels for it "
-                      "(PTX counted as a driver new enough for its ISA JIT-compiles it)")  # fmt: skip
+                print(
+                    f"{result.gpu.label}: every package carries kernels for it "
+                    "(PTX counted as a driver new enough for its ISA JIT-compiles it)"
+                )
     return GpuUnsupportedError.exit_code if any(c.missing for c in coverage) else 0

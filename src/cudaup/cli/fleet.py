@@ -126,9 +126,13 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     lock_path = Path(args.lock)
     with display_for(quiet=args.quiet or args.json) as display:
         report = build_mirror(
-            read_lock(lock_path), lock_path.parent, Path(args.directory),
-            settings=settings, http=HttpClient(settings), progress=display,
-        )  # fmt: skip
+            read_lock(lock_path),
+            lock_path.parent,
+            Path(args.directory),
+            settings=settings,
+            http=HttpClient(settings),
+            progress=display,
+        )
     if args.json:
         emit_json({"directory": args.directory, **report.to_json()})
     else:

@@ -250,9 +250,14 @@ def cmd_compat(args: argparse.Namespace) -> int:
         )
     if args.release:
         report = release_compat(
-            table, args.release, notes, driver=args.driver, os_name=os_name,
-            offline=settings.offline, gpus=args.gpu.split(",") if args.gpu else (),
-        )  # fmt: skip
+            table,
+            args.release,
+            notes,
+            driver=args.driver,
+            os_name=os_name,
+            offline=settings.offline,
+            gpus=args.gpu.split(",") if args.gpu else (),
+        )
         if args.json:
             emit_json(report.to_json())
         else:

@@ -34,8 +34,11 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("cudaup").strip()
-        raise UsageError(f"{where}: {message}{self._nearest(message)}" if where else
-                         message + self._nearest(message))  # fmt: skip
+        raise UsageError(
+            f"{where}: {message}{self._nearest(message)}"
+            if where
+            else message + self._nearest(message)
+        )
 
     def _nearest(self, message: str) -> str:
         """``; did you mean --channel?`` for ``unrecognized arguments: --chanel``."""

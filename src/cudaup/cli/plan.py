@@ -67,9 +67,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         target = PlanTarget(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     # No common line: the error object carries the exclusions and each package's lines.
     result = Planner(settings).plan(
-        requirements, indexes, target, line=line, pre=args.pre,
+        requirements,
+        indexes,
+        target,
+        line=line,
+        pre=args.pre,
         allow_minor_compat=args.allow_minor_compat,
-    )  # fmt: skip
+    )
     if args.export:
         export_pylock(result, Path(args.export), settings)
     # --gpu (plan/kernels.py): the published wheels' kernels, per GPU named

@@ -131,9 +131,13 @@ def cmd_install(args: argparse.Namespace) -> int:
                     "--all or --profile"
                 )
             result = install_locked(
-                Path(args.lock), options, settings=settings_of(args), store=store,
-                mirror=args.mirror, progress=display,
-            )  # fmt: skip
+                Path(args.lock),
+                options,
+                settings=settings_of(args),
+                store=store,
+                mirror=args.mirror,
+                progress=display,
+            )
         else:
             result = install(
                 version,
@@ -149,10 +153,15 @@ def cmd_install(args: argparse.Namespace) -> int:
     skipped = foreign_programs(result.path)
     step = next_step(store, result, installed)
     if args.json:
-        emit_json({
-            **result.to_json(), "pin": str(pin) if pin else None,
-            "default_set": default, "shims_skipped": skipped, "next": step,
-        })  # fmt: skip
+        emit_json(
+            {
+                **result.to_json(),
+                "pin": str(pin) if pin else None,
+                "default_set": default,
+                "shims_skipped": skipped,
+                "next": step,
+            }
+        )
         return 0
     if pin is not None:
         print(f"{pin} asks for {version}")
@@ -262,16 +271,24 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     notes = [link_note] if link_note else []
     if link_changes:
         after = link_changes[-1].after
-        notes.insert(0, f"{system_link.LINK} led to it (`cudaup default --system`): undone, "
-                        f"{system_link.LINK} {after.words()} again")  # fmt: skip
+        notes.insert(
+            0,
+            f"{system_link.LINK} led to it (`cudaup default --system`): undone, "
+            f"{system_link.LINK} {after.words()} again",
+        )
     # Its unpacked archives stay in the cache (hard links kept them shared until now).
     reclaimable = inspect(settings_of(args).cache_root).reclaimable
     if args.json:
-        emit_json({
-            "removed": toolkit.version, "path": str(toolkit.path),
-            "default_unset": unset, "cache_reclaimable_bytes": reclaimable,
-            "system_link": [change.to_json() for change in link_changes], "notes": notes,
-        })  # fmt: skip
+        emit_json(
+            {
+                "removed": toolkit.version,
+                "path": str(toolkit.path),
+                "default_unset": unset,
+                "cache_reclaimable_bytes": reclaimable,
+                "system_link": [change.to_json() for change in link_changes],
+                "notes": notes,
+            }
+        )
     else:
         print(f"removed CUDA {toolkit.version} from {toolkit.path}")
         if unset is not None:

@@ -213,8 +213,10 @@ def _show_outcome(outcome: UpgradeOutcome, pinned: Path | None) -> None:
     if outcome.nothing:
         print(f"{root} is on CUDA {line_text(plan.line)} and has nothing to change")
     else:
-        print(f"{root}: CUDA {plan.line_before or 'no line'} → {line_text(plan.line)}, "
-              f"{len(plan.changes)} changes (snapshot {outcome.snapshot}; `cudaup rollback` undoes it)")  # fmt: skip
+        print(
+            f"{root}: CUDA {plan.line_before or 'no line'} → {line_text(plan.line)}, "
+            f"{len(plan.changes)} changes (snapshot {outcome.snapshot}; `cudaup rollback` undoes it)"
+        )
         for change in plan.changes:
             print(f"  {change.describe()}")
         for check in outcome.checks:
@@ -262,8 +264,14 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     for snapshot in listing.snapshots:
         usage = store.usage(snapshot)
         in_progress = listing.busy and snapshot.status in {"taken", "applying", "restoring"}
-        rows.append({**snapshot.to_json(), "holds": usage.disk, "frees": usage.frees,
-                     "in_progress": in_progress})  # fmt: skip
+        rows.append(
+            {
+                **snapshot.to_json(),
+                "holds": usage.disk,
+                "frees": usage.frees,
+                "in_progress": in_progress,
+            }
+        )
     if args.json:
         emit_json(
             {

@@ -213,8 +213,11 @@ def _fatbin(
             target = FatbinTarget("ptx", capability_of(arch), variant, (major, minor))
             entries.append(Entry(target, origin, compression, stored))
         elif kind == KIND_ELF:
-            entries.append(Entry(FatbinTarget("sass", capability_of(arch), variant), origin,
-                                 compression, stored))  # fmt: skip
+            entries.append(
+                Entry(
+                    FatbinTarget("sass", capability_of(arch), variant), origin, compression, stored
+                )
+            )
         # other kinds (LTO IR for device link) are neither SASS nor PTX: not counted
         cursor = following
     return entries, end

@@ -273,8 +273,14 @@ def download_many(
 
     def one(request: DownloadRequest) -> DownloadResult:
         return download(
-            request, directory, http=http, connections=per_file, progress=progress,
-            allow_unverified=allow_unverified, slots=slots, cancel=cancel,
-        )  # fmt: skip
+            request,
+            directory,
+            http=http,
+            connections=per_file,
+            progress=progress,
+            allow_unverified=allow_unverified,
+            slots=slots,
+            cancel=cancel,
+        )
 
     return map_concurrently(one, normalized, workers=4, cancel=cancel)

@@ -416,9 +416,13 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
         with contextlib.suppress(PartFileClosedError), part.use() as fd, explained:
             os.fdatasync(fd)
         document = {
-            "schema": 1, "url": request.url, "size": size, "etag": remote.etag,
-            "last_modified": remote.last_modified, "segments": rows,
-        }  # fmt: skip
+            "schema": 1,
+            "url": request.url,
+            "size": size,
+            "etag": remote.etag,
+            "last_modified": remote.last_modified,
+            "segments": rows,
+        }
         target.save_state(document, size - plan.completed)
 
     with target.explained(target.part, "open"):

@@ -50,9 +50,11 @@ class RetryableError(Exception):
         """``exc`` (one of :data:`TRANSIENT`) in words, or why the watchdog dropped ``flow``."""
         if flow is not None and flow.dropped:
             return cls(flow.dropped)
-        error = cls(describe(exc) if isinstance(exc, urllib3.exceptions.HTTPError) else (
-            str(exc) or type(exc).__name__
-        ))  # fmt: skip
+        error = cls(
+            describe(exc)
+            if isinstance(exc, urllib3.exceptions.HTTPError)
+            else (str(exc) or type(exc).__name__)
+        )
         error.unresolved = unresolved(exc)
         return error
 

@@ -39,9 +39,13 @@ class DownloadRequest:
             if value is not None and not re.fullmatch(rf"[0-9a-fA-F]{{{length}}}", value):
                 raise UsageError(f"{flag} takes {length} hex digits, not {value!r}")
         return cls(
-            url, name, None, sha256.lower() if sha256 else None, md5.lower() if md5 else None,
+            url,
+            name,
+            None,
+            sha256.lower() if sha256 else None,
+            md5.lower() if md5 else None,
             checksum_given=bool(sha256 or md5),
-        )  # fmt: skip
+        )
 
     @property
     def checksum(self) -> tuple[str, str] | None:

@@ -92,9 +92,11 @@ def check_lock(lock: LockFile, settings: Settings) -> list[str]:
     for toolkit in lock.toolkits:
         try:
             live = resolver.resolve(
-                toolkit.release, platform=toolkit.platform, channel=toolkit.channel,
+                toolkit.release,
+                platform=toolkit.platform,
+                channel=toolkit.channel,
                 components=None if toolkit.channel == "installer" else list(toolkit.components),
-            )  # fmt: skip
+            )
         except (ReleaseNotFoundError, ArtifactNotFoundError, RemoteFileMissingError) as exc:
             changes.append(f"{toolkit.platform}: CUDA {toolkit.release} no longer resolves ({exc})")
         else:

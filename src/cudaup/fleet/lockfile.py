@@ -95,10 +95,19 @@ class LockedFile:
     def artifact(self, platform: Platform, channel: Channel, driver: str | None) -> Artifact:
         source = SourceRef("cuda.lock.toml", None, ("url", "size", "sha256", "md5"))
         return Artifact(
-            filename=self.filename, url=self.url, size=self.size, md5=self.md5, sha256=self.sha256,
-            component=self.component, component_version=self.version, platform=platform,
-            channel=channel, driver=driver, sources=(source,), verified=True,
-        )  # fmt: skip
+            filename=self.filename,
+            url=self.url,
+            size=self.size,
+            md5=self.md5,
+            sha256=self.sha256,
+            component=self.component,
+            component_version=self.version,
+            platform=platform,
+            channel=channel,
+            driver=driver,
+            sources=(source,),
+            verified=True,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,10 +250,15 @@ def locked_toolkit(
         }
     )
     return LockedToolkit(
-        resolution.platform, resolution.release.version, resolution.release.label, resolution.channel,
-        tuple(sorted({a.component for a in resolution.artifacts})), resolution.release.driver,
-        tuple(files), tuple(sources),
-    )  # fmt: skip
+        resolution.platform,
+        resolution.release.version,
+        resolution.release.label,
+        resolution.channel,
+        tuple(sorted({a.component for a in resolution.artifacts})),
+        resolution.release.driver,
+        tuple(files),
+        tuple(sources),
+    )
 
 
 def _text(entry: dict[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:

@@ -313,9 +313,13 @@ def install(
     # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
     resolver = Resolver(replace(settings, probe=False), http)
     resolution = resolver.resolve(
-        request, platform=options.platform, channel=channel, components=components,
-        closure=True, only_offered=profile is not None,
-    )  # fmt: skip
+        request,
+        platform=options.platform,
+        channel=channel,
+        components=components,
+        closure=True,
+        only_offered=profile is not None,
+    )
     if profile is not None:
         got = {a.component for a in resolution.artifacts}
         lacking = [nvidia_name(n) for n in profile[1] if nvidia_name(n) not in got]
@@ -400,9 +404,13 @@ def materialize(
             and _same_channel(existing, channel)
         ):
             return InstallResult(
-                release, existing.path, channel, existing.components, True,
+                release,
+                existing.path,
+                channel,
+                existing.components,
+                True,
                 [*notes, "already installed"],
-            )  # fmt: skip
+            )
         if (
             existing is not None
             and existing.version == release
@@ -415,18 +423,24 @@ def materialize(
             if not previous <= wanted:
                 merged = sorted(previous | wanted)
                 resolution = resolver.resolve(
-                    release, platform=options.platform, channel=channel,
-                    components=merged, closure=True,
-                )  # fmt: skip
+                    release,
+                    platform=options.platform,
+                    channel=channel,
+                    components=merged,
+                    closure=True,
+                )
         with store.staging(final.parent, final.name) as staging:
             staged: list[Staged] = []
             trees: StagedTrees | None = None
             if channel == "installer":
                 [runfile] = download_many(
-                    resolution.artifacts, CacheLayout(settings.cache_root).downloads,
-                    http=http, connections=options.connections, progress=progress,
+                    resolution.artifacts,
+                    CacheLayout(settings.cache_root).downloads,
+                    http=http,
+                    connections=options.connections,
+                    progress=progress,
                     allow_unverified=options.allow_unverified,
-                )  # fmt: skip
+                )
                 tree = staging / "tree"
                 log = run_runfile(runfile.path, tree, store.logs_dir, SystemRoot.from_env())
                 notes.append(f"installer log: {log}")
@@ -434,11 +448,17 @@ def materialize(
             else:
                 (staging / "parts").mkdir()
                 trees = stage_all(
-                    resolution.artifacts, settings.cache_root, staging / "parts", http=http,
-                    strip_top=channel == "redist", link_mode=options.link_mode,
-                    verify=options.verify, places=places, connections=options.connections,
+                    resolution.artifacts,
+                    settings.cache_root,
+                    staging / "parts",
+                    http=http,
+                    strip_top=channel == "redist",
+                    link_mode=options.link_mode,
+                    verify=options.verify,
+                    places=places,
+                    connections=options.connections,
                     progress=progress,
-                )  # fmt: skip
+                )
                 staged = trees.trees
                 notes += trees.notes
                 cached = [t for t in staged if t.source != "private"]

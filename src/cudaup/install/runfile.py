@@ -40,9 +40,13 @@ def run_runfile(runfile: Path, target: Path, log_dir: Path, root: SystemRoot) ->
             handle.flush()
             try:
                 done = subprocess.run(
-                    argv, stdout=handle, stderr=subprocess.STDOUT, timeout=RUNFILE_TIMEOUT, check=False,
+                    argv,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    timeout=RUNFILE_TIMEOUT,
+                    check=False,
                     env={**os.environ, "TMPDIR": tmp},
-                )  # fmt: skip
+                )
             except subprocess.TimeoutExpired:
                 raise ExternalToolError(
                     f"the installer did not finish within {RUNFILE_TIMEOUT:.0f} s; log: {log}"

@@ -160,13 +160,19 @@ class Store:
         if not isinstance(document, dict):
             return []
         if document.get("schema") != 2:  # the first format: {"13.0.1": "/opt/cuda-13.0.1"}
-            return [External(path, release) for release, path in document.items()
-                    if _is_release(release) and _is_prefix(path)]  # fmt: skip
+            return [
+                External(path, release)
+                for release, path in document.items()
+                if _is_release(release) and _is_prefix(path)
+            ]
         found: list[External] = []
         native = document.get("toolkits")
         if isinstance(native, dict):
-            found += [External(path, release) for path, release in native.items()
-                      if _is_prefix(path) and _is_release(release)]  # fmt: skip
+            found += [
+                External(path, release)
+                for path, release in native.items()
+                if _is_prefix(path) and _is_release(release)
+            ]
         foreign = document.get("foreign")
         if isinstance(foreign, dict):
             for path, entry in foreign.items():

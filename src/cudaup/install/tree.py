@@ -149,10 +149,13 @@ def _entry(row: object) -> TreeEntry:
         row.get("target", ""),
     )
     ok = (
-        isinstance(mode, int) and 0 <= mode <= 0o7777
-        and isinstance(size, int) and size >= 0
-        and isinstance(sha256, str) and isinstance(target, str)
-    )  # fmt: skip
+        isinstance(mode, int)
+        and 0 <= mode <= 0o7777
+        and isinstance(size, int)
+        and size >= 0
+        and isinstance(sha256, str)
+        and isinstance(target, str)
+    )
     if kind not in {"file", "dir", "symlink"} or not ok:
         raise DamagedTreeError(f"its manifest has a malformed entry for {path}")
     if kind == "file" and not _SHA256_HEX.fullmatch(sha256):
@@ -195,10 +198,16 @@ def scan(root: Path) -> dict[str, Seen]:
                 kind = _KINDS.get(stat.S_IFMT(info.st_mode))
                 target = str(Path(entry.path).readlink()) if kind == "symlink" else ""
                 found[relative] = Seen(
-                    relative, kind, stat.S_IMODE(info.st_mode) if kind != "symlink" else 0,
-                    info.st_size if kind == "file" else 0, info.st_uid, info.st_ino,
-                    info.st_mtime_ns, info.st_ctime_ns, target,
-                )  # fmt: skip
+                    relative,
+                    kind,
+                    stat.S_IMODE(info.st_mode) if kind != "symlink" else 0,
+                    info.st_size if kind == "file" else 0,
+                    info.st_uid,
+                    info.st_ino,
+                    info.st_mtime_ns,
+                    info.st_ctime_ns,
+                    target,
+                )
                 if kind == "dir":
                     pending.append((relative + "/", entry.path))
     return found
@@ -298,8 +307,14 @@ def relinked(before: Mapping[str, Seen], after: Mapping[str, Seen]) -> str | Non
     for path, was in before.items():
         now = after[path]
         if (now.kind, now.mode, now.size, now.uid, now.inode, now.mtime_ns, now.target) != (
-            was.kind, was.mode, was.size, was.uid, was.inode, was.mtime_ns, was.target
-        ):  # fmt: skip
+            was.kind,
+            was.mode,
+            was.size,
+            was.uid,
+            was.inode,
+            was.mtime_ns,
+            was.target,
+        ):
             return f"{path} changed while it was being linked"
     return None
 

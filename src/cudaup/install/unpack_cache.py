@@ -146,10 +146,18 @@ def stage_all(
     do where a write is refused (see :mod:`cudaup.util.faults`).
     """
     stager = _Stager(
-        cache_root, parts, http=http, strip_top=strip_top, link_mode=link_mode, verify=verify,
-        places=(cache_place(cache_root), *places), progress=progress,
-        per_file=None if connections is None else max(2, connections // min(4, max(1, len(artifacts)))),
-    )  # fmt: skip
+        cache_root,
+        parts,
+        http=http,
+        strip_top=strip_top,
+        link_mode=link_mode,
+        verify=verify,
+        places=(cache_place(cache_root), *places),
+        progress=progress,
+        per_file=None
+        if connections is None
+        else max(2, connections // min(4, max(1, len(artifacts)))),
+    )
     # The largest first: they take longest (their inflating is most of an install's
     # work), so no slot frees late for one of them; each keeps its index, the result its order.
     items = sorted(enumerate(artifacts), key=lambda item: -(item[1].size or 0))
@@ -245,9 +253,11 @@ class _Stager:
             manifest, stamped = found
             digests = self.verify or not stamped
             with explained(
-                f"cannot put {artifact.filename}'s files into {part.parent}", part, self.places,
+                f"cannot put {artifact.filename}'s files into {part.parent}",
+                part,
+                self.places,
                 manifest.file_bytes,
-            ):  # fmt: skip
+            ):
                 problem, linked = self._copy_checked(entry, manifest, part, digests)
             if not problem:
                 checks = (*manifest.checked, CHECK_SIZES, *([CHECK_DIGESTS] if digests else []))
@@ -363,10 +373,16 @@ class _Stager:
 
     def _fetch_extracting(self, artifact: Artifact, destination: Path) -> tuple[Path, Extracted]:
         return _fetch_extracting(
-            artifact, self.downloads, destination, http=self.http, strip_top=self.strip_top,
-            connections=self.per_file, progress=self.progress, slots=self.slots,
+            artifact,
+            self.downloads,
+            destination,
+            http=self.http,
+            strip_top=self.strip_top,
+            connections=self.per_file,
+            progress=self.progress,
+            slots=self.slots,
             cancel=self.cancel,
-        )  # fmt: skip
+        )
 
 
 class _Entry:
@@ -541,10 +557,16 @@ def _fetch_extracting(
     def transfer() -> None:
         try:
             result = download(
-                artifact, downloads, http=http, connections=connections,
-                progress=progress, slots=slots, arrival=arrival, cancel=cancel,
+                artifact,
+                downloads,
+                http=http,
+                connections=connections,
+                progress=progress,
+                slots=slots,
+                arrival=arrival,
+                cancel=cancel,
                 durable=False,  # read once, here, then deleted
-            )  # fmt: skip
+            )
         except BaseException as exc:  # re-raised below, in the caller's thread
             failures.append(exc)
         else:
@@ -556,9 +578,12 @@ def _fetch_extracting(
     extracted: Extracted | None = None
     try:
         extracted = extract_archive(
-            downloads / artifact.filename, staging, strip_top=strip_top, opener=arrival.open,
+            downloads / artifact.filename,
+            staging,
+            strip_top=strip_top,
+            opener=arrival.open,
             cancel=cancel,
-        )  # fmt: skip
+        )
     except Exception as exc:  # judged once the download has been verified
         early = exc
     thread.join()

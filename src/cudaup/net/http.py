@@ -288,9 +288,13 @@ class HttpClient:
                     self.wait_to_retry(url, attempt, describe(exc))
                 continue
             log.info(
-                "%s %s%s → %d (%.2f s)", method, url, _via(proxy, all_headers),
-                response.status, time.monotonic() - started,
-            )  # fmt: skip
+                "%s %s%s → %d (%.2f s)",
+                method,
+                url,
+                _via(proxy, all_headers),
+                response.status,
+                time.monotonic() - started,
+            )
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s answered: %s", url, _shown_headers(response.headers))
             if response.status not in RETRY_STATUSES or not retry:
@@ -337,8 +341,11 @@ class HttpClient:
                 if entry.age() < ttl:
                     log.info(
                         "cache: %s (HTTP %d) is %.0f s old, fresh for %.0f s: not asked",
-                        url, entry.status, entry.age(), ttl,
-                    )  # fmt: skip
+                        url,
+                        entry.status,
+                        entry.age(),
+                        ttl,
+                    )
                     return Response(url, entry.status, {}, entry.body, from_cache=True)
                 log.info("cache: %s is %.0f s old, past its %.0f s", url, entry.age(), ttl)
         headers: dict[str, str] = {}

@@ -291,8 +291,9 @@ def read_dynamic(data: Any) -> Dynamic:
         return tuple(p for value in text(tag) for p in value.split(":") if p)
 
     sonames = text(DT_SONAME)
-    return Dynamic(tuple(text(DT_NEEDED)), sonames[0] if sonames else None,
-                   paths(DT_RPATH), paths(DT_RUNPATH))  # fmt: skip
+    return Dynamic(
+        tuple(text(DT_NEEDED)), sonames[0] if sonames else None, paths(DT_RPATH), paths(DT_RUNPATH)
+    )
 
 
 def _version_names(

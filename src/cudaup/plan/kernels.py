@@ -35,8 +35,12 @@ class WheelKernels:
     bytes_read: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.package, "status": self.status, "detail": self.detail,
-                "bytes_read": self.bytes_read}  # fmt: skip
+        return {
+            "package": self.package,
+            "status": self.status,
+            "detail": self.detail,
+            "bytes_read": self.bytes_read,
+        }
 
 
 def published_kernels(
@@ -64,8 +68,13 @@ def published_kernels(
         if is_pure(wheel):
             continue
         if wheel.size is not None and wheel.size > MAX_WHEEL:
-            answers.append(WheelKernels(name, "not-read", f"{wheel.filename} is "
-                                        f"{wheel.size >> 20} MiB, more than --gpu reads"))  # fmt: skip
+            answers.append(
+                WheelKernels(
+                    name,
+                    "not-read",
+                    f"{wheel.filename} is {wheel.size >> 20} MiB, more than --gpu reads",
+                )
+            )
             continue
         try:
             package = read_remote_wheel(http, wheel.url)

@@ -79,8 +79,10 @@ def _remembered(path: Path, key: list[str]) -> LiveReleases | None:
         return None
     log.info(
         "cache: the release list of %.0f s ago is used, not asked for %.0f s more (%s)",
-        age, NEGATIVE_TTL - age, "; ".join(notes) or described,
-    )  # fmt: skip
+        age,
+        NEGATIVE_TTL - age,
+        "; ".join(notes) or described,
+    )
     return LiveReleases(tuple(versions), source, described, tuple(notes))
 
 

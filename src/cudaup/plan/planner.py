@@ -84,8 +84,11 @@ def python_version(text: str | None) -> tuple[int, int]:
     try:
         output = subprocess.run(
             [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
         major, minor = output.split(".")
         return int(major), int(minor)
     except (OSError, subprocess.SubprocessError, ValueError):

@@ -347,9 +347,15 @@ class Resolver:
             )
         )
         facts = ReleaseFacts(
-            label, manifest, self.nvidia.manifest_url(label), None, "", None, "",
+            label,
+            manifest,
+            self.nvidia.manifest_url(label),
+            None,
+            "",
+            None,
+            "",
             self._listing_dates.get(label),
-        )  # fmt: skip
+        )
         probed = self._probe_all(artifacts)
         return Resolution(request.text, platform, "redist", facts.release(), tuple(probed))
 

@@ -123,8 +123,11 @@ def compiler_problem(toolkit: Path, env: Mapping[str, str]) -> str | None:
     try:
         done = subprocess.run(
             [compiler, "-dumpfullversion", "-dumpversion"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.info(
             "%s did not say its version (%s): the host compiler was not checked", compiler, exc

@@ -110,21 +110,37 @@ def change_set(
             if package.name not in census.signals and package.name not in evidence:
                 reason = f"the installed {current.version_text} does not fit: {reason}"
             changes.append(
-                Change("change", package.name, current.version_text, package.name,
-                       str(package.version), index, index_url, reason)
-            )  # fmt: skip
+                Change(
+                    "change",
+                    package.name,
+                    current.version_text,
+                    package.name,
+                    str(package.version),
+                    index,
+                    index_url,
+                    reason,
+                )
+            )
         elif (request := renamed.get(package.name)) is not None and request.source is not None:
             source = request.source
             changes.append(
-                Change("rename", source.name, source.version_text, package.name,
-                       str(package.version), index, index_url,
-                       f"the CUDA {line[0]} build of {source.name}; {reason}")
-            )  # fmt: skip
+                Change(
+                    "rename",
+                    source.name,
+                    source.version_text,
+                    package.name,
+                    str(package.version),
+                    index,
+                    index_url,
+                    f"the CUDA {line[0]} build of {source.name}; {reason}",
+                )
+            )
         else:
             changes.append(
-                Change("add", None, None, package.name, str(package.version), index, index_url,
-                       reason)
-            )  # fmt: skip
+                Change(
+                    "add", None, None, package.name, str(package.version), index, index_url, reason
+                )
+            )
     moved = {c.old for c in changes if c.kind == "rename"}
     for name in sorted(census.signals):
         signal = census.signals[name]
@@ -132,9 +148,17 @@ def change_set(
             continue
         dist = installed[name]
         changes.append(
-            Change("remove", name, dist.version_text, None, None, None, None,
-                   f"{signal.cuda()} ({signal.how}); nothing on CUDA {line_text(line)} requires it")
-        )  # fmt: skip
+            Change(
+                "remove",
+                name,
+                dist.version_text,
+                None,
+                None,
+                None,
+                None,
+                f"{signal.cuda()} ({signal.how}); nothing on CUDA {line_text(line)} requires it",
+            )
+        )
     changes += _extras_left(census, closure, moved_extras or {}, {c.old for c in changes})
     changes = _pair(changes, rename, line[0])
     order = {"rename": 0, "change": 1, "add": 2, "remove": 3}
@@ -155,9 +179,17 @@ def _extras_left(
         if any(name in census.edges[other] for other in staying):
             continue
         changes.append(
-            Change("remove", name, installed[name].version_text, None, None, None, None,
-                   f"{why}; nothing else requires it")
-        )  # fmt: skip
+            Change(
+                "remove",
+                name,
+                installed[name].version_text,
+                None,
+                None,
+                None,
+                None,
+                f"{why}; nothing else requires it",
+            )
+        )
     return changes
 
 

@@ -133,9 +133,13 @@ def plan_upgrade(
     live = live_releases(settings, HttpClient(settings, retries=0))
     compat = learn_releases(CompatTable.load(), live)
     target = PlanTarget(
-        environment.python, request.platform, info.version, info.cuda_version, info.gpus,
+        environment.python,
+        request.platform,
+        info.version,
+        info.cuda_version,
+        info.gpus,
         interpreter=str(environment.interpreter),
-    )  # fmt: skip
+    )
     notes: list[str] = []
     if request.force and (info.version is not None or info.gpus):
         notes.append("--force: the driver and the GPUs were not checked")
@@ -188,10 +192,14 @@ def plan_upgrade(
                 planner.http, result, target, cache / "uv", cache, settings.timeout
             )
             requests, result, proven = settle(
-                requests, result, families.companions, linked, catalog,
+                requests,
+                result,
+                families.companions,
+                linked,
+                catalog,
                 lambda asked, line: resolve(asked, line, [line]),
                 {n: d.version for n, d in environment.distributions.items()},
-            )  # fmt: skip
+            )
         except (NoCommonLineError, PackageNotFoundError, ReleaseNotFoundError) as exc:
             if request.line is None:
                 failures.append(exc)
@@ -210,11 +218,16 @@ def plan_upgrade(
             rename = functools.partial(families.rename, major=major)
             raise name_blocker(exc, census, requests, wanted, rename, alone) from None
         changes = change_set(
-            census, result.line, requests, result.closure, result.evidence, result.origins,
+            census,
+            result.line,
+            requests,
+            result.closure,
+            result.evidence,
+            result.origins,
             {i.urls[""]: i.name for i in request.indexes.values() if i.flat},
             functools.partial(families.rename, major=result.line[0]),
             census.moved_extras(result.line[0], families),
-        )  # fmt: skip
+        )
         if failures:
             notes.append(f"newer majors did not fit: {'; '.join(map(str, failures))}")
         result.excluded = sorted(

@@ -93,8 +93,18 @@ class EnvironmentSnapshot:
         return Fingerprint(tuple(Entry.from_json(row, what) for row in rows))
 
     def to_json(self) -> dict[str, Any]:
-        keys = ("id", "environment", "created", "status", "line_before", "line_after",
-                "release", "changes", "files", "bytes")  # fmt: skip
+        keys = (
+            "id",
+            "environment",
+            "created",
+            "status",
+            "line_before",
+            "line_after",
+            "release",
+            "changes",
+            "files",
+            "bytes",
+        )
         return {key: self.record.get(key) for key in keys}
 
 

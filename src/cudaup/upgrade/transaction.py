@@ -135,9 +135,12 @@ class Upgrader:
                 return UpgradeOutcome(plan, None, notes=notes, declined=True)
             if not plan.changes:  # only the toolkit is missing: the environment stays as it is
                 return UpgradeOutcome(
-                    plan, None, toolkit=self._toolkit(plan, request, notes), notes=notes,
+                    plan,
+                    None,
+                    toolkit=self._toolkit(plan, request, notes),
+                    notes=notes,
                     nothing=True,
-                )  # fmt: skip
+                )
             return self._apply(plan, request, store, notes)
 
     def _apply(
@@ -224,9 +227,11 @@ class Upgrader:
                 old = store.swap_in(snapshot, work, "applying")
             committed = True
             snapshot.record.update(
-                status="applied", finished=_now(), verification=[c.to_json() for c in checks],
+                status="applied",
+                finished=_now(),
+                verification=[c.to_json() for c in checks],
                 toolkit=toolkit.to_json() if toolkit else None,
-            )  # fmt: skip
+            )
             snapshot.record.pop("journal", None)
             try:
                 store.write(snapshot)

@@ -161,9 +161,13 @@ def problems(interpreter: Path) -> dict[str, str]:
     """``uv pip check``'s broken requirements (line → the package it names)."""
     done = subprocess.run(
         [find_uv(), "pip", "check", "--python", str(interpreter), "--no-config"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        env=uv_environment(30.0), timeout=STEP_TIMEOUT, check=False,
-    )  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=uv_environment(30.0),
+        timeout=STEP_TIMEOUT,
+        check=False,
+    )
     found = {}
     for line in (done.stdout + done.stderr).splitlines():
         if match := _PROBLEM.match(line.strip()):
@@ -279,8 +283,10 @@ class Verifier:
                 kept[module] = shown(error)
         count = f"{len(owners)} modules of {len(set(owners.values()))} distributions"
         notes = [*outcome.notes]
-        notes += [f"import {m} failed before the upgrade too, for the same cause ({e})"
-                  for m, e in kept.items()]  # fmt: skip
+        notes += [
+            f"import {m} failed before the upgrade too, for the same cause ({e})"
+            for m, e in kept.items()
+        ]
         detail = "; ".join([count, *notes])
         facts = {k: str(v) for k, v in outcome.facts.items()}
         unimported = dict.fromkeys(kept, "it failed to import before the upgrade too")
@@ -304,9 +310,11 @@ class Verifier:
                 )
                 hidden = words.hiding(f"{private}/libcuda.so.1", str(stub.path))
                 again, _facts = self._import_run(
-                    python, host, hidden.hiding(private, str(stub.path.parent)),
+                    python,
+                    host,
+                    hidden.hiding(private, str(stub.path.parent)),
                     {"LD_LIBRARY_PATH": library_path},
-                )  # fmt: skip
+                )
             facts = {**_facts, **facts}
             for module in host:
                 if module not in again:
@@ -424,9 +432,14 @@ class Verifier:
             try:
                 return subprocess.run(
                     [str(python), "-I", "-B", "-c", script, *arguments],
-                    cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=self.timeout, check=False, env=environ,
-                )  # fmt: skip
+                    cwd=scratch,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.timeout,
+                    check=False,
+                    env=environ,
+                )
             except subprocess.TimeoutExpired:
                 _fail("timeout", None, f"{python} did not finish within {self.timeout:.0f} s")
             except OSError as exc:

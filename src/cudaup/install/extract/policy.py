@@ -140,8 +140,9 @@ class Checker:
             self.links[parts] = member.target
             self.link_names[parts] = member.name
         # Built directly: dataclasses.replace costs more than every check above together.
-        return Member(member.name, member.kind, member.mode, member.size, member.target,
-                      member.ref, parts)  # fmt: skip
+        return Member(
+            member.name, member.kind, member.mode, member.size, member.target, member.ref, parts
+        )
 
     def finish(self) -> None:
         """The checks that need every member: where each symlink leads."""

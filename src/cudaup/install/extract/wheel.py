@@ -120,5 +120,6 @@ def _sha256(archive: Path, name: str, hashed: str) -> str | None:
 def _size(archive: Path, name: str, size: str) -> int | None:
     if not size:
         return None
-    return check_size(size, field="size", where=f"{archive.name}'s RECORD for {name}",
-                      error=IntegrityError)  # fmt: skip
+    return check_size(
+        size, field="size", where=f"{archive.name}'s RECORD for {name}", error=IntegrityError
+    )
