@@ -149,6 +149,43 @@ class StepMeter:
         }
 
 
+def archives_fetched(server: FakeNvidiaServer) -> Callable[[], Counter[str]]:
+    """A snapshot for :class:`StepMeter`: the archives ``server`` has served, by name."""
+
+    def archives() -> Counter[str]:
+        return Counter(
+            r.path.rsplit("/", 1)[-1]
+            for r in server.log
+            if r.method == "GET" and r.path.endswith(".tar.xz")
+        )
+
+    return archives
+
+
+def cold_then_warm(
+    tmp_path: Path,
+    action_path: Path,
+    server: FakeNvidiaServer,
+    inputs: dict[str, str],
+    hosts: dict[str, str],
+) -> tuple[list[ActionRunner], list[ActionRun], list[dict[str, Counter[str]]]]:
+    """Two jobs with ``inputs``, the second restoring the first's cache: each job, its run,
+    and the archives each of its steps fetched."""
+    jobs: list[ActionRunner] = []
+    runs: list[ActionRun] = []
+    used: list[dict[str, Counter[str]]] = []
+    for number in (1, 2):
+        job = runner(tmp_path / f"job{number}", action_path, **hosts)
+        stand_in_for_setup(job)
+        if jobs:
+            restore_cache(jobs[0], job)
+        job.before_step = meter = StepMeter(archives_fetched(server))
+        runs.append(succeeded(job.run(inputs, skip=frozenset({"setup"}))))
+        used.append(meter.stop())
+        jobs.append(job)
+    return jobs, runs, used
+
+
 # -- what action.yml promises ------------------------------------------------------------
 def test_action_declares_its_inputs_outputs_and_steps() -> None:
     inputs = ACTION["inputs"]
@@ -239,27 +276,8 @@ def test_action_installs_exports_and_a_warm_job_downloads_nothing(
         "CUDAUP_NVIDIA_PRERELEASE_URL": server.prerelease_url,
     }
 
-    def archives() -> Counter[str]:
-        log = server.log
-        return Counter(
-            r.path.rsplit("/", 1)[-1]
-            for r in log
-            if r.method == "GET" and r.path.endswith(".tar.xz")
-        )
-
     inputs = {"cuda": "13.0.1", "channel": "redist"}
-    jobs: list[ActionRunner] = []
-    used: list[dict[str, Counter[str]]] = []
-    runs: list[ActionRun] = []
-    for number in (1, 2):
-        job = runner(tmp_path / f"job{number}", action_path, **hosts)
-        stand_in_for_setup(job)
-        if jobs:
-            restore_cache(jobs[0], job)
-        job.before_step = meter = StepMeter(archives)
-        runs.append(succeeded(job.run(inputs, skip=frozenset({"setup"}))))
-        used.append(meter.stop())
-        jobs.append(job)
+    jobs, runs, used = cold_then_warm(tmp_path, action_path, server, inputs, hosts)
 
     first, second = runs
     home = jobs[0].temp / "cudaup" / "cuda"
@@ -304,26 +322,8 @@ def test_action_carries_libraries_beside_the_toolkit(
     server = make_fake_nvidia(with_products(build_site()))
     hosts = {"CUDAUP_NVIDIA_DOWNLOAD_URL": server.download_url}
 
-    def archives() -> Counter[str]:
-        return Counter(
-            r.path.rsplit("/", 1)[-1]
-            for r in server.log
-            if r.method == "GET" and r.path.endswith(".tar.xz")
-        )
-
     inputs = {"cuda": "13.0.1", "channel": "redist", "components": "nvcc,cudart,cudnn==9.27"}
-    jobs: list[ActionRunner] = []
-    used: list[dict[str, Counter[str]]] = []
-    runs: list[ActionRun] = []
-    for number in (1, 2):
-        job = runner(tmp_path / f"job{number}", action_path, **hosts)
-        stand_in_for_setup(job)
-        if jobs:
-            restore_cache(jobs[0], job)
-        job.before_step = meter = StepMeter(archives)
-        runs.append(succeeded(job.run(inputs, skip=frozenset({"setup"}))))
-        used.append(meter.stop())
-        jobs.append(job)
+    jobs, runs, used = cold_then_warm(tmp_path, action_path, server, inputs, hosts)
 
     first, second = runs
     home = jobs[0].temp / "cudaup" / "cuda"
