@@ -25,7 +25,7 @@ from cudaup.errors import (
 )
 from cudaup.nvidia.archive_page import ArchivePage
 from cudaup.nvidia.installers import classify_installer
-from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Manifest
+from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Archive, Manifest
 from cudaup.resolve.pypi import DistFile
 
 
@@ -273,21 +273,44 @@ def choose_redist(
         archive = component.archive_for(platform)
         assert archive is not None
         artifacts.append(
-            Artifact(
-                filename=archive.filename,
-                url=archive_url(archive.relative_path),
-                size=archive.size,
-                md5=archive.md5,
-                sha256=archive.sha256,
+            redist_artifact(
+                archive,
+                archive_url(archive.relative_path),
                 component=key,
-                component_version=component.version,
+                version=component.version,
                 platform=platform,
-                channel="redist",
                 driver=manifest.driver_version,
-                sources=(source,),
+                source=source,
             )
         )
     return artifacts
+
+
+def redist_artifact(
+    archive: Archive,
+    url: str,
+    *,
+    component: str,
+    version: str,
+    platform: Platform,
+    driver: str | None,
+    source: SourceRef,
+) -> Artifact:
+    """The artifact for an archive a redist manifest (the toolkit's or a library's) lists:
+    its size and digests as the manifest states them, at ``url``."""
+    return Artifact(
+        filename=archive.filename,
+        url=url,
+        size=archive.size,
+        md5=archive.md5,
+        sha256=archive.sha256,
+        component=component,
+        component_version=version,
+        platform=platform,
+        channel="redist",
+        driver=driver,
+        sources=(source,),
+    )
 
 
 def choose_wheel(

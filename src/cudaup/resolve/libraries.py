@@ -29,7 +29,7 @@ from cudaup.errors import (
 )
 from cudaup.nvidia.listing import ListedRelease
 from cudaup.nvidia.manifest import Archive, Manifest
-from cudaup.resolve.choose import choose_wheel, wheel_artifact
+from cudaup.resolve.choose import choose_wheel, redist_artifact, wheel_artifact
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.resolve.sources import NvidiaSource
 
@@ -121,18 +121,14 @@ def redist_library(
         source = SourceRef(f"redistrib_{label}.json ({library.title})", url, ("sha256", "size"))
         return [
             probe(
-                Artifact(
-                    filename=archive.filename,
-                    url=nvidia.redist_url(archive.relative_path, library.product),
-                    size=archive.size,
-                    md5=archive.md5,
-                    sha256=archive.sha256,
+                redist_artifact(
+                    archive,
+                    nvidia.redist_url(archive.relative_path, library.product),
                     component=library.name,
-                    component_version=version,
+                    version=version,
                     platform=platform,
-                    channel="redist",
                     driver=None,
-                    sources=(source,),
+                    source=source,
                 )
             )
             for version, archive in archives
