@@ -38,6 +38,7 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
+from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import exact_pins, install_pins
 from cudaup.plan.lines import (
@@ -130,8 +131,11 @@ class Planner:
         nightly indexes)."""
         if self.settings.offline:
             raise OfflineError("plan reads the package indexes live; --offline cannot answer it")
-        with tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work:
-            run = _Run(self, tuple(requirements), indexes, target, Path(work))
+        with (
+            tempfile.TemporaryDirectory(prefix="cudaup-plan-") as work,
+            IndexMemo(self.http) as memo,
+        ):
+            run = _Run(self, tuple(requirements), indexes, target, Path(work), memo)
             run.lines.held, run.lines.preferences = tuple(held), tuple(preferences)
             run.lines.pre = pre
             run.allow_minor_compat = allow_minor_compat
@@ -148,6 +152,7 @@ class _Run:
         indexes: dict[str, Index],
         target: PlanTarget,
         work: Path,
+        memo: IndexMemo | None = None,
     ) -> None:
         self.planner, self.settings, self.http = planner, planner.settings, planner.http
         self.requirements, self.indexes, self.target, self.work = (
@@ -174,6 +179,10 @@ class _Run:
             work,
         )
         runner = self.lines.runner
+        if memo is not None:
+            # Every uv run of the plan reads the flat indexes once, through the memo; uv's
+            # own cache would key them by the memo's URL, new each plan: it ends with it.
+            runner.memo, runner.cache_dir = memo, work / "uv-cache"
         self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
         self.ahead_pool = ThreadPoolExecutor(max_workers=1)
         self.ahead: Future[CompileAnswer] | None = None

@@ -36,6 +36,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaup.errors import CudaupError, NetworkError, SourceFormatError, UsageError
 from cudaup.plan.closure import Closure, parse_compile_output
+from cudaup.plan.index_memo import IndexMemo
 from cudaup.resolve.pypi import DistFile
 from cudaup.util.atomic import atomic_write
 from cudaup.util.paths import inside
@@ -56,8 +57,6 @@ _NETWORK = (
     "operation timed out",
     "client error (Connect)",
 )
-#: uv's word for a resolution that used ``--offline`` and missed its cache.
-_OFFLINE_MISS = "network was disabled"
 
 
 def uv_version() -> Version:
@@ -179,7 +178,6 @@ class CompileAnswer:
     closure: Closure | None
     #: Why uv found no resolution (its own words, joined into one paragraph).
     reason: str | None = None
-    offline_miss: bool = False
 
     @property
     def ok(self) -> bool:
@@ -194,13 +192,18 @@ class UvRunner:
     seconds, keyed by everything that decides it (requirements, constraints, target,
     index URLs, the per-line pages' content, uv's version): the same policy as
     cudaup's cached index pages, so a warm plan does not resolve again what it
-    resolved a moment ago.  ``--refresh`` (``refresh`` on the job) skips it."""
+    resolved a moment ago.  ``--refresh`` (``refresh`` on the job) skips it.
+
+    With ``memo``, uv reads the jobs' flat indexes through that plan's
+    :class:`~cudaup.plan.index_memo.IndexMemo`: jobs, their keys and uv's answers name
+    the upstream URLs, only the command line names the memo's."""
 
     cache_dir: Path
     work_dir: Path
     timeout: float
     answers: Path | None = None
     answer_ttl: float = 600.0
+    memo: IndexMemo | None = None
     _running: set[subprocess.Popen[str]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cancelled: bool = False
@@ -220,10 +223,10 @@ class UvRunner:
             "--index-strategy", "first-index",
             "--annotation-style", "split", "--emit-index-annotation",
             "--cache-dir", str(self.cache_dir),
-            "--default-index", job.default_index,
+            "--default-index", self._through_memo(job.default_index),
         ]  # fmt: skip
         for index in job.indexes:
-            argv += ["--index", index]
+            argv += ["--index", self._through_memo(index)]
         if job.prerelease:
             argv += ["--prerelease", "allow"]
         if job.offline:
@@ -231,6 +234,9 @@ class UvRunner:
         if job.refresh:
             argv.append("--refresh")
         return argv
+
+    def _through_memo(self, index: str) -> str:
+        return self.memo.local(index) if self.memo is not None else index
 
     def compile(
         self, job: CompileJob, pylock: Path | None = None, *, identity: str = ""
@@ -260,7 +266,18 @@ class UvRunner:
             code, out, err = self._run(argv)
             if output is not None and code == 0:
                 out = output.read_text()
-        answer = _answer(code, out, err)  # raises on a failure that is not an answer
+            if self.memo is not None:
+                out, err = self.memo.upstream_text(out), self.memo.upstream_text(err)
+                if pylock is not None and code == 0:
+                    pylock.write_text(self.memo.upstream_text(pylock.read_text()))
+        try:
+            answer = _answer(code, out, err)  # raises on a failure that is not an answer
+        except NetworkError:
+            # uv was answered 502/504 for an index the memo could not read: cudaup's own
+            # error says why (the host, the proxy, the status), as it would have directly.
+            if self.memo is not None and (failure := self.memo.error()) is not None:
+                raise failure from None
+            raise
         if key is not None and not job.offline:
             self._keep(key, code, out, err)
         return answer
@@ -351,7 +368,7 @@ def _answer(code: int, out: str, err: str) -> CompileAnswer:
     if code == 0:
         return CompileAnswer(parse_compile_output(out))
     if code == 1 and "No solution found" in err:
-        return CompileAnswer(None, uv_reason(err), _OFFLINE_MISS in err)
+        return CompileAnswer(None, uv_reason(err))
     if fetched := _FETCH.search(err):
         raise NetworkError(f"uv could not fetch {fetched.group(1)}: {_last_cause(err)}")
     if any(word in err for word in _NETWORK):

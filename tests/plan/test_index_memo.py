@@ -1,0 +1,275 @@
+"""The index memo: real uv through it, against a loopback index that counts requests."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import re
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudaup.config import Settings
+from cudaup.errors import EXIT_CODES, NetworkError
+from cudaup.net.http import HttpClient
+from cudaup.plan.index_memo import IndexMemo
+from cudaup.plan.uv import CompileJob, UvRunner
+from tests.helpers import run_cli
+from tests.plan import world
+from tests.plan.builders import PURE, wheel
+from tests.plan.pyindex import JSON, IndexServer
+
+PLATFORM = "x86_64-manylinux_2_39"
+ACCEPT = f"{JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+
+
+def _publish(server: IndexServer, *, html_only: bool = False) -> None:
+    server.root("pypi", html_only=html_only)
+    server.add("pypi", *wheel("alpha", "1.0", ["beta>=1"], tag=PURE))
+    server.add("pypi", *wheel("beta", "1.0", tag=PURE))
+    server.add("pypi", *wheel("beta", "2.0", tag=PURE))
+
+
+@pytest.fixture
+def http_client(tmp_path: Path) -> HttpClient:
+    return HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), retries=1)
+
+
+@pytest.fixture
+def memo(http_client: HttpClient) -> Iterator[IndexMemo]:
+    with IndexMemo(http_client) as running:
+        yield running
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _fail_on(server: IndexServer, path: str, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``path`` on ``server`` answers 500, or closes the connection without an answer."""
+    served = server.handle
+
+    def failing(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path.split("?")[0] != path:
+            served(request, body)
+        elif how == "500":
+            request.send_response(500)
+            request.send_header("Content-Length", "0")
+            request.end_headers()
+        else:
+            request.close_connection = True
+
+    monkeypatch.setattr(server, "handle", failing)
+
+
+@pytest.mark.parametrize("html_only", [False, True], ids=["pep691-json", "pep503-html"])
+def test_a_second_resolution_reads_nothing_upstream(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, html_only: bool
+) -> None:
+    _publish(index_server, html_only=html_only)
+    job = CompileJob(("alpha",), (), (3, 12), PLATFORM, (), index_server.url("pypi"))
+    # Two runners, two uv caches: only the memo can spare the second its requests.
+    first = UvRunner(tmp_path / "uv-1", tmp_path, 30.0, memo=memo).compile(job)
+    asked = [(r.method, r.path) for r in index_server.requests()]
+    assert ("GET", "/pypi/files/beta-2.0-py3-none-any.whl.metadata") in asked  # PEP 658 too
+    second = UvRunner(tmp_path / "uv-2", tmp_path, 30.0, memo=memo).compile(job)
+    assert len(index_server.requests()) == len(asked)
+    assert memo.upstream_requests == len(asked)
+    for answer in (first, second):
+        assert answer.closure is not None
+        beta = answer.closure.get("beta")
+        assert beta is not None and str(beta.version) == "2.0"
+        # What the plan reads back names the upstream index, not the memo.
+        assert beta.index_url == index_server.url("pypi")
+
+
+def test_identical_requests_share_one_upstream_request(
+    index_server: IndexServer, memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish(index_server)
+    gate, arrived = threading.Event(), threading.Event()
+    served = index_server.handle
+
+    def held(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        arrived.set()
+        gate.wait(30)
+        served(request, body)
+
+    monkeypatch.setattr(index_server, "handle", held)
+    page = memo.local(index_server.url("pypi")) + "/alpha/"
+    answers: list[tuple[int, bytes]] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(_get(page, {"Accept": ACCEPT})))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    assert arrived.wait(30)
+    _wait_for(lambda: memo.coalesced == 7)  # the other seven wait on the first
+    gate.set()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 8 and len(set(answers)) == 1 and answers[0][0] == 200
+    assert index_server.sent_for("/pypi/alpha/") == 1
+    # A different Accept is a different answer (HTML, not JSON): asked for once more.
+    status, body = _get(page, {"Accept": "text/html"})
+    assert status == 200 and b"<a href=" in body and index_server.sent_for("/pypi/alpha/") == 2
+
+
+def test_it_forwards_only_what_it_was_given(
+    index_server: IndexServer, memo: IndexMemo, http_client: HttpClient
+) -> None:
+    _publish(index_server)
+    index = memo.local(index_server.url("pypi"))
+    base = index.removesuffix("/i/0")
+    upstream = index_server.base.removeprefix("http://")
+    wheel_path = f"/f/http/{upstream}/pypi/files/alpha-1.0-py3-none-any.whl"
+    # A file the memo has not seen on a page is not forwarded, even on the index's host.
+    assert _get(base + wheel_path)[0] == 404
+    status, page = _get(index + "/alpha/", {"Accept": JSON})
+    assert status == 200
+    (entry,) = json.loads(page)["files"]
+    assert entry["url"] == base + wheel_path  # rewritten to the memo; hashes untouched
+    assert (
+        entry["hashes"]["sha256"]
+        == index_server.roots["pypi"].pages["alpha"][0]["hashes"]["sha256"]
+    )
+    status, body = _get(base + wheel_path)
+    assert status == 200 and body == index_server.files["/pypi/files/alpha-1.0-py3-none-any.whl"]
+    asked = len(index_server.requests())
+    port = memo.port
+    token = base.rsplit("/", 1)[1]
+    refused = [
+        f"/{token}/f/https/pypi.example/x.whl",  # a host no page named
+        f"/{token}/i/7/alpha/",  # an index it was not given
+        f"/{token}/i/0/../../etc/passwd",
+        f"/{token}/f/http/{upstream}/pypi/files/../../pypi/alpha/",
+        "/not-the-token/i/0/alpha/",
+        "/i/0/alpha/",
+        "/",
+    ]
+    for path in refused:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", path)
+        assert connection.getresponse().status == 404, path
+        connection.close()
+    assert len(index_server.requests()) == asked  # nothing of it went upstream
+
+
+def test_ranges_are_kept_and_large_bodies_stream_through(
+    index_server: IndexServer, http_client: HttpClient
+) -> None:
+    _publish(index_server)
+    path = "/pypi/files/alpha-1.0-py3-none-any.whl"
+    whole = index_server.files[path]
+    with IndexMemo(http_client, limit=len(whole) - 1) as memo:
+        _get(memo.local(index_server.url("pypi")) + "/alpha/", {"Accept": JSON})
+        url = memo.local(index_server.url("pypi")).removesuffix("/i/0") + "/f/http/"
+        url += index_server.base.removeprefix("http://") + path
+        for _ in range(2):
+            assert _get(url, {"Range": "bytes=-22"}) == (206, whole[-22:])
+        assert index_server.sent_for(path) == 1  # the range is kept
+        for _ in range(2):
+            assert _get(url) == (200, whole)
+        assert index_server.sent_for(path) == 3  # too large to keep: streamed each time
+
+
+@pytest.mark.parametrize("how", ["500", "closed"])
+def test_an_upstream_failure_is_cudaups_network_error(
+    index_server: IndexServer,
+    memo: IndexMemo,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    _publish(index_server)
+    _fail_on(index_server, "/pypi/beta/", how, monkeypatch)
+    runner = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo)
+    job = CompileJob(("alpha",), (), (3, 12), PLATFORM, (), index_server.url("pypi"))
+    with pytest.raises(NetworkError) as raised:
+        runner.compile(job)
+    message = str(raised.value)
+    assert f"{index_server.url('pypi')}/beta/" in message
+    assert memo.local(index_server.url("pypi")) not in message and "/i/0" not in message
+
+
+@pytest.fixture
+def world_env(
+    index_server: IndexServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> IndexServer:
+    world.build(index_server)
+    index_server.add("pypi", *wheel("alpha", "1.0", ["beta>=1"], tag=PURE))
+    index_server.add("pypi", *wheel("beta", "1.0", tag=PURE))
+    index_server.root("nvidia").down = True
+    monkeypatch.setenv("CUDAUP_PYPI_URL", index_server.url("pypi"))
+    monkeypatch.setenv("CUDAUP_NVIDIA_DOWNLOAD_URL", index_server.url("nvidia"))
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    return index_server
+
+
+TARGET = ("--driver", "590.48.01", "--python", "3.12", "--platform", "linux-x86_64")
+
+
+@pytest.mark.parametrize("how", ["500", "closed"])
+def test_a_plan_whose_index_fails_under_uv_exits_with_the_network_code(
+    world_env: IndexServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    # alpha's own page answers (the survey reads it); beta's, which only uv reads, fails.
+    _fail_on(world_env, "/pypi/beta/", how, monkeypatch)
+    result = run_cli(capsys, "plan", "alpha", "--index", "pypi", *TARGET, "--json")
+    assert result.code == EXIT_CODES["network"] == 5, result.err
+    error = json.loads(result.out)["error"] if result.out.strip() else json.loads(result.err)
+    assert f"{world_env.url('pypi')}/beta/" in error["message"]
+    _only_upstream_ports(world_env, result.out + result.err)
+
+
+def test_the_memo_lives_for_one_plan(
+    world_env: IndexServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[IndexMemo] = []
+    enter = IndexMemo.__enter__
+
+    def spied(self: IndexMemo) -> IndexMemo:
+        opened.append(self)
+        return enter(self)
+
+    monkeypatch.setattr(IndexMemo, "__enter__", spied)
+    result = run_cli(capsys, "plan", "servellm", "--index", "pypi", *TARGET, "--json")
+    assert result.code == 0, result.err
+    (memo,) = opened
+    assert memo.upstream_requests > 0  # uv read the index through it
+    _only_upstream_ports(world_env, result.out + result.err)
+    document: dict[str, Any] = result.json()
+    assert f"--default-index {world_env.url('pypi')}" in document["uv"]
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", memo.port), timeout=5).close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
+
+
+def _only_upstream_ports(server: IndexServer, text: str) -> None:
+    """Every loopback URL in ``text`` is the upstream's: the memo's port never shows."""
+    ports = set(re.findall(r"127\.0\.0\.1:(\d+)", text))
+    assert ports <= {str(server.server.server_address[1])}, ports
+
+
+def _wait_for(condition: Callable[[], bool], deadline: float = 30.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "the state never came"
+        time.sleep(0.01)
