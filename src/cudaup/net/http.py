@@ -79,6 +79,8 @@ TTL: dict[CacheKind, float] = {
 NEGATIVE_TTL = 600.0
 MAX_REDIRECTS = 10
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: Connections kept open per host (more at once are opened, used once, and closed).
+POOL_SIZE = 48
 USER_AGENT = f"cudaup/{__version__} (+https://github.com/cudaup/cudaup)"
 #: NVIDIA's and PyPI's own hosts: where a ``--mirror`` can stand in when they are out of reach.
 PUBLIC_HOSTS = frozenset(
@@ -157,7 +159,7 @@ class HttpClient:
             if manager is None:
                 kwargs: dict[str, object] = {
                     "num_pools": 16,
-                    "maxsize": 16,
+                    "maxsize": POOL_SIZE,
                     "block": False,
                     "headers": {"User-Agent": USER_AGENT},
                 }

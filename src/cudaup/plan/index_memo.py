@@ -31,7 +31,6 @@ import contextlib
 import copy
 import html
 import http.server
-import json
 import re
 import secrets
 import socket
@@ -39,12 +38,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import urllib3
 
 from cudaup.errors import CudaupError, NetworkError
-from cudaup.net.http import HttpClient, describe
+from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
 
 #: The largest body kept in memory; a larger one (a whole wheel) streams through.
 MEMO_LIMIT = 16 * 1024 * 1024
@@ -52,8 +51,52 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+_JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
 _HREF = re.compile(r"""(\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
 _CHUNK = 256 * 1024
+#: Requests to one upstream host at once at first (then one more per answer, up to the
+#: client's pool of connections per host).
+FIRST_AT_ONCE = 2
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops
+    #: their SYNs under load, and each dropped one waits out TCP's retransmission (1 s,
+    #: 3 s, 7 s … a plan stalled 40 s on it).
+    request_queue_size = 1024
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A connection uv dropped is no news; anything else goes to the verbose log
+        (never onto the user's terminal in the middle of a plan)."""
+        log.info("index memo: a request from uv failed", exc_info=True)
+
+
+class _Ramp:
+    """How many requests to one host run at once: a few at first, one more after each
+    answer, up to ``most``.
+
+    uv asks ~50 things at once.  Opened all at once, that many connections each look the
+    host up and shake hands at the same instant: bursts of them stalled 5 s each (a
+    resolver that drops simultaneous queries waits out its retry).  Past the client's
+    pool, each extra request opens a connection that is dropped after one use.  Growing
+    with the answers opens them a few at a time, and no more of them than are kept."""
+
+    def __init__(self, first: int, most: int) -> None:
+        self._changed = threading.Condition()
+        self._limit, self._most, self._busy = first, most, 0
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: self._busy < self._limit)
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy -= 1
+                self._limit = min(self._most, self._limit + 1)
+                self._changed.notify(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +131,9 @@ class IndexMemo:
         self._flights: dict[tuple[str, str, str, str], _Flight] = {}
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._ramps: dict[str, _Ramp] = {}
         self._token = secrets.token_urlsafe(16)
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
         #: The loopback port it listens on while open.
@@ -102,6 +146,9 @@ class IndexMemo:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in two writes: with Nagle's algorithm the body waits
+            # for the client's delayed ACK (40 ms a response, on every chain uv follows).
+            disable_nagle_algorithm = True
 
             def setup(self) -> None:
                 super().setup()
@@ -123,7 +170,7 @@ class IndexMemo:
             def do_HEAD(self) -> None:
                 memo._serve(self, "HEAD")
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = _Server(("127.0.0.1", 0), Handler)
         # Handler threads are joined on close: none outlives the plan.
         server.daemon_threads, server.block_on_close = False, True
         self._server, self.port = server, server.server_address[1]
@@ -210,8 +257,9 @@ class IndexMemo:
             return (f"{url}?{query}" if query else url), True
         if parts[0] == "f" and len(parts) >= 4 and parts[1] in {"http", "https"}:
             url = f"{parts[1]}://{'/'.join(parts[2:])}" + (f"?{query}" if query else "")
+            named = unquote(url)  # uv may quote what the page did not, or the reverse
             with self._lock:
-                allowed = url in self._files or url.removesuffix(".metadata") in self._files
+                allowed = named in self._files or named.removesuffix(".metadata") in self._files
             return (url, False) if allowed else None
         return None
 
@@ -257,41 +305,60 @@ class IndexMemo:
         with self._lock:
             self.upstream_requests += 1
         raw: urllib3.BaseHTTPResponse | None = None
-        answer: _Answer | None
+        answer: _Answer | None = None
+        failure: CudaupError | None = None
         try:
-            if page and method == "GET" and not ranged:
-                answer = self._page(url, accept)
-            else:
-                raw = self.http.open(method, url, headers)
-                answer = self._kept_body(raw, method, url)
+            with self._ramp(url).slot():
+                if page and method == "GET" and not ranged:
+                    answer = self._page(url, accept)
+                else:
+                    raw = self.http.open(method, url, headers)
+                    answer = self._kept_body(raw, method, url)
         except CudaupError as exc:
+            failure = exc
             with self._lock:
                 self.failure = self.failure or exc
-                if flight is not None:
-                    del self._flights[key]  # a later request asks again
+        finally:
+            # Whatever happened, the waiters go on (a bug here must not hang uv).
             if flight is not None:
-                flight.done.set()
-            _send(request, _failed(exc))
+                streamed = failure is None and answer is None and raw is not None
+                self._land(flight, key, answer, streamed)
+        if failure is not None:
+            _send(request, _failed(failure))
             return
         if answer is not None:
-            if flight is not None:
-                flight.answer = answer
-                flight.done.set()
             _send(request, answer)
             return
         assert raw is not None
-        if flight is not None:
-            flight.streamed = True
-            flight.done.set()
         try:
             _stream(request, raw)
         finally:
             raw.release_conn()
 
+    def _ramp(self, url: str) -> _Ramp:
+        host = urlsplit(url).netloc
+        with self._lock:
+            return self._ramps.setdefault(host, _Ramp(FIRST_AT_ONCE, POOL_SIZE))
+
+    def _land(
+        self,
+        flight: _Flight,
+        key: tuple[str, str, str, str],
+        answer: _Answer | None,
+        streamed: bool,
+    ) -> None:
+        """Hand the waiters ``answer``, or tell them to stream their own; a request that
+        failed is not kept (the next one asks again), its waiters answer a gateway error."""
+        flight.answer, flight.streamed = answer, streamed
+        if answer is None and not streamed:
+            with self._lock:
+                self._flights.pop(key, None)
+        flight.done.set()
+
     def _page(self, url: str, accept: str) -> _Answer:
         """An index page with its file URLs pointed at the memo."""
         response = self.http.get(url, accept=accept or None, max_bytes=self.limit)
-        kind = response.headers.get("Content-Type", "")
+        kind = dict(_passed(response.headers)).get("Content-Type", "")
         body = response.body
         if response.status == 200:
             base = response.url or url
@@ -327,46 +394,61 @@ class IndexMemo:
         return _Answer(raw.status, headers, body)
 
     # -- rewriting pages ----------------------------------------------------------
-    def _file_url(self, href: str, page_url: str) -> str:
-        """The memo's URL for a file a page links (absolute or relative to the page)."""
-        absolute, hashed, fragment = urljoin(page_url, href).partition("#")
-        parts = urlsplit(absolute)
-        if parts.scheme not in {"http", "https"} or not parts.netloc or "@" in parts.netloc:
+    def _file_url(self, href: str, page_url: str, seen: list[str]) -> str:
+        """The memo's URL for a file a page links (absolute or relative to the page),
+        the upstream URL added to ``seen``."""
+        if not href.startswith(("https://", "http://")):
+            href = urljoin(page_url, href)  # urljoin costs more than the rest together
+        absolute, hashed, fragment = href.partition("#")
+        scheme, _, rest = absolute.partition("://")
+        host = rest.split("/", 1)[0]
+        if scheme not in {"http", "https"} or not host or "@" in host:
             return href  # not one the memo forwards: uv asks for it itself
+        seen.append(absolute)
+        return f"{self._base}/f/{scheme}/{rest}{hashed}{fragment}"
+
+    def _allow(self, seen: list[str]) -> None:
+        # One lock for a page's thousands of files, not one each (contended, each wait
+        # for the lock is a wait for the GIL).
         with self._lock:
-            self._files.add(absolute)
-        local = f"{self._base}/f/{parts.scheme}/{absolute.split('://', 1)[1]}"
-        return local + hashed + fragment
+            self._files.update(map(unquote, seen))
 
     def _rewrite_json(self, body: bytes, page_url: str) -> bytes:
-        try:
-            document = json.loads(body)
-        except ValueError:
-            return body  # uv says what is wrong with it, as it would have
-        files = document.get("files") if isinstance(document, dict) else None
-        if not isinstance(files, list):
-            return body
-        for entry in files:
-            if isinstance(entry, dict) and isinstance(entry.get("url"), str):
-                entry["url"] = self._file_url(entry["url"], page_url)
-        return json.dumps(document).encode()
+        """A PEP 691 page with its files' ``url``\\ s rewritten in place, every other byte
+        as sent (parsing and writing a page of thousands of files again cost more than
+        the request: a plan's Python time went mostly there).  A URL written with JSON
+        escapes is left as it is: uv then reads it directly, unmemoized."""
+        text = body.decode("utf-8", errors="surrogateescape")
+        seen: list[str] = []
+
+        def rewritten(match: re.Match[str]) -> str:
+            return match.group(1) + self._file_url(match.group(2), page_url, seen) + '"'
+
+        page = _JSON_URL.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
+        self._allow(seen)
+        return page
 
     def _rewrite_html(self, body: bytes, page_url: str) -> bytes:
         text = body.decode("utf-8", errors="surrogateescape")
+        seen: list[str] = []
 
         def rewritten(match: re.Match[str]) -> str:
             href = html.unescape(match.group(3))
-            local = self._file_url(href, page_url)
+            local = self._file_url(href, page_url, seen)
             return f"{match.group(1)}{match.group(2)}{html.escape(local)}{match.group(2)}"
 
-        return _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
+        page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
+        self._allow(seen)
+        return page
 
 
 def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, str], ...]:
+    """The headers of :data:`PASSED` ``headers`` has, whatever their case."""
+    lowered = {name.lower(): value for name, value in headers.items()}
     return tuple(
         (name, value)
         for name in PASSED
-        if name != exclude and (value := headers.get(name)) is not None
+        if name != exclude and (value := lowered.get(name.lower())) is not None
     )
 
 
