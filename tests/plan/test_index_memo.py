@@ -21,7 +21,7 @@ from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
 from cudaup.net.http import HttpClient
 from cudaup.plan.index_memo import IndexMemo
-from cudaup.plan.uv import CompileJob, UvRunner
+from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
 from tests.helpers import run_cli
 from tests.plan import world
 from tests.plan.builders import PURE, wheel
@@ -260,6 +260,10 @@ def test_the_memo_lives_for_one_plan(
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", memo.port), timeout=5).close()
     assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
+    # Warm, the plan's answers are kept: no uv runs, and no server starts.
+    again = run_cli(capsys, "plan", "servellm", "--index", "pypi", *TARGET, "--json")
+    assert again.code == 0 and again.json()["uv"] == document["uv"]
+    assert len(opened) == 2 and opened[1].port == 0 and opened[1].upstream_requests == 0
 
 
 def _only_upstream_ports(server: IndexServer, text: str) -> None:
@@ -273,3 +277,65 @@ def _wait_for(condition: Callable[[], bool], deadline: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < end, "the state never came"
         time.sleep(0.01)
+
+
+def test_pages_are_rewritten_with_hashes_and_attributes_as_sent(memo: IndexMemo) -> None:
+    page_url = "https://pypi.example/simple/alpha/"
+    memo.local("https://pypi.example/simple")
+    sha = "0" * 64
+    page = (
+        f'<a href="https://files.example/p/alpha-1.0-py3-none-any.whl#sha256={sha}" '
+        'data-core-metadata="sha256=1" data-requires-python="&gt;=3.10">alpha-1.0</a>\n'
+        f"<a href='../../p/alpha-0.9.tar.gz#sha256={sha}'>alpha-0.9</a>\n"
+        '<a href="mailto:someone@example">not a file</a>\n'
+    ).encode()
+    rewritten = memo._rewrite_html(page, page_url).decode()
+    base = memo.local("https://pypi.example/simple").removesuffix("/i/0")
+    assert f'href="{base}/f/https/files.example/p/alpha-1.0-py3-none-any.whl#sha256={sha}"' in (
+        rewritten
+    )
+    # A relative href is resolved against the upstream page, not the memo's.
+    assert f'href="{base}/f/https/pypi.example/p/alpha-0.9.tar.gz#sha256={sha}"' in rewritten
+    assert 'data-core-metadata="sha256=1" data-requires-python="&gt;=3.10"' in rewritten
+    assert 'href="mailto:someone@example"' in rewritten  # not a file the memo forwards
+    document = {
+        "meta": {"api-version": "1.1"},
+        "files": [
+            {"url": "https://files.example/p/alpha-1.0.tar.gz", "hashes": {"sha256": sha}},
+            {"url": "../../p/alpha-0.8.tar.gz", "hashes": {}, "yanked": '"url": "x"'},
+        ],
+    }
+    answer = json.loads(memo._rewrite_json(json.dumps(document).encode(), page_url))
+    assert [f["url"] for f in answer["files"]] == [
+        f"{base}/f/https/files.example/p/alpha-1.0.tar.gz",
+        f"{base}/f/https/pypi.example/p/alpha-0.8.tar.gz",
+    ]
+    assert answer["files"][0]["hashes"] == {"sha256": sha} and answer["meta"] == document["meta"]
+    assert answer["files"][1]["yanked"] == '"url": "x"'
+    # What leaves the plan names the upstream again.
+    assert memo.upstream_text(rewritten).count("https://files.example/p/alpha-1.0") == 1
+
+
+def test_uvs_command_line_does_not_show_the_memo(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memo's secret path reaches uv by its environment (the owner's and root's to
+    read), never by its command line (every local user's, through ``ps``)."""
+    _publish(index_server)
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    real_run = UvRunner._run
+
+    def recorded(
+        self: UvRunner, argv: list[str], environment: dict[str, str]
+    ) -> tuple[int, str, str]:
+        seen.append((argv, environment))
+        return real_run(self, argv, environment)
+
+    monkeypatch.setattr(UvRunner, "_run", recorded)
+    local = write_local_index(tmp_path / "a dir", {}, "test")
+    job = CompileJob(("alpha",), (), (3, 12), PLATFORM, (local,), index_server.url("pypi"))
+    assert UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job).ok
+    ((argv, environment),) = seen
+    assert not [a for a in argv if "127.0.0.1" in a]
+    assert environment["UV_DEFAULT_INDEX"] == memo.local(index_server.url("pypi"))
+    assert environment["UV_INDEX"] == local and "%20" in local  # one URL, quoted

@@ -40,12 +40,14 @@ def test_the_check_of_exact_pins_runs_beside_the_search(
     lock = threading.Lock()
     real_run = UvRunner._run
 
-    def recorded(self: UvRunner, argv: list[str]) -> tuple[int, str, str]:
+    def recorded(
+        self: UvRunner, argv: list[str], environment: dict[str, str]
+    ) -> tuple[int, str, str]:
         requirements = Path(argv[3]).read_text().strip()
         constraints = Path(argv[5]).read_text().strip()
         with lock:
             started.append((requirements, constraints))
-        return real_run(self, argv)
+        return real_run(self, argv, environment)
 
     monkeypatch.setattr(UvRunner, "_run", recorded)
     result = plan(world, tmp_path, ["cupy-cuda12x==14.0.0"], only=("pypi",))

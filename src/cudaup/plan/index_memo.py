@@ -51,8 +51,9 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+#: Both run in linear time on any page: each quoted value ends at the next quote.
 _JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
-_HREF = re.compile(r"""(\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
+_HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 _CHUNK = 256 * 1024
 #: Requests to one upstream host at once at first (then one more per answer, up to the
 #: client's pool of connections per host).
@@ -117,7 +118,8 @@ class _Flight:
 
 
 class IndexMemo:
-    """A context manager: the server runs inside ``with``, and nothing of it after."""
+    """A context manager: the server runs inside ``with`` (from the first :meth:`local`),
+    and nothing of it after."""
 
     def __init__(self, client: HttpClient, *, limit: int = MEMO_LIMIT) -> None:
         self.http, self.limit = client, limit
@@ -131,17 +133,26 @@ class IndexMemo:
         self._flights: dict[tuple[str, str, str, str], _Flight] = {}
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
+        self._closed = False
         self._ramps: dict[str, _Ramp] = {}
         self._token = secrets.token_urlsafe(16)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
-        #: The loopback port it listens on while open.
+        #: The loopback port it listens on once started (0 before).
         self.port = 0
         self._text_urls: re.Pattern[str] | None = None
 
     # -- lifetime -----------------------------------------------------------------
     def __enter__(self) -> IndexMemo:
+        return self
+
+    def _start(self) -> None:
+        """Serve from the first URL asked for: a plan that runs no uv (a warm one, its
+        answers kept) starts no server and waits for none to stop."""
+        if self._closed:
+            raise CudaupError("the index memo was used after its plan ended")
         memo = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -177,10 +188,12 @@ class IndexMemo:
         self._base = f"http://127.0.0.1:{self.port}/{self._token}"
         self._text_urls = re.compile(re.escape(self._base) + r"/(?:i/(\d+)|f/(https?)/)")
         self._thread = threading.Thread(
-            target=server.serve_forever, name="cudaup-index-memo", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # how long closing waits for the loop to see it
+            name="cudaup-index-memo",
+            daemon=True,
         )
         self._thread.start()
-        return self
 
     def __exit__(
         self,
@@ -192,7 +205,9 @@ class IndexMemo:
 
     def close(self) -> None:
         """Stop serving, end every connection (uv's kept-alive ones) and join each thread."""
-        server, thread = self._server, self._thread
+        with self._starting:
+            self._closed = True
+            server, thread = self._server, self._thread
         if server is None or thread is None:
             return
         server.shutdown()
@@ -210,6 +225,9 @@ class IndexMemo:
         """The memo's URL for the index at ``upstream`` (a ``file:`` index is its own)."""
         if not upstream.startswith(("https://", "http://")):
             return upstream
+        with self._starting:
+            if self._server is None:
+                self._start()
         normal = upstream.rstrip("/")
         with self._lock:
             if normal not in self._upstreams:
@@ -433,9 +451,9 @@ class IndexMemo:
         seen: list[str] = []
 
         def rewritten(match: re.Match[str]) -> str:
-            href = html.unescape(match.group(3))
-            local = self._file_url(href, page_url, seen)
-            return f"{match.group(1)}{match.group(2)}{html.escape(local)}{match.group(2)}"
+            quoted = match.group(2) if match.group(2) is not None else match.group(3)
+            local = self._file_url(html.unescape(quoted), page_url, seen)
+            return f'{match.group(1)}"{html.escape(local)}"'
 
         page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
         self._allow(seen)

@@ -9,7 +9,8 @@ default first-index strategy, and uv's cache inside cudaup's.  Per-line indexes
 are not handed to uv as URLs: cudaup writes a local PEP 503 index holding only
 the projects its index table routes to them (:func:`write_local_index`), placed
 first, so those projects come from there and nowhere else, and every other
-project from the default index.
+project from the default index.  Within a plan the flat indexes are read through its
+:class:`~cudaup.plan.index_memo.IndexMemo` (``UvRunner.memo``), once for all its uv runs.
 """
 
 from __future__ import annotations
@@ -223,10 +224,11 @@ class UvRunner:
             "--index-strategy", "first-index",
             "--annotation-style", "split", "--emit-index-annotation",
             "--cache-dir", str(self.cache_dir),
-            "--default-index", self._through_memo(job.default_index),
         ]  # fmt: skip
-        for index in job.indexes:
-            argv += ["--index", self._through_memo(index)]
+        if self.memo is None:
+            argv += ["--default-index", job.default_index]
+            for index in job.indexes:
+                argv += ["--index", index]
         if job.prerelease:
             argv += ["--prerelease", "allow"]
         if job.offline:
@@ -235,8 +237,17 @@ class UvRunner:
             argv.append("--refresh")
         return argv
 
-    def _through_memo(self, index: str) -> str:
-        return self.memo.local(index) if self.memo is not None else index
+    def environment(self, job: CompileJob) -> dict[str, str]:
+        """uv's environment for ``job``: :func:`uv_environment`, and with a memo the
+        indexes, as ``UV_DEFAULT_INDEX``/``UV_INDEX`` (each the same as its flag): the
+        memo's URL carries its secret path, which a command line shows every local user
+        (``ps``) and an environment only the same user and root."""
+        environment = uv_environment(self.timeout)
+        if self.memo is not None:
+            environment["UV_DEFAULT_INDEX"] = self.memo.local(job.default_index)
+            # Space-separated, in order: a file URL has its spaces quoted (%20).
+            environment["UV_INDEX"] = " ".join(self.memo.local(i) for i in job.indexes)
+        return environment
 
     def compile(
         self, job: CompileJob, pylock: Path | None = None, *, identity: str = ""
@@ -263,7 +274,7 @@ class UvRunner:
                 output = folder / "preferred.txt"
                 output.write_text("\n".join(job.preferences) + "\n")
                 argv += ["-o", str(output)]
-            code, out, err = self._run(argv)
+            code, out, err = self._run(argv, self.environment(job))
             if output is not None and code == 0:
                 out = output.read_text()
             if self.memo is not None:
@@ -304,7 +315,7 @@ class UvRunner:
         with contextlib.suppress(OSError):
             atomic_write(self.answers / key[:2] / f"{key}.json", json.dumps(entry))
 
-    def _run(self, argv: list[str]) -> tuple[int, str, str]:
+    def _run(self, argv: list[str], environment: dict[str, str]) -> tuple[int, str, str]:
         with self._lock:
             if self._cancelled:
                 raise CudaupError("the plan was cancelled")
@@ -314,7 +325,7 @@ class UvRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=uv_environment(self.timeout),
+                env=environment,
             )
             self._running.add(process)
         try:
