@@ -96,6 +96,21 @@ def test_a_second_resolution_reads_nothing_upstream(
         assert beta.index_url == index_server.url("pypi")
 
 
+def test_uv_keeps_what_the_memo_read_for_the_rest_of_the_plan(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """The memo answers alike for the whole plan, and says so (``max-age``): uv runs
+    sharing the plan's uv cache then ask it nothing they asked before."""
+    _publish(index_server)
+    runner = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo)
+    job = CompileJob(("alpha",), (), (3, 12), PLATFORM, (), index_server.url("pypi"))
+    assert runner.compile(job).ok
+    asked = memo.served
+    assert asked > 0
+    answer = runner.compile(job)
+    assert answer.closure is not None and memo.served == asked
+
+
 def test_identical_requests_share_one_upstream_request(
     index_server: IndexServer, memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
 ) -> None:

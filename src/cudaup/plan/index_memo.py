@@ -36,7 +36,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -55,6 +55,10 @@ _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
 _HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 _CHUNK = 256 * 1024
+#: What the memo keeps it answers alike for the rest of the plan, so uv may keep it as
+#: long: its cache is the plan's (a scratch directory), and later uv runs then take pages
+#: and the metadata they read from wheels from it without asking at all.
+_FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 #: Requests to one upstream host at once at first (then one more per answer, up to the
 #: client's pool of connections per host).
 FIRST_AT_ONCE = 2
@@ -126,7 +130,8 @@ class IndexMemo:
         self.failure: CudaupError | None = None
         #: Requests sent upstream (each answered from the memo afterwards).
         self.upstream_requests = 0
-        #: Requests that waited for an identical one's upstream answer.
+        #: Requests uv sent it; and those that waited for an identical one's upstream answer.
+        self.served = 0
         self.coalesced = 0
         self._upstreams: list[str] = []
         self._files: set[str] = set()
@@ -292,6 +297,7 @@ class IndexMemo:
             ranged = request.headers.get("Range", "")
             key = (method, url, accept, ranged)
             with self._lock:
+                self.served += 1
                 flight = self._flights.get(key)
                 leader = flight is None
                 if flight is None:
@@ -332,6 +338,8 @@ class IndexMemo:
                 else:
                     raw = self.http.open(method, url, headers)
                     answer = self._kept_body(raw, method, url)
+            if answer is not None and answer.status in {200, 206}:
+                answer = replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
         except CudaupError as exc:
             failure = exc
             with self._lock:
