@@ -13,7 +13,8 @@ request.  Index pages name their files by absolute URL, so their file URLs (HTML
 ``href``\\ s, PEP 691 ``url``\\ s; fragments and hashes untouched) are rewritten to go
 through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are
 read once as well.  A body above :data:`MEMO_LIMIT` (a whole wheel) streams through
-and is not kept.
+and is not kept.  What is kept is fresh for the plan (``Cache-Control``), so the plan's
+uv runs, which share a uv cache of the plan's own, ask for each thing once at all.
 
 It is no open proxy: it forwards only below the indexes it was given and to the file
 URLs it rewrote from their pages, only under its random prefix (another local user
@@ -55,9 +56,9 @@ _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
 _HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 _CHUNK = 256 * 1024
-#: What the memo keeps it answers alike for the rest of the plan, so uv may keep it as
-#: long: its cache is the plan's (a scratch directory), and later uv runs then take pages
-#: and the metadata they read from wheels from it without asking at all.
+#: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
+#: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
+#: pages, and the metadata they read from wheels, from it without asking at all.
 _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 #: Requests to one upstream host at once at first (then one more per answer, up to the
 #: client's pool of connections per host).
@@ -71,8 +72,8 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 1024
 
     def handle_error(self, request: object, client_address: object) -> None:
-        """A connection uv dropped is no news; anything else goes to the verbose log
-        (never onto the user's terminal in the middle of a plan)."""
+        """A request that could not be served (most often: uv dropped the connection) goes
+        to the verbose log, never onto the user's terminal in the middle of a plan."""
         log.info("index memo: a request from uv failed", exc_info=True)
 
 

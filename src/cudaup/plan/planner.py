@@ -152,7 +152,7 @@ class _Run:
         indexes: dict[str, Index],
         target: PlanTarget,
         work: Path,
-        memo: IndexMemo | None = None,
+        memo: IndexMemo,
     ) -> None:
         self.planner, self.settings, self.http = planner, planner.settings, planner.http
         self.requirements, self.indexes, self.target, self.work = (
@@ -179,10 +179,8 @@ class _Run:
             work,
         )
         runner = self.lines.runner
-        if memo is not None:
-            # Every uv run of the plan reads the flat indexes once, through the memo; uv's
-            # own cache would key them by the memo's URL, new each plan: it ends with it.
-            runner.memo, runner.cache_dir = memo, work / "uv-cache"
+        # The plan's uv runs read the flat indexes through its memo, with a uv cache of its own.
+        runner.memo, runner.cache_dir = memo, work / "uv-cache"
         self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
         self.ahead_pool = ThreadPoolExecutor(max_workers=1)
         self.ahead: Future[CompileAnswer] | None = None
