@@ -354,3 +354,20 @@ def test_uvs_command_line_does_not_show_the_memo(
     assert not [a for a in argv if "127.0.0.1" in a]
     assert environment["UV_DEFAULT_INDEX"] == memo.local(index_server.url("pypi"))
     assert environment["UV_INDEX"] == local and "%20" in local  # one URL, quoted
+
+
+@pytest.mark.pypi
+@pytest.mark.slow
+def test_live_pypi_through_the_memo_resolves_as_directly(memo: IndexMemo, tmp_path: Path) -> None:
+    """On the live PyPI the memo's answer is uv's own, and a second run asks it nothing."""
+    job = CompileJob(("requests",), (), (3, 12), PLATFORM, (), "https://pypi.org/simple")
+    direct = UvRunner(tmp_path / "uv-direct", tmp_path, 30.0).compile(job)
+    first = UvRunner(tmp_path / "uv-1", tmp_path, 30.0, memo=memo).compile(job)
+    asked = memo.upstream_requests
+    second = UvRunner(tmp_path / "uv-2", tmp_path, 30.0, memo=memo).compile(job)
+    assert asked > 0 and memo.upstream_requests == asked
+    assert direct.closure is not None and first.closure is not None
+    assert second.closure is not None
+    expected = {(p.name, p.version, p.index_url) for p in direct.closure}
+    assert {(p.name, p.version, p.index_url) for p in first.closure} == expected
+    assert {(p.name, p.version, p.index_url) for p in second.closure} == expected
