@@ -60,9 +60,8 @@ _CHUNK = 256 * 1024
 #: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
 #: pages, and the metadata they read from wheels, from it without asking at all.
 _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
-#: Requests to one upstream host at once at first (then one more per answer, up to the
-#: client's pool of connections per host).
-FIRST_AT_ONCE = 2
+#: New connections to one upstream host being opened at once (see :class:`_Ramp`).
+OPENING_AT_ONCE = 2
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -78,31 +77,40 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 class _Ramp:
-    """How many requests to one host run at once: a few at first, one more after each
-    answer, up to ``most``.
+    """How many requests to one host run at once: one per connection opened so far, and
+    at most :data:`OPENING_AT_ONCE` opening a new one, up to ``most`` connections.
 
-    uv asks ~50 things at once.  Opened all at once, that many connections each look the
-    host up and shake hands at the same instant: bursts of them stalled 5 s each (a
-    resolver that drops simultaneous queries waits out its retry).  Past the client's
-    pool, each extra request opens a connection that is dropped after one use.  Growing
-    with the answers opens them a few at a time, and no more of them than are kept."""
+    uv asks ~50 things at once.  Sent at once, that many requests each open a connection,
+    and each looks the host up at the same instant: a resolver that drops simultaneous
+    queries then stalls them 5 s each (its retry), as this machine's does from about eight.
+    Past the client's pool, each extra request would also open a connection that is
+    dropped after one use.  A request counts as opening one when every connection opened
+    so far is busy, and the connection counts as open once its request is answered."""
 
-    def __init__(self, first: int, most: int) -> None:
+    def __init__(self, most: int) -> None:
         self._changed = threading.Condition()
-        self._limit, self._most, self._busy = first, most, 0
+        self._most, self._busy, self._opened, self._opening = most, 0, 0, 0
+
+    def _may_start(self) -> bool:
+        idle = self._busy < self._opened + self._opening
+        return idle or (self._opening < OPENING_AT_ONCE and self._opened < self._most)
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
         with self._changed:
-            self._changed.wait_for(lambda: self._busy < self._limit)
+            self._changed.wait_for(self._may_start)
+            opens = self._busy >= self._opened + self._opening
+            self._opening += opens
             self._busy += 1
         try:
             yield
         finally:
             with self._changed:
                 self._busy -= 1
-                self._limit = min(self._most, self._limit + 1)
-                self._changed.notify(2)
+                if opens:
+                    self._opening -= 1
+                    self._opened += 1
+                self._changed.notify_all()
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +373,7 @@ class IndexMemo:
     def _ramp(self, url: str) -> _Ramp:
         host = urlsplit(url).netloc
         with self._lock:
-            return self._ramps.setdefault(host, _Ramp(FIRST_AT_ONCE, POOL_SIZE))
+            return self._ramps.setdefault(host, _Ramp(POOL_SIZE))
 
     def _land(
         self,
