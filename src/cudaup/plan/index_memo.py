@@ -21,7 +21,7 @@ URLs it rewrote from their pages, only under its random prefix (another local us
 cannot aim it, nor read a private index through cudaup's credentials); nothing is
 written to disk; file bytes are passed as the upstream sent them, and uv checks them
 against the page's hashes as it would have.  An upstream that fails is a 502 (504 on
-a timeout) to uv, and :attr:`IndexMemo.failure` keeps cudaup's own error for the plan
+a timeout) to uv, and :attr:`IndexMemo.failures` keeps cudaup's own error for the plan
 to raise.  What leaves the plan names the upstream URLs (:meth:`IndexMemo.upstream_text`),
 never the loopback port.
 """
@@ -136,7 +136,8 @@ class IndexMemo:
 
     def __init__(self, client: HttpClient, *, limit: int = MEMO_LIMIT) -> None:
         self.http, self.limit = client, limit
-        self.failure: CudaupError | None = None
+        #: Why each upstream URL that failed did (the first failure of each).
+        self.failures: dict[str, CudaupError] = {}
         #: Requests sent upstream (each answered from the memo afterwards).
         self.upstream_requests = 0
         #: Requests uv sent it; and those that waited for an identical one's upstream answer.
@@ -264,10 +265,12 @@ class IndexMemo:
 
         return self._text_urls.sub(upstream, text)
 
-    def error(self) -> CudaupError | None:
-        """A copy of the first upstream failure (each raiser gets its own)."""
+    def error(self, url: str | None = None) -> CudaupError | None:
+        """Why ``url`` (an upstream URL) failed, else why the first that failed did; a
+        copy, so that each raiser has its own."""
         with self._lock:
-            return copy.copy(self.failure) if self.failure is not None else None
+            found = self.failures.get(url or "") or next(iter(self.failures.values()), None)
+            return copy.copy(found) if found is not None else None
 
     # -- serving ------------------------------------------------------------------
     def _target(self, path: str) -> tuple[str, bool] | None:
@@ -319,7 +322,7 @@ class IndexMemo:
                     _send(request, flight.answer)
                     return
                 if not flight.streamed:
-                    _send(request, _failed(self.error()))
+                    _send(request, _failed(self.error(url)))
                     return
             self._fetch(request, flight if leader else None, key, page)
         except (ConnectionError, TimeoutError):
@@ -352,7 +355,7 @@ class IndexMemo:
         except CudaupError as exc:
             failure = exc
             with self._lock:
-                self.failure = self.failure or exc
+                self.failures.setdefault(url, exc)
         finally:
             # Whatever happened, the waiters go on (a bug here must not hang uv).
             if flight is not None:

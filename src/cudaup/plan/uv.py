@@ -197,7 +197,7 @@ class UvRunner:
 
     With ``memo``, uv reads the jobs' flat indexes through that plan's
     :class:`~cudaup.plan.index_memo.IndexMemo`: jobs, their keys and uv's answers name
-    the upstream URLs, only the command line names the memo's."""
+    the upstream URLs; only uv's environment names the memo's (:meth:`environment`)."""
 
     cache_dir: Path
     work_dir: Path
@@ -286,7 +286,9 @@ class UvRunner:
         except NetworkError:
             # uv was answered 502/504 for an index the memo could not read: cudaup's own
             # error says why (the host, the proxy, the status), as it would have directly.
-            if self.memo is not None and (failure := self.memo.error()) is not None:
+            fetched = _FETCH.search(err)
+            url = fetched.group(1) if fetched else None
+            if self.memo is not None and (failure := self.memo.error(url)) is not None:
                 raise failure from None
             raise
         if key is not None and not job.offline:
