@@ -67,7 +67,7 @@ def test_version_and_help_load_no_error_translation_nor_typing() -> None:
 
 
 #: All that ``cudaup --version`` may import beyond the interpreter's own start.
-VERSION_MODULES = {"__future__", "cudaup", "cudaup.cli", "cudaup.cli.main"}
+VERSION_MODULES = {"__future__", "cudaup", "cudaup.cli", "cudaup.cli.main", "cudaup.cli.version"}
 
 
 def test_version_imports_only_the_entry_point() -> None:
