@@ -258,31 +258,11 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     removed: list[EnvironmentSnapshot] = []
     if args.prune:
         _store, removed = upgrader.prune(_python(args), args.keep)
-    listing = upgrader.snapshots(_python(args))
-    store = listing.store
-    rows = []
-    for snapshot in listing.snapshots:
-        usage = store.usage(snapshot)
-        in_progress = listing.busy and snapshot.status in {"taken", "applying", "restoring"}
-        rows.append(
-            {
-                **snapshot.to_json(),
-                "holds": usage.disk,
-                "frees": usage.frees,
-                "in_progress": in_progress,
-            }
-        )
+    listing = upgrader.snapshots(_python(args), removed=removed)
     if args.json:
-        emit_json(
-            {
-                "environment": str(store.environment),
-                "store": str(store.directory),
-                "snapshots": rows,
-                "removed": [s.id for s in removed],
-                "notes": listing.notes,
-            }
-        )
+        emit_json(listing.to_json())
         return 0
+    store, rows = listing.store, listing.rows()
     for snapshot in removed:
         print(f"removed {snapshot.id}")
     if not rows:
