@@ -369,6 +369,8 @@ def test_the_toolkit_is_installed_and_pinned(
     assert sorted(toolkit["components"]) == ["cuda_cudart", "cuda_nvcc"]
     assert Path(toolkit["path"], "bin", "nvcc").is_file()
     assert (tmp_path / ".cuda-version").read_text().strip() == outcome["release"]
+    assert list(outcome)[-3:] == ["binding", "dry_run", "pin"] and outcome["dry_run"] is False
+    assert outcome["pin"] == str(Path.cwd() / ".cuda-version")
     assert Path(os.environ["CUDAUP_HOME"], "bin", "nvcc").is_file()  # its shim
 
 

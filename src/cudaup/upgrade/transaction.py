@@ -77,6 +77,14 @@ class UpgradeOutcome:
     declined: bool = False
     #: The toolkit the environment's cudaup-toolkit.pth names (CUDA_HOME), if any.
     binding: Path | None = None
+    #: The ``.cuda-version`` that ``upgrade --pin`` wrote afterwards, if any.
+    pin: Path | None = None
+
+    @property
+    def pinnable(self) -> bool:
+        """Whether ``--pin`` writes the release to ``.cuda-version``: the environment is
+        on the new line now (moved, or already there), not declined nor rolled back."""
+        return self.snapshot is not None or self.nothing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +95,8 @@ class UpgradeOutcome:
             "applied": self.snapshot is not None,
             "binding": str(self.binding) if self.binding else None,
             "notes": [*self.plan.notes, *self.notes],
+            "dry_run": False,
+            "pin": str(self.pin) if self.pin else None,
         }
 
 
