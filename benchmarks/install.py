@@ -197,6 +197,20 @@ def main() -> None:
             f"| {name} | {spread(wall[(name, 'cold')])} | {spread(cpu[(name, 'cold')])} "
             f"| {spread(wall[(name, 'warm')])} | {cells[0]} | {cells[1]} |"
         )
+    if args.baseline:
+        within = {
+            f"{phase} {what}": spread(
+                [a / b for a, b in zip(values[("cudaup", phase)], values[("cudaup, baseline", phase)], strict=True)]
+            )
+            for phase in ("cold", "warm")
+            for what, values in (("wall", wall), ("CPU", cpu))
+        }  # fmt: skip
+        lines += [
+            "",
+            "This cudaup against the baseline, as time ratios within each run: "
+            + "; ".join(f"{key} {value}" for key, value in within.items())
+            + ".",
+        ]
     if network:
         size = sum(size for _url, _filename, size in wheels) / 1e6
         lines += [
