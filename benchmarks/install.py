@@ -167,7 +167,10 @@ def main() -> None:
         BEGIN,
         "## Install (pypi channel)",
         "",
-        "Command: `.venv/bin/python benchmarks/install.py --output docs/performance.md`",
+        "Command: `.venv/bin/python benchmarks/install.py"
+        + (f" --runs {args.runs}" if args.runs != 3 else "")
+        + (f" --baseline {args.baseline}" if args.baseline else "")
+        + " --output docs/performance.md`",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this 2-core machine, "
         "shared with other work (load varies run to run: read the ratios), live PyPI, "
