@@ -231,7 +231,8 @@ class Transfer:
         """Write the answer's bytes into ``segment``; whether the body was read to its end.
 
         The bytes that continue what the hasher has are handed to it with their buffer
-        (see :mod:`cudaup.download.digest`): a connection at the front is never read back.
+        (see :mod:`cudaup.download.digest`): what the front connection brings is hashed from
+        memory.
         """
         if raw.status == 200:
             raise self.remote.whole_file_answer(raw.headers)
@@ -248,7 +249,8 @@ class Transfer:
                 self._write(chunk[:allowed], offset)
                 self.plan.advance(segment, allowed)
                 self.watchdog.progressed(allowed)
-                if hasher is not None and (spare := hasher.offer(offset, buffer.data, allowed)):
+                spare = hasher.offer(offset, buffer.data, allowed) if hasher else None
+                if spare is not None:
                     buffer.data = spare  # the hasher keeps the one just written
             if allowed < len(chunk) or self.plan.cancelled or (segment.done and segment.pos < end):
                 return False  # stolen or stopped: drop the rest of this response
@@ -479,6 +481,9 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             arrival._attach(target.part, plan)
         emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
         transfer.widen(threads)
+        # The first window starts with the first connection, not at the first tick: where
+        # a cap per connection holds one back, the others join a tick sooner.
+        ramp.observe(time.monotonic(), plan.completed)
         supervise(
             threads,
             watchdog,
