@@ -96,6 +96,8 @@ class Transfer:
         self.hasher = hasher
         self._workers = 0
         self._lock = threading.Lock()
+        #: each worker's CPU seconds at its last write (by thread name: unique per download)
+        self._thread_cpu: dict[str, float] = {}
 
     def widen(self, threads: list[threading.Thread]) -> None:
         """Start workers until :attr:`wanted` run (each appended to ``threads``)."""
@@ -108,6 +110,11 @@ class Transfer:
             )
             threads.append(thread)
             thread.start()
+
+    def cpu(self) -> float:
+        """CPU seconds the connections' threads have used, as of each one's last write:
+        what tells the ramp whether the CPU or the link holds them back."""
+        return sum(self._thread_cpu.copy().values())
 
     def _surplus(self) -> bool:
         """Whether this worker is one too many now (then it stops, counted out)."""
@@ -241,7 +248,7 @@ class Transfer:
         if raw.status != 206:
             raise refuse_status(self.remote.url, raw.status, raw.headers)
         end = answered_range(raw.headers, start, stop, self.plan.size)
-        hasher = self.hasher
+        hasher, name = self.hasher, threading.current_thread().name
         for chunk in read_body(body_of(raw), buffer, flow=flow):
             allowed = self.plan.reserve(segment, len(chunk))
             if allowed:
@@ -249,6 +256,7 @@ class Transfer:
                 self._write(chunk[:allowed], offset)
                 self.plan.advance(segment, allowed)
                 self.watchdog.progressed(allowed)
+                self._thread_cpu[name] = time.thread_time()
                 spare = hasher.offer(offset, buffer.data, allowed) if hasher else None
                 if spare is not None:
                     buffer.data = spare  # the hasher keeps the one just written
@@ -458,7 +466,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             ramp.cap(transfer.connections)
             # Past the hash speed more connections cannot end a verified download sooner.
             ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
-            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling)
+            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling, transfer.cpu())
             plan.connections = min(transfer.wanted, transfer.connections)
             plan.may_grow_to = 0 if ramp.settled else ramp.most
             transfer.widen(threads)
@@ -481,9 +489,6 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             arrival._attach(target.part, plan)
         emit(progress, ProgressEvent(request.filename, "start", resumed_from, size))
         transfer.widen(threads)
-        # The first window starts with the first connection, not at the first tick: where
-        # a cap per connection holds one back, the others join a tick sooner.
-        ramp.observe(time.monotonic(), plan.completed)
         supervise(
             threads,
             watchdog,
