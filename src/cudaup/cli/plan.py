@@ -15,12 +15,11 @@ from cudaup.errors import GpuUnsupportedError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
-from cudaup.plan import Planner, PlanTarget, parse_requirements
+from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.kernels import published_kernels
 from cudaup.plan.lines import line_text, parse_line
-from cudaup.plan.planner import python_version
 from cudaup.plan.result import PlanResult
 
 

@@ -10,6 +10,11 @@ the answer and the no-line error; ``export`` writes the plan as a PEP 751 lock;
 ``indexes`` is the index table.
 """
 
+import re
+import shutil
+import subprocess
+import sys
+
 from packaging.requirements import InvalidRequirement, Requirement
 
 from cudaup.errors import UsageError
@@ -27,4 +32,26 @@ def parse_requirements(texts: list[str]) -> list[Requirement]:
     return requirements
 
 
-__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements"]
+def python_version(text: str | None) -> tuple[int, int]:
+    """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
+    if text and re.fullmatch(r"\d+\.\d+", text):
+        major, minor = text.split(".")
+        return int(major), int(minor)
+    interpreter = text or shutil.which("python3") or sys.executable
+    try:
+        output = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        major, minor = output.split(".")
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        raise UsageError(
+            f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
+        ) from None
+
+
+__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements", "python_version"]

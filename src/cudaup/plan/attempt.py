@@ -11,7 +11,7 @@ line or says why there is none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -229,6 +229,64 @@ class LineResolver:
         )
         return attempt
 
+    def conflict_job(
+        self, requirements: tuple[Requirement, ...], lines: Sequence[Line]
+    ) -> tuple[CompileJob, str] | None:
+        """The one resolution (and its pages' identity) whose failure proves that
+        ``requirements`` resolve on none of ``lines``; None when the proof cannot be made.
+
+        Why one resolution proves it: a line's first round takes each routed project
+        (the requested ones and their companions) from its per-line pages alone, every
+        other project from the flat indexes, under constraints and exclusions that only
+        narrow what it may take; a first round that fails ends the line's attempt.  This
+        resolution takes the routed projects from the union of every line's pages and
+        their flat pages, the rest from the same flat indexes, with no constraint: each
+        line's first round picks from a subset of what it may pick, file by file the same
+        bytes (:func:`union_pages`), so when uv finds nothing here it finds nothing on any
+        line.  The converse does not hold: success here says nothing of the lines."""
+        sources: list[dict[str, tuple[DistFile, ...]]] = []
+        routed: set[str] = set()
+        for line in lines:
+            projects: set[str] = {
+                canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
+            }
+            pages = self._line_pages(line, self._with_companions(projects, line))
+            sources.append({p: page.files for p, page in pages.items() if page.files is not None})
+            routed |= set(pages)
+        # A line that does not route a project (or whose index lacks it) takes it from the
+        # flat indexes: the survey read their pages of the requested projects, the
+        # companions' are read here.
+        flat = [page for (_, tag, project), page in list(self.pages.items()) if tag == ""]
+        unread = sorted(routed - {page.project for page in flat})
+        urls = (self.default_url, *self.extra_flat)
+        wanted = [(Index(url, {"": url}, ("*",)), "", p) for url in urls for p in unread]
+        flat += fetch_pages(self.http, wanted, self.settings.workers)
+        if unreachable_error(flat):
+            return None
+        sources += [
+            {page.project: page.files}
+            for page in flat
+            if page.project in routed and page.files is not None
+        ]
+        union = union_pages(sources)
+        if union is None:
+            return None
+        local: tuple[str, ...] = ()
+        if union:
+            local = (write_local_index(self.work / "every-line", union, "the per-line indexes"),)
+        job = CompileJob(
+            tuple(str(r) for r in requirements),
+            (),
+            self.target.python,
+            uv_platform(self.target.platform),
+            local + self.extra_flat,
+            self.default_url,
+            refresh=self.settings.refresh,
+            interpreter=self.target.interpreter,
+            prerelease=self.pre,
+        )
+        return job, pages_identity(union)
+
     def _round(
         self,
         requirements: tuple[Requirement, ...],
@@ -444,6 +502,34 @@ class LineResolver:
         if error := unreachable_error(fetched):
             raise error
         return fetched[0].files or ()
+
+
+def union_pages(
+    sources: Sequence[Mapping[str, Sequence[DistFile]]],
+) -> dict[str, tuple[DistFile, ...]] | None:
+    """Every source's files of each project, once; None when two sources serve a version
+    of a project differently (other files, or files without a sha256 to compare): uv
+    would read one source's metadata for it, and the union would not hold what the
+    other source offers."""
+    served: dict[tuple[str, str], set[frozenset[tuple[object, ...]]]] = {}
+    shared: set[tuple[str, str]] = set()
+    union: dict[str, dict[str, DistFile]] = {}
+    for source in sources:
+        for project, files in source.items():
+            by_version: dict[str, set[tuple[object, ...]]] = {}
+            for file in files:
+                key = (file.filename, file.sha256, file.requires_python, file.yanked)
+                by_version.setdefault(str(file.version), set()).add(key)
+                union.setdefault(project, {}).setdefault(file.filename, file)
+            for version, keys in by_version.items():
+                if (project, version) in served:
+                    shared.add((project, version))
+                served.setdefault((project, version), set()).add(frozenset(keys))
+    for twice in shared:
+        variants = served[twice]
+        if len(variants) > 1 or any(key[1] is None for key in next(iter(variants))):
+            return None
+    return {project: tuple(files.values()) for project, files in union.items()}
 
 
 def _read_names(attempt: Attempt, closure: Closure) -> None:

@@ -1,0 +1,90 @@
+"""Requests that conflict among themselves, whatever the CUDA line: one resolution proves
+it (against tests/plan/world.py, resolved by real uv), and a conflict that is about lines
+keeps its per-line explanation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cudaup.errors import NoCommonLineError
+from cudaup.plan.attempt import union_pages
+from cudaup.plan.planner import WINDOW
+from cudaup.plan.uv import UvRunner
+from cudaup.resolve.pypi import DistFile
+from tests.plan.pyindex import IndexServer
+from tests.plan.world import build, plan
+
+
+@pytest.fixture
+def world(index_server: IndexServer) -> IndexServer:
+    return build(index_server)
+
+
+@pytest.fixture
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
+    """The requirements of every uv resolution the plan runs (uv itself still runs)."""
+    seen: list[list[str]] = []
+    real = UvRunner._run
+
+    def recording(self: UvRunner, argv: list[str]) -> tuple[int, str, str]:
+        seen.append(Path(argv[3]).read_text().split())
+        return real(self, argv)
+
+    monkeypatch.setattr(UvRunner, "_run", recording)
+    yield seen
+
+
+@pytest.mark.parametrize("only", [("pypi",), ("pypi", "pytorch")])
+def test_requests_that_conflict_are_told_by_one_resolution(
+    world: IndexServer, tmp_path: Path, resolutions: list[list[str]], only: tuple[str, ...]
+) -> None:
+    """servellm 1.0 requires torch==2.11.0: with torch==2.9.1 asked too, no line can
+    resolve them, whether torch comes from PyPI alone or from the per-line indexes."""
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["servellm==1.0", "torch==2.9.1"], only=only)
+    message = str(failed.value)
+    assert message.startswith("the requests conflict among themselves, whatever the CUDA line: ")
+    assert "servellm depend on torch==2.11.0" in message and "require torch==2.9.1" in message
+    details = failed.value.details
+    assert details["conflict"] and details["requirements"] == ["servellm==1.0", "torch==2.9.1"]
+    excluded = details["excluded"]
+    assert isinstance(excluded, list)
+    assert {e["line"] for e in excluded} == {"13.2", "13.0", "12.9", "12.8"}
+    # One resolution with no line constraint said it.  Beside it ran at most the first
+    # window (the world's 4 lines, each ending at its first round) and the install
+    # check's first resolution (exact pins); no package was resolved alone on every line
+    # to explain it (before: 4 lines, then 2 packages x 4 lines, each offline first).
+    assert 1 <= len(resolutions) <= 1 + WINDOW + 1
+    assert all(r == ["servellm==1.0", "torch==2.9.1"] for r in resolutions)
+
+
+def test_a_conflict_about_lines_keeps_its_per_line_explanation(
+    world: IndexServer, tmp_path: Path, resolutions: list[list[str]]
+) -> None:
+    """torch 2.11.0 is CUDA 13.0, bitsandbytes 0.45.5 supports 11.7-12.8: together they
+    resolve (no conflict among themselves), on no common line."""
+    with pytest.raises(NoCommonLineError, match="their CUDA lines do not meet") as failed:
+        plan(world, tmp_path, ["torch==2.11.0", "bitsandbytes==0.45.5"], only=("pypi",))
+    assert "conflict" not in failed.value.details
+    assert "torch==2.11.0 resolves on 13.0" in str(failed.value)
+    assert ["bitsandbytes==0.45.5"] in resolutions  # each package alone, for the reasons
+
+
+def _file(name: str, sha: str | None = "a" * 64) -> DistFile:
+    return DistFile(name, f"https://example.org/{name}", sha, None, None, False, False)
+
+
+def test_the_union_of_pages_refuses_what_it_cannot_prove() -> None:
+    """A version two sources serve differently would be read from one of them only."""
+    cu128 = {"torch": (_file("torch-2.11.0+cu128-cp312-cp312-linux_x86_64.whl"),)}
+    pypi = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl"),)}
+    union = union_pages([cu128, pypi, cu128])
+    assert union is not None and len(union["torch"]) == 2
+    other = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl", "b" * 64),)}
+    assert union_pages([pypi, other]) is None
+    unhashed = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl", None),)}
+    assert union_pages([unhashed, unhashed]) is None
+    assert union_pages([unhashed]) == unhashed
