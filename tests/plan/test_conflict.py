@@ -4,14 +4,15 @@ keeps its per-line explanation."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cudaup.errors import NoCommonLineError
-from cudaup.plan.attempt import union_pages
 from cudaup.plan.planner import WINDOW
+from cudaup.plan.survey import union_pages
 from cudaup.plan.uv import UvRunner
 from cudaup.resolve.pypi import DistFile
 from tests.plan.pyindex import IndexServer
@@ -88,3 +89,16 @@ def test_the_union_of_pages_refuses_what_it_cannot_prove() -> None:
     unhashed = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl", None),)}
     assert union_pages([unhashed, unhashed]) is None
     assert union_pages([unhashed]) == unhashed
+
+
+def test_a_page_nobody_asked_for_is_read_once_for_every_line(
+    world: IndexServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """cuda-python is pure: what it pulls in (cuda-bindings) is read on each line the
+    search resolves at once; cudaup reads its page once, the other lines wait for it
+    (uv's own requests reach the same server, so cudaup's are counted in its log)."""
+    with caplog.at_level(logging.DEBUG, logger="cudaup.http"):
+        result = plan(world, tmp_path, ["cuda-python==12.8.0"], only=("pypi",))
+    assert result.line == (12, 9)
+    read = [m for m in caplog.messages if "/pypi/cuda-bindings/ →" in m]
+    assert len(read) == 1 and read[0].startswith("GET "), read

@@ -11,7 +11,8 @@ line or says why there is none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from cudaup.plan.survey import (
     fetch_pages,
     is_pure,
     pins_exactly,
+    union_pages,
     unreachable_error,
 )
 from cudaup.plan.uv import (
@@ -124,6 +126,7 @@ class LineResolver:
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
+        self._unasked: dict[tuple[str, str], Future[Page]] = {}
 
     def keep(self, pages: Sequence[Page]) -> None:
         with self._lock:
@@ -490,46 +493,34 @@ class LineResolver:
         if package.name in attempt.pages:
             return attempt.pages[package.name]
         url = (package.index_url or "").rstrip("/")
-        for (_index, tag, project), page in self.pages.items():
+        with self._lock:
+            known = list(self.pages.items())  # other lines' threads add pages meanwhile
+        for (_index, tag, project), page in known:
             if project == package.name and tag == "" and page.url.rstrip("/") == url:
                 return page.files or ()
         if not url.startswith(("https://", "http://")):
             return ()
-        # A package nobody asked for (what a meta-package pulls in): its page, once.
-        index = Index(url, {"": url}, ("*",))
-        fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
-        self.keep(fetched)
-        if error := unreachable_error(fetched):
+        # A package nobody asked for (what a meta-package pulls in): its page, once for
+        # every line of the plan; the lines that ask while it is read wait for it (a
+        # page such as numpy's takes half a second to parse, even from the cache).
+        with self._lock:
+            reading = self._unasked.get((url, package.name))
+            first = reading is None
+            if reading is None:
+                reading = self._unasked[(url, package.name)] = Future()
+        if first:
+            try:
+                index = Index(url, {"": url}, ("*",))
+                fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
+                self.keep(fetched)
+                reading.set_result(fetched[0])
+            except BaseException as exc:
+                reading.set_exception(exc)
+                raise
+        page = reading.result()
+        if error := unreachable_error([page]):
             raise error
-        return fetched[0].files or ()
-
-
-def union_pages(
-    sources: Sequence[Mapping[str, Sequence[DistFile]]],
-) -> dict[str, tuple[DistFile, ...]] | None:
-    """Every source's files of each project, once; None when two sources serve a version
-    of a project differently (other files, or files without a sha256 to compare): uv
-    would read one source's metadata for it, and the union would not hold what the
-    other source offers."""
-    served: dict[tuple[str, str], set[frozenset[tuple[object, ...]]]] = {}
-    shared: set[tuple[str, str]] = set()
-    union: dict[str, dict[str, DistFile]] = {}
-    for source in sources:
-        for project, files in source.items():
-            by_version: dict[str, set[tuple[object, ...]]] = {}
-            for file in files:
-                key = (file.filename, file.sha256, file.requires_python, file.yanked)
-                by_version.setdefault(str(file.version), set()).add(key)
-                union.setdefault(project, {}).setdefault(file.filename, file)
-            for version, keys in by_version.items():
-                if (project, version) in served:
-                    shared.add((project, version))
-                served.setdefault((project, version), set()).add(frozenset(keys))
-    for twice in shared:
-        variants = served[twice]
-        if len(variants) > 1 or any(key[1] is None for key in next(iter(variants))):
-            return None
-    return {project: tuple(files.values()) for project, files in union.items()}
+        return page.files or ()
 
 
 def _read_names(attempt: Attempt, closure: Closure) -> None:

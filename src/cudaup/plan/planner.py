@@ -227,7 +227,9 @@ class _Run:
             else:
                 exclusions.append(excluded)
         support = line_support(candidates, live, table, self.target)
-        if candidates:
+        # One request that resolves on no line is explained by the search's own attempts:
+        # the proof is run for it only when it is the install check's resolution anyway.
+        if candidates and (len(self.requirements) > 1 or self.ahead is not None):
             self.conflict = self.ahead_pool.submit(self._requests_conflict, candidates)
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
