@@ -38,19 +38,26 @@ def resolutions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
     yield seen
 
 
+@pytest.mark.parametrize("servellm", ["servellm==1.0", "servellm"])
 @pytest.mark.parametrize("only", [("pypi",), ("pypi", "pytorch")])
 def test_requests_that_conflict_are_told_by_one_resolution(
-    world: IndexServer, tmp_path: Path, resolutions: list[list[str]], only: tuple[str, ...]
+    world: IndexServer,
+    tmp_path: Path,
+    resolutions: list[list[str]],
+    only: tuple[str, ...],
+    servellm: str,
 ) -> None:
     """servellm 1.0 requires torch==2.11.0: with torch==2.9.1 asked too, no line can
-    resolve them, whether torch comes from PyPI alone or from the per-line indexes."""
+    resolve them, whether torch comes from PyPI alone or from the per-line indexes, and
+    whether the proof starts at once (exact pins) or when a line first fails."""
+    requests = [servellm, "torch==2.9.1"]
     with pytest.raises(NoCommonLineError) as failed:
-        plan(world, tmp_path, ["servellm==1.0", "torch==2.9.1"], only=only)
+        plan(world, tmp_path, requests, only=only)
     message = str(failed.value)
     assert message.startswith("the requests conflict among themselves, whatever the CUDA line: ")
     assert "servellm depend on torch==2.11.0" in message and "require torch==2.9.1" in message
     details = failed.value.details
-    assert details["conflict"] and details["requirements"] == ["servellm==1.0", "torch==2.9.1"]
+    assert details["conflict"] and details["requirements"] == requests
     excluded = details["excluded"]
     assert isinstance(excluded, list)
     assert {e["line"] for e in excluded} == {"13.2", "13.0", "12.9", "12.8"}
@@ -59,7 +66,7 @@ def test_requests_that_conflict_are_told_by_one_resolution(
     # check's first resolution (exact pins); no package was resolved alone on every line
     # to explain it (before: 4 lines, then 2 packages x 4 lines, each offline first).
     assert 1 <= len(resolutions) <= 1 + WINDOW + 1
-    assert all(r == ["servellm==1.0", "torch==2.9.1"] for r in resolutions)
+    assert all(r == requests for r in resolutions)
 
 
 def test_a_conflict_about_lines_keeps_its_per_line_explanation(

@@ -5,7 +5,8 @@ constraints that hold a resolution to one; ``closure`` (pure) reads uv's answer
 back as a graph; ``elf`` (pure) reads the libraries a shared object links;
 ``survey`` checks the requested projects on every index; ``wheels`` reads facts
 from wheels (cached by URL and sha256); ``uv`` runs the resolver; ``attempt``
-resolves one line and reads it back; ``planner`` searches the lines; ``result`` is
+resolves one line and reads it back; ``planner`` searches the lines; ``conflict``
+proves beside it that requests conflict whatever the line; ``result`` is
 the answer and the no-line error; ``export`` writes the plan as a PEP 751 lock;
 ``indexes`` is the index table.
 """

@@ -16,10 +16,9 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -35,6 +34,7 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
+from cudaup.plan.conflict import ConflictProof
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import exact_pins, install_pins
 from cudaup.plan.lines import (
@@ -159,7 +159,7 @@ class _Run:
         self.ahead_pool = ThreadPoolExecutor(max_workers=2)
         self.ahead: Future[CompileAnswer] | None = None
         self.ahead_job: CompileJob | None = None
-        self.conflict: Future[str | None] | None = None
+        self.conflict = ConflictProof(self.ahead_pool, self._requests_conflict)
 
     # -- the plan --------------------------------------------------------------
     def plan(
@@ -227,18 +227,18 @@ class _Run:
             else:
                 exclusions.append(excluded)
         support = line_support(candidates, live, table, self.target)
-        # One request that resolves on no line is explained by the search's own attempts:
-        # the proof is run for it only when it is the install check's resolution anyway.
-        if candidates and (len(self.requirements) > 1 or self.ahead is not None):
-            self.conflict = self.ahead_pool.submit(self._requests_conflict, candidates)
+        self.conflict.lines = candidates
+        if self.ahead is not None:
+            self.conflict.start()  # its resolution is the install check's, when no line routes
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
         for tier in line_tiers(candidates, support, self.allow_minor_compat):
             chosen, tried = self._search(tier, exclusions, live, table)
             attempts.update(tried)
-            if chosen is not None or self._conflict(block=False):
+            if chosen is not None or self.conflict.reason(block=False):
                 break
-        if chosen is None and (reason := self._conflict(block=True)):
+        self.conflict.close()
+        if chosen is None and (reason := self.conflict.reason(block=True)):
             raise conflict_error(
                 self.requirements, lines, candidates, exclusions, reason, self.target, live, table
             )
@@ -362,12 +362,12 @@ class _Run:
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
                         ahead = queue.pop(0)
                         futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
-                    pending: list[Future[Any]] = [futures[line]]
-                    if self.conflict is not None:
-                        pending.append(self.conflict)
-                    wait(pending, return_when=FIRST_COMPLETED)
-                    if self._conflict(block=False):
+                        if len(self.requirements) > 1:  # one is told by its own attempts
+                            futures[ahead].add_done_callback(self.conflict.after_line)
+                    if self.conflict.proved_first(futures[line]):
                         return None, attempts  # no line resolves: the window is cancelled
+                    if len(self.requirements) > 1:
+                        self.conflict.after_line(futures[line])  # before the search may end
                     attempt = futures[line].result()
                     attempts[line] = attempt
                     if attempt.ok:
@@ -401,13 +401,6 @@ class _Run:
         else:
             answer = self.conflict_runner.compile(job, identity=identity)
         return None if answer is None or answer.ok else answer.reason or "uv found no resolution"
-
-    def _conflict(self, *, block: bool) -> str | None:
-        """uv's reason when the requests conflict whatever the line (None: not proved, or
-        not yet known and ``block`` is false)."""
-        if self.conflict is None or not (block or self.conflict.done()):
-            return None
-        return self.conflict.result()
 
     def _named_release_check(
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
