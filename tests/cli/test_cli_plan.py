@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import EXIT_CODES
+from tests.cli.test_startup import loaded
 from tests.helpers import run_cli
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build
@@ -189,3 +190,15 @@ def test_requests_that_conflict_among_themselves(
     assert failed.code == 13 and error["kind"] == "no-common-line" and error["exit_code"] == 13
     assert "you require torch==2.9.1" in error["details"]["conflict"]
     assert [p["lines"] for p in error["details"]["packages"]] == [[], []]
+
+
+def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
+    """A warm plan spends most of its time importing: with --driver, no --gpu and no
+    --export, neither the driver probe, nor the kernel reader, nor the lock writer load."""
+    asked = ("plan", "torch", "--index", "pypi", "--index", "pytorch", *TARGET)
+    code, modules, _ = loaded(*asked)
+    assert code == 0 and "cudaup.plan.planner" in modules
+    unused = ("cudaup.binaries", "cudaup.machine.driver_probe", "cudaup.plan.export")
+    assert not [m for m in modules if m.startswith(unused)]
+    code, modules, _ = loaded(*asked, "--gpu", "sm_90")
+    assert "cudaup.plan.kernels" in modules and "cudaup.binaries.coverage" in modules
