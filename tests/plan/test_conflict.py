@@ -5,13 +5,19 @@ keeps its per-line explanation."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from cudaup.errors import NoCommonLineError
+from cudaup.errors import CudaupError, NoCommonLineError
+from cudaup.plan.attempt import Attempt
+from cudaup.plan.conflict import ConflictProof
+from cudaup.plan.lines import Line
 from cudaup.plan.planner import WINDOW
+from cudaup.plan.result import Exclusion
 from cudaup.plan.survey import union_pages
 from cudaup.plan.uv import UvRunner
 from cudaup.resolve.pypi import DistFile
@@ -109,3 +115,39 @@ def test_a_page_nobody_asked_for_is_read_once_for_every_line(
     assert result.line == (12, 9)
     read = [m for m in caplog.messages if "/pypi/cuda-bindings/ →" in m]
     assert len(read) == 1 and read[0].startswith("GET "), read
+
+
+def _finished(attempt: Attempt) -> Future[Attempt]:
+    done: Future[Attempt] = Future()
+    done.set_result(attempt)
+    return done
+
+
+def test_a_line_that_resolves_refutes_the_proof() -> None:
+    """The proof starts on a line uv found no resolution for; a line whose first round
+    resolved stops it (its resolution picked from a subset of the proof's), and what the
+    stopped proof raises proves nothing."""
+    release = threading.Event()
+    stopped: list[bool] = []
+
+    def prove(lines: list[Line]) -> str | None:
+        release.wait(timeout=60)
+        raise CudaupError("the plan was cancelled")  # what a killed uv run raises
+
+    def stop() -> None:
+        stopped.append(True)
+        release.set()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        proof = ConflictProof(pool, prove, stop)
+        proof.lines = [(13, 0), (12, 8)]
+        proof.after_line(
+            _finished(Attempt((13, 0), failure=Exclusion((13, 0), "resolution", "no")))
+        )
+        assert proof.future is not None and not proof.future.done()
+        built = Exclusion((12, 8), "inconsistent", "builds of another line")
+        proof.after_line(_finished(Attempt((12, 8), failure=built)))
+        assert proof.refuted and stopped == [True]
+        assert proof.reason(block=True) is None
+        proof.start()  # refuted: nothing starts again
+        assert proof.future is not None and proof.reason(block=True) is None

@@ -159,7 +159,9 @@ class _Run:
         self.ahead_pool = ThreadPoolExecutor(max_workers=2)
         self.ahead: Future[CompileAnswer] | None = None
         self.ahead_job: CompileJob | None = None
-        self.conflict = ConflictProof(self.ahead_pool, self._requests_conflict)
+        self.conflict = ConflictProof(
+            self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel
+        )
 
     # -- the plan --------------------------------------------------------------
     def plan(
