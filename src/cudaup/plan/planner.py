@@ -361,6 +361,8 @@ class _Run:
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
+                    if self.conflict.reason(block=False):  # answered before the line ran
+                        return None, attempts
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
                         ahead = queue.pop(0)
                         futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
