@@ -189,7 +189,7 @@ def test_requests_that_conflict_among_themselves(
     error = failed.json()["error"]
     assert failed.code == 13 and error["kind"] == "no-common-line" and error["exit_code"] == 13
     assert "you require torch==2.9.1" in error["details"]["conflict"]
-    assert [p["lines"] for p in error["details"]["packages"]] == [[], []]
+    assert error["details"]["packages"] == []  # none was resolved alone
 
 
 def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:

@@ -331,7 +331,8 @@ def conflict_error(
     ]
     message = f"the requests conflict among themselves, whatever the CUDA line: {reason}"
     details: dict[str, object] = {
-        "packages": [{"requirement": str(r), "lines": [], "reason": None} for r in requirements],
+        # Not resolved alone, so no package's lines are known: none is listed.
+        "packages": [],
         "excluded": [e.to_json() for e in every],
         "releases": live.to_json(),
         "driver": str(target.driver) if target.driver else None,
