@@ -329,7 +329,11 @@ def conflict_error(
         *excluded,
         *(Exclusion(ln, "resolution", reason) for ln in candidates if ln not in known),
     ]
-    message = f"the requests conflict among themselves, whatever the CUDA line: {reason}"
+    message = (
+        f"the requests conflict among themselves, whatever the CUDA line: {reason}"
+        if len(requirements) > 1
+        else f"{requirements[0]} resolves on no CUDA line, whatever the line: {reason}"
+    )
     details: dict[str, object] = {
         # Not resolved alone, so no package's lines are known: none is listed.
         "packages": [],
