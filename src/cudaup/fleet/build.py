@@ -21,11 +21,10 @@ from cudaup.errors import (
 )
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
-from cudaup.plan import Planner, PlanTarget, parse_requirements
+from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.lines import Line, release_line
-from cudaup.plan.planner import python_version
 from cudaup.resolve.resolver import Resolver
 from cudaup.util.paths import inside
 
