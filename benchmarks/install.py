@@ -18,6 +18,11 @@ wheel: an editable checkout under ``PYTHONDONTWRITEBYTECODE`` (set on some CI
 machines) would otherwise recompile every module on every start.
 
     .venv/bin/python benchmarks/install.py --output docs/performance.md
+
+With ``--baseline DIR`` (the ``src/`` of another cudaup, for instance ``git archive
+COMMIT src | tar -x -C /tmp/before``) a "cudaup, baseline" row runs that cudaup too,
+first on ``PYTHONPATH``, taking its turn within every run: before and after under the
+same load, as ``benchmarks/download.py --baseline`` does.
 """
 
 from __future__ import annotations
@@ -85,12 +90,22 @@ def spread(values: list[float], digits: int = 2) -> str:
 
 def main() -> None:
     parser = parser_for(__doc__, runs=3)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="the src/ directory of another cudaup (e.g. an older commit's, from git archive): "
+        "it runs too, taking turns with this one",
+    )
     args = parser.parse_args()
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
     base_env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     package = Path(package_under_test.__file__).parent
     subprocess.run([python, "-m", "compileall", "-q", str(package)], check=True)
+    if args.baseline:
+        subprocess.run(
+            [python, "-m", "compileall", "-q", str(args.baseline / "cudaup")], check=True
+        )
     with tempfile.TemporaryDirectory(prefix="cudaup-install-bench-") as tmp:
         work = Path(tmp)
 
@@ -109,7 +124,11 @@ def main() -> None:
             return [uv, "pip", "install", "-q", "--python", python, "--index-url", "https://pypi.org/simple",
                     "--cache-dir", str(cache), "--target", str(target), "--no-deps", *pins(wheels)]  # fmt: skip
 
-        tools = {"cudaup": cudaup, "pip": pip}
+        def baseline(cache: Path, target: Path) -> list[str]:
+            return ["env", f"PYTHONPATH={args.baseline}", *cudaup(cache, target)]
+
+        tools = {"cudaup": cudaup, **({"cudaup, baseline": baseline} if args.baseline else {}),
+                 "pip": pip}  # fmt: skip
         if uv:
             tools["uv"] = uv_install
         network: list[float] = []
@@ -117,14 +136,15 @@ def main() -> None:
         cpu: dict[tuple[str, str], list[float]] = {}
         for run in range(args.runs):
             for name, command in tools.items():
-                cache = work / f"cache-{name}-{run}"
+                slug = name.replace(", ", "-")
+                cache = work / f"cache-{slug}-{run}"
                 env = {
                     **base_env,
                     "CUDAUP_CACHE_DIR": str(cache),
-                    "CUDAUP_HOME": str(work / f"home-{name}-{run}"),
+                    "CUDAUP_HOME": str(work / f"home-{slug}-{run}"),
                 }
                 for phase in ("cold", "warm"):
-                    target = work / f"target-{name}-{run}-{phase}"
+                    target = work / f"target-{slug}-{run}-{phase}"
                     seconds, used = timed(command(cache, target), env)
                     wall.setdefault((name, phase), []).append(seconds)
                     cpu.setdefault((name, phase), []).append(used)
@@ -147,7 +167,10 @@ def main() -> None:
         BEGIN,
         "## Install (pypi channel)",
         "",
-        "Command: `.venv/bin/python benchmarks/install.py --output docs/performance.md`",
+        "Command: `.venv/bin/python benchmarks/install.py"
+        + (f" --runs {args.runs}" if args.runs != 3 else "")
+        + (f" --baseline {args.baseline}" if args.baseline else "")
+        + " --output docs/performance.md`",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this 2-core machine, "
         "shared with other work (load varies run to run: read the ratios), live PyPI, "
@@ -157,7 +180,8 @@ def main() -> None:
         "again into a fresh target). CPU is user + system time of the process and its children. "
         "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
         "version.json); pip and uv only unpack them. cudaup runs from compiled bytecode, as "
-        "installed from its wheel.",
+        "installed from its wheel."
+        + (f" The baseline row runs the cudaup in `{args.baseline}`." if args.baseline else ""),
         "",
         "| tool | cold s | cold CPU s | warm s | cold x uv | warm x uv |",
         "|---|---|---|---|---|---|",
@@ -176,6 +200,20 @@ def main() -> None:
             f"| {name} | {spread(wall[(name, 'cold')])} | {spread(cpu[(name, 'cold')])} "
             f"| {spread(wall[(name, 'warm')])} | {cells[0]} | {cells[1]} |"
         )
+    if args.baseline:
+        within = {
+            f"{phase} {what}": spread(
+                [a / b for a, b in zip(values[("cudaup", phase)], values[("cudaup, baseline", phase)], strict=True)]
+            )
+            for phase in ("cold", "warm")
+            for what, values in (("wall", wall), ("CPU", cpu))
+        }  # fmt: skip
+        lines += [
+            "",
+            "This cudaup against the baseline, as time ratios within each run: "
+            + "; ".join(f"{key} {value}" for key, value in within.items())
+            + ".",
+        ]
     if network:
         size = sum(size for _url, _filename, size in wheels) / 1e6
         lines += [

@@ -76,12 +76,14 @@ class Fault:
     max_range: int | None = None  # answer a range with at most this many bytes (a 206 prefix)
     unknown_total: bool = False  # a 206's Content-Range says "/*": the size is not told
     cap: int | None = None  # serve at most N requests per client at once; 503 beyond
-    # go silent before the headers / mid-body, dribble the headers (a byte every 0.25 s),
-    # or send header lines as fast as the client reads them, never ending
+    # go silent before the headers / mid-body, dribble the headers (a byte every
+    # ``dribble_every`` seconds), or send header lines as fast as the client reads them,
+    # never ending
     hang: Literal["headers", "body", "dribble", "endless-headers"] | None = None
     headers: dict[str, str] = field(default_factory=dict)  # sent with the answer
     endless: bool = False  # after the body, send it again and again, until the client hangs up
     hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
+    dribble_every: float = 0.25  # under the client's socket timeout, so that never fires
     latency: float = 0.0  # wait this long before answering: a round trip to a far server
     until: threading.Event | None = None  # default: the server's shutdown
     used: int = 0
@@ -284,7 +286,7 @@ class FaultServer:
             (fault.until or self.released).wait()
         if fault and fault.hang == "dribble":  # no socket timeout ever fires on this
             request.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slowly: ")
-            while not (fault.until or self.released).wait(0.25):
+            while not (fault.until or self.released).wait(fault.dribble_every):
                 request.wfile.write(b"z")
                 request.wfile.flush()
             request.close_connection = True

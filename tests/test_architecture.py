@@ -183,3 +183,31 @@ def test_modules_stay_readable() -> None:
         if (n := len(p.read_text().splitlines())) > 650
     }
     assert long == {}
+
+
+def _map_entries() -> dict[str, str]:
+    """docs/design.md's map: each package's (or top module's) entry, its lines joined."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    block = text.split("```\nsrc/cudaup/\n", 1)[1].split("```", 1)[0]
+    entries: dict[str, str] = {}
+    name = ""
+    for line in block.splitlines():
+        if match := re.match(r"  (\w+)(?:/|\.py)\s", line):
+            name = match.group(1)
+        entries[name] = entries.get(name, "") + line + "\n"
+    return entries
+
+
+def test_the_map_names_every_module() -> None:
+    """Each package's modules are named in its entry of the map (a new one is added there)."""
+    entries = _map_entries()
+    unnamed = sorted(
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if path.stem != "__init__"
+        and len(path.relative_to(SRC).parts) > 1
+        and not re.search(rf"\b{path.stem}\b", entries.get(_package_of(path), ""))
+    )
+    assert unnamed == []
+    top = {p.stem for p in SRC.glob("*.py")} - {"__init__", "__main__"}
+    assert top <= set(entries), sorted(top - set(entries))

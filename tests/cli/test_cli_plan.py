@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cudaup.errors import EXIT_CODES
+from tests.cli.test_startup import loaded
 from tests.helpers import run_cli
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build
@@ -172,3 +173,32 @@ def test_a_yanked_pin_on_the_command_line(
     assert result.code == 0, result.err
     assert "[yanked: broken ABI, use 2.0.1]" in result.out
     assert "note: kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)" in result.out
+
+
+def test_requests_that_conflict_among_themselves(
+    world: IndexServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same exit code and error object as any plan that finds no line, with uv's
+    reason said once instead of every package's lines."""
+    asked = ("plan", "servellm==1.0", "torch==2.9.1", "--index", "pypi", "--index", "pytorch")
+    text = run_cli(capsys, *asked, *TARGET)
+    assert text.code == EXIT_CODES["no-common-line"] == 13
+    assert "the requests conflict among themselves, whatever the CUDA line: " in text.err
+    assert "you require torch==2.9.1" in text.err and "resolves on" not in text.err
+    failed = run_cli(capsys, *asked, *TARGET, "--json")
+    error = failed.json()["error"]
+    assert failed.code == 13 and error["kind"] == "no-common-line" and error["exit_code"] == 13
+    assert "you require torch==2.9.1" in error["details"]["conflict"]
+    assert error["details"]["packages"] == []  # none was resolved alone
+
+
+def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
+    """A warm plan spends most of its time importing: with --driver, no --gpu and no
+    --export, neither the driver probe, nor the kernel reader, nor the lock writer load."""
+    asked = ("plan", "torch", "--index", "pypi", "--index", "pytorch", *TARGET)
+    code, modules, _ = loaded(*asked)
+    assert code == 0 and "cudaup.plan.planner" in modules
+    unused = ("cudaup.binaries", "cudaup.machine.driver_probe", "cudaup.plan.export")
+    assert not [m for m in modules if m.startswith(unused)]
+    code, modules, _ = loaded(*asked, "--gpu", "sm_90")
+    assert "cudaup.plan.kernels" in modules and "cudaup.binaries.coverage" in modules

@@ -28,6 +28,7 @@ def test_dry_run_names_every_change_and_touches_nothing(
     plan = result.json()
     assert plan["line_before"] == "12.8" and plan["line_after"] == "13.0"
     assert plan["release"] == "13.0.2" and plan["dry_run"] is True
+    assert next(iter(plan)) == "schema" and list(plan)[-2:] == ["notes", "dry_run"]
     changes = {
         (c["kind"], (c["old"] or {}).get("name"), (c["new"] or {}).get("name")): c
         for c in plan["changes"]
@@ -70,6 +71,15 @@ def test_without_a_terminal_or_yes_it_prints_and_exits_with_the_usage_code(
     assert result.code == EXIT_CODES["usage"]
     assert "cupy-cuda12x 13.4.1 → cupy-cuda13x 14.0.0" in result.out
     assert "apply it with --yes" in result.err
+    assert tree_state(python.parent.parent.parent) == before
+    # under --json: the plan, said to be a dry run, with the refusal as its error object
+    refused = upgrade(capsys, python, "13.0", "--json", *NO_TOOLKIT)
+    assert refused.code == EXIT_CODES["usage"]
+    document = refused.json()
+    assert list(document)[-3:] == ["notes", "dry_run", "error"] and document["dry_run"] is True
+    assert document["error"]["message"] == (
+        "nothing was changed: there is no terminal to ask on; apply it with --yes"
+    )
     assert tree_state(python.parent.parent.parent) == before
 
 

@@ -67,7 +67,7 @@ def test_version_and_help_load_no_error_translation_nor_typing() -> None:
 
 
 #: All that ``cudaup --version`` may import beyond the interpreter's own start.
-VERSION_MODULES = {"__future__", "cudaup", "cudaup.cli", "cudaup.cli.main"}
+VERSION_MODULES = {"__future__", "cudaup", "cudaup.cli", "cudaup.cli.main", "cudaup.cli.version"}
 
 
 def test_version_imports_only_the_entry_point() -> None:
@@ -126,8 +126,9 @@ def test_a_probe_that_finds_its_file_loads_no_resolver(
 
 
 def test_a_download_by_url_loads_no_resolver_and_no_trust_store(
-    fault_server: FaultServer, tmp_path: Path
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))  # whatever this machine's HOME has
     body = payload(3 * 1024 * 1024)
     fault_server.add("/f.run", body)
     sha = hashlib.sha256(body).hexdigest()
@@ -138,3 +139,22 @@ def test_a_download_by_url_loads_no_resolver_and_no_trust_store(
     assert code == 0 and (out / "f.run").read_bytes() == body
     assert not [m for m in modules for heavy in RESOLVING if m.startswith(heavy)]
     assert contexts == 0  # plain HTTP: the CA certificates were never loaded
+    assert not [m for m in modules for unused in NOT_FOR_A_DOWNLOAD if m.startswith(unused)]
+
+
+#: What a download by URL never needs, though the modules it loads could: a thread pool
+#: for one file, netrc (and shlex) with no ``.netrc``, the platform table and its version
+#: parser, the cache of answers, the translation of a failure into words.
+NOT_FOR_A_DOWNLOAD = (
+    "concurrent.futures",
+    "netrc",
+    "shlex",
+    "packaging",
+    "platform",
+    "cudaup.core.platforms",
+    "cudaup.core.versions",
+    "cudaup.machine",
+    "cudaup.net.response_cache",
+    "cudaup.cli.failure",
+    "difflib",
+)

@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudaup.core.names import (
+    MAX_NAME,
+    MAX_PATH,
     check_component,
     check_file_name,
     check_file_url,
@@ -57,6 +61,49 @@ def test_relative_paths_refused(value: str) -> None:
 def test_relative_paths_accepted() -> None:
     value = "cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz"
     assert check_relative_path(value, field="relative_path") == value
+
+
+def _segment_passes(segment: str) -> bool:
+    """The rule for one segment, written out as the module's docstring states it."""
+    return (
+        segment not in {"", ".", ".."}
+        and not any(c in segment for c in "/\\")
+        and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in segment)
+        and not (
+            len(segment) >= 2
+            and segment[0].isascii()
+            and segment[0].isalpha()
+            and segment[1] == ":"
+        )
+        and len(segment.encode("utf-8", "surrogatepass")) <= MAX_NAME
+    )
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="ab.C:/\\\x00\n\x7fé", max_size=6),
+            st.sampled_from(["..", ".", "", "x" * 200, "é" * 130, "C:", "..."]),
+        ),
+        min_size=1,
+        max_size=5,
+    ).map("/".join)
+)
+def test_a_relative_path_passes_exactly_when_each_segment_does(value: str) -> None:
+    """The one-match fast path accepts nothing the segment-by-segment rule refuses."""
+    expected = (
+        not value.startswith(("/", "\\"))
+        and "://" not in value
+        and len(value.encode("utf-8", "surrogatepass")) <= MAX_PATH
+        and all(_segment_passes(segment) for segment in value.split("/"))
+    )
+    try:
+        check_relative_path(value, field="path")
+    except SourceFormatError:
+        assert not expected, value
+    else:
+        assert expected, value
 
 
 @pytest.mark.parametrize("value", ["../../tmp/x", "cuda nvcc", "", "-rf", "x" * 200, 3])

@@ -1,7 +1,7 @@
 """The fault matrix: each way a server misbehaves, against the library and the CLI.
 
 Every case runs against :class:`~tests.faultserver.FaultServer` with small limits (a
-speed floor of 64 KiB/s over 1 s, a stall limit of 3 s), once through
+stall limit of 0.6 s, a speed floor of 64 KiB/s over a third of it), once through
 :func:`cudaup.download.download` with exact assertions on the outcome and on the requests
 the server saw, and once through ``cudaup download URL --sha256 … -o DIR`` for the exit
 code and the message, in a sandboxed filesystem (:mod:`tests.sandbox`) snapshotted
@@ -39,9 +39,23 @@ MIB = 1024 * 1024
 SIZE = 4 * MIB
 BODY = payload(SIZE, seed=11)
 SHA = hashlib.sha256(BODY).hexdigest()
-#: The limits every case runs with (the defaults are 10 KiB/s over 30 s, and 60 s).
-LIMITS: dict[str, Any] = {"speed_limit": 64 * 1024, "speed_time": 1.0, "stall_timeout": 3.0}
-ENV = {"CUDAUP_SPEED_LIMIT": "65536", "CUDAUP_SPEED_TIME": "1", "CUDAUP_STALL_TIMEOUT": "3"}
+#: The stall limit every case runs with (the default is 60 s), the one figure the others
+#: follow, so that a stall costs a fraction of a second on the real socket.
+STALL = 0.6
+#: The speed floor's window (the default is 30 s), a third of the stall limit: it is also
+#: each request's socket timeout, so the stall limit is three such requests.
+WINDOW = STALL / 3
+#: A trickle's bytes per second: far below the floor (64 KiB/s), a few bytes every
+#: 0.05 s, never silent long enough for the socket timeout (one window) to fire.
+TRICKLE = 20 / WINDOW
+#: Headers dribbled a byte per this many seconds: no socket timeout fires on them either.
+DRIBBLE = WINDOW / 4
+LIMITS: dict[str, Any] = {"speed_limit": 64 * 1024, "speed_time": WINDOW, "stall_timeout": STALL}
+ENV = {
+    "CUDAUP_SPEED_LIMIT": "65536",
+    "CUDAUP_SPEED_TIME": f"{WINDOW:g}",
+    "CUDAUP_STALL_TIMEOUT": f"{STALL:g}",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -104,9 +118,9 @@ def stalled(server: FaultServer, tmp_path: Path, connections: int = 1) -> tuple[
 def test_trickle_is_dropped_at_the_floor_and_asked_again(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    # the probe is served; the first range trickles at 4 bytes/s (a byte every 0.25 s:
-    # no socket timeout ever fires); the next is served
-    fault_server.add("/f.run", BODY, Fault(times=1), Fault(times=1, rate=4))
+    # the probe is served; the first range trickles (no socket timeout ever fires); the
+    # next is served
+    fault_server.add("/f.run", BODY, Fault(times=1), Fault(times=1, rate=TRICKLE))
     result = get(fault_server, tmp_path)
     verified(result)
     trickled, again = ranges(fault_server)
@@ -120,15 +134,15 @@ def test_trickle_is_dropped_at_the_floor_and_asked_again(
 def test_a_trickle_that_never_ends_fails_as_a_stall(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    fault_server.add("/f.run", BODY, Fault(times=1), Fault(rate=4))
+    fault_server.add("/f.run", BODY, Fault(times=1), Fault(rate=TRICKLE))
     message, host = stalled(fault_server, tmp_path)
-    # a byte or two per attempt is not progress: less than a window at the floor
+    # a few bytes per attempt are not progress: less than a window at the floor
     assert re.match(
         rf"the server stalled: (nothing arrived from {host} for|only \d+ bytes arrived from "
-        rf"{host} in) 3 s \(last: slower than 64 KiB/s for 1 s",
+        rf"{host} in) {STALL:g} s \(last: slower than 64 KiB/s for {WINDOW:g} s",
         message,
     ), message
-    # each range request lasts one floor window (1 s) of the 3 s stall limit
+    # each range request lasts one floor window of the stall limit (three windows)
     assert len(ranges(fault_server)) in {3, 4}
     assert (tmp_path / "out/f.run.part.json").exists()  # what arrived is kept, to resume
 
@@ -138,19 +152,21 @@ def test_a_server_that_never_answers_fails_within_the_stall_limit(
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(hang="headers"))
     message, host = stalled(fault_server, tmp_path)
-    assert message.startswith(f"the server stalled: nothing arrived from {host} for 3 s")
+    assert message.startswith(f"the server stalled: nothing arrived from {host} for {STALL:g} s")
     assert "timed out" in message and message.endswith("; try again later")
-    # the probe, asked with a 1 s timeout (the floor's window) until 3 s are gone
+    # the probe, asked with the floor's window as its timeout until the stall limit is gone
     assert len(fault_server.requests("/f.run")) in {3, 4}
 
 
 def test_headers_dribbled_a_byte_at_a_time_end_at_the_stall_limit(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    # a byte every 0.25 s: no socket timeout fires and no body is there to measure
-    fault_server.add("/f.run", BODY, Fault(hang="dribble"))
+    # a byte every quarter window: no socket timeout fires and no body is there to measure
+    fault_server.add("/f.run", BODY, Fault(hang="dribble", dribble_every=DRIBBLE))
     message, host = stalled(fault_server, tmp_path)
-    assert message == f"the server stalled: nothing arrived from {host} for 3 s; try again later"
+    assert message == (
+        f"the server stalled: nothing arrived from {host} for {STALL:g} s; try again later"
+    )
     assert len(fault_server.requests("/f.run")) == 1  # the probe, never answered
 
 
@@ -173,7 +189,9 @@ def test_a_server_that_goes_silent_after_its_headers_fails_as_a_stall(
 ) -> None:
     fault_server.add("/f.run", BODY, Fault(times=1), Fault(hang="body"))
     message, host = stalled(fault_server, tmp_path, connections=2)
-    assert message.startswith(f"the server stalled: nothing arrived from {host} for 3 s (last: ")
+    assert message.startswith(
+        f"the server stalled: nothing arrived from {host} for {STALL:g} s (last: "
+    )
     assert all(r.sent == 0 for r in ranges(fault_server))
 
 
@@ -385,14 +403,18 @@ class Case:
 
 
 CLI_CASES = {
-    "trickle-once": Case([Fault(times=1), Fault(times=1, rate=4)], 0, "sha256 verified"),
-    "trickle-always": Case([Fault(times=1), Fault(rate=4)], 5, "the server stalled:"),
+    "trickle-once": Case([Fault(times=1), Fault(times=1, rate=TRICKLE)], 0, "sha256 verified"),
+    "trickle-always": Case([Fault(times=1), Fault(rate=TRICKLE)], 5, "the server stalled:"),
     "no-answer": Case([Fault(hang="headers")], 5, "the server stalled: nothing arrived"),
-    "dribbled-headers": Case([Fault(hang="dribble")], 5, "nothing arrived from"),
+    "dribbled-headers": Case(
+        [Fault(hang="dribble", dribble_every=DRIBBLE)], 5, "nothing arrived from"
+    ),
     "silent-mid-body": Case(
         [Fault(times=1), Fault(times=1, hang="body", hang_after=100_000)], 0, "sha256 verified"
     ),
-    "silent-after-headers": Case([Fault(times=1), Fault(hang="body")], 5, "for 3 s (last:"),
+    "silent-after-headers": Case(
+        [Fault(times=1), Fault(hang="body")], 5, f"for {STALL:g} s (last:"
+    ),
     "429-retry-after": Case(
         [Fault(times=1), Fault(times=2, status=429, retry_after="0")], 0, "sha256 verified"
     ),

@@ -43,6 +43,19 @@ def test_one_connection_past_the_hash_speed_stays_alone() -> None:
     assert ramp.steps == [Step(1, 1400 * MiB)]
 
 
+def test_a_connection_that_keeps_its_core_busy_stays_alone() -> None:
+    # 300 MiB/s, far below a hash of 1000, but its thread used 40 % of a core: the CPU
+    # holds it back, not the link (a loaded machine), and a second one would take the
+    # hash's core.  The same rate with the CPU of a capped link (2 %) goes wide.
+    for share, count in ((0.4, 1), (0.02, 4)):
+        ramp = ConnectionRamp(8)
+        ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0)
+        assert (
+            ramp.observe(WINDOW, int(300 * MiB * WINDOW), 1000 * MiB, cpu=share * WINDOW) == count
+        )
+        assert ramp.settled == (count == 1)
+
+
 def test_connections_that_bring_nothing_are_taken_back() -> None:
     # The CPUs are the limit: eight connections move what one did (a little less).
     rates = {1: 600 * MiB, **dict.fromkeys(range(2, 9), 560 * MiB)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cudaup.config import DEFAULT_SPEED_LIMIT, DEFAULT_SPEED_TIME, DEFAULT_STALL_TIMEOUT, Settings
-from cudaup.download.watch import TransferLimits, Watchdog
+from cudaup.download.watch import TICK, TransferLimits, Watchdog
 from cudaup.errors import UsageError
 
 LIMITS = TransferLimits(speed_limit=1000, speed_time=10.0, stall_timeout=30.0, read_timeout=60.0)
@@ -120,6 +120,11 @@ def test_the_probe_answer_restarts_the_clock_and_timeouts_stay_within_the_limits
         assert watchdog.request_timeout() == pytest.approx(0.5)
         watchdog.answered()
         assert watchdog.stalled_for() == 0
+
+
+def test_the_checks_come_ten_times_per_window_when_the_window_is_under_a_second() -> None:
+    assert Watchdog(LIMITS).tick == TICK == 0.1  # the 10 s window: ten times a second
+    assert Watchdog(TransferLimits(1000, 0.2, 0.6, 60.0)).tick == pytest.approx(0.02)
 
 
 def test_limits_from_the_environment_and_bad_values_refused() -> None:

@@ -92,8 +92,16 @@ def test_lock_round_trip_and_check(
     assert (env / "again.toml").write_text(lock.to_toml()) and read_lock(
         env / "again.toml"
     ) == lock  # round trip
+    built = run_lock(
+        capsys, "13.0.1", "redist", "nvcc", "linux-x86_64", extra=("-o", "one.toml", "--json")
+    )
+    assert built.code == 0, built.err
+    assert list(built.json()) == ["schema", "lock", "toolkits", "notes"]
+    assert (built.json()["lock"], built.json()["toolkits"]) == ("one.toml", 1)
     check = run_cli(capsys, "lock", "--check", "cuda.lock.toml", "--json")
-    assert check.code == 0 and check.json()["unchanged"] is True
+    assert check.code == 0
+    assert check.json() == {"schema": 1, "lock": "cuda.lock.toml", "unchanged": True, "changes": []}
+    assert list(check.json()) == ["schema", "lock", "unchanged", "changes"]
     tampered = text.replace(files[0]["sha256"], "0" * 64)
     (env / "tampered.toml").write_text(tampered)
     changed = run_cli(capsys, "lock", "--check", "tampered.toml")
@@ -107,6 +115,14 @@ def test_lock_round_trip_and_check(
     point_env_at(monkeypatch, origin)
     gone = run_cli(capsys, "lock", "--check", "cuda.lock.toml", "--json")
     assert gone.code == EXIT_CODES["integrity"]
+    assert list(gone.json()) == ["schema", "lock", "unchanged", "changes", "error"]
+    changes = len(gone.json()["changes"])
+    assert gone.json()["error"] == {
+        "kind": "integrity",
+        "message": f"cuda.lock.toml: the origins no longer serve what the lock names "
+        f"({changes} change(s))",
+        "exit_code": EXIT_CODES["integrity"],
+    }
     reported = [c for c in gone.json()["changes"] if "is no longer served (HTTP 404" in c]
     assert sorted(c.split(":")[1].split()[0] for c in reported) == ["cuda_cudart", "cuda_nvcc"]
 

@@ -471,10 +471,10 @@ def test_disk_full_while_writing_leaves_nothing(
     real = write.write_file
     calls = []
 
-    def fill_up(source: io.BufferedReader, path: Path, member: policy.Member) -> str:
+    def fill_up(source: io.BufferedReader, path: str, member: policy.Member) -> str:
         calls.append(path)
         if len(calls) == 2:
-            path.write_bytes(b"partial")
+            Path(path).write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(source, path, member)
 

@@ -62,7 +62,10 @@ def wheel(files: dict[str, bytes], dist_info: str = "w-1.0.dist-info") -> bytes:
             info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
         lines = [record_line(name, data) for name, data in files.items()]
-        archive.writestr(f"{dist_info}/RECORD", "".join(lines) + f"{dist_info}/RECORD,,\n")
+        # A ZipInfo, not a bare name: writestr stamps a bare name with the current time,
+        # and two calls across a second boundary would build two different wheels.
+        record = zipfile.ZipInfo(f"{dist_info}/RECORD")
+        archive.writestr(record, "".join(lines) + f"{dist_info}/RECORD,,\n")
     return buffer.getvalue()
 
 

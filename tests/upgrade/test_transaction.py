@@ -325,6 +325,9 @@ def test_prune_keeps_the_newest(make_env: MakeEnv, capsys: pytest.CaptureFixture
         capsys, "snapshots", "--python", str(python), "--prune", "--keep", "1", "--json"
     ).json()
     assert len(pruned["removed"]) == 2 and [s["id"] for s in pruned["snapshots"]] == [newest]
+    assert list(pruned) == ["schema", "environment", "store", "snapshots", "removed", "notes"]
+    assert list(pruned["snapshots"][0])[-3:] == ["holds", "frees", "in_progress"]
+    assert pruned["snapshots"][0]["in_progress"] is False
     text = run_cli(capsys, "snapshots", "--python", str(python))
     assert f"{newest}" in text.out and "applied  CUDA 12.8 → 13.0" in text.out
 
@@ -366,6 +369,8 @@ def test_the_toolkit_is_installed_and_pinned(
     assert sorted(toolkit["components"]) == ["cuda_cudart", "cuda_nvcc"]
     assert Path(toolkit["path"], "bin", "nvcc").is_file()
     assert (tmp_path / ".cuda-version").read_text().strip() == outcome["release"]
+    assert list(outcome)[-3:] == ["binding", "dry_run", "pin"] and outcome["dry_run"] is False
+    assert outcome["pin"] == str(Path.cwd() / ".cuda-version")
     assert Path(os.environ["CUDAUP_HOME"], "bin", "nvcc").is_file()  # its shim
 
 

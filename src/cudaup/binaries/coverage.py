@@ -43,6 +43,21 @@ class GpuCoverage:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ArchReport:
+    """``cudaup arch``'s answer: the targets each package carries, and for each GPU asked
+    about, which packages carry kernels it runs."""
+
+    packages: Sequence[Package]
+    gpus: Sequence[GpuCoverage]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "packages": [p.to_json() for p in self.packages],
+            "gpus": [c.to_json() for c in self.gpus],
+        }
+
+
 def check_coverage(
     packages: Sequence[Package], gpus: Iterable[Gpu], driver_cuda: Capability | None
 ) -> list[GpuCoverage]:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cudaup.binaries.coverage import Gpu, check_coverage
+from cudaup.binaries.coverage import ArchReport, Gpu, check_coverage
 from cudaup.binaries.read import Package, read_local
 from cudaup.cli.common import human_size, settings_of
 from cudaup.cli.output import emit_json
@@ -86,12 +86,7 @@ def cmd_arch(args: argparse.Namespace) -> int:
     # enough: PTX counts as it would under a driver that runs its ISA (said below).
     coverage = check_coverage(packages, gpus, driver_cuda=ANY_DRIVER)
     if args.json:
-        emit_json(
-            {
-                "packages": [p.to_json() for p in packages],
-                "gpus": [c.to_json() for c in coverage],
-            }
-        )
+        emit_json(ArchReport(packages, coverage).to_json())
     else:
         for package in packages:
             _print_package(package)

@@ -7,8 +7,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from cudaup.config import Settings
-from cudaup.core.platforms import parse_platform
-from cudaup.machine.host import host_platform
 
 if TYPE_CHECKING:
     from cudaup.core.platforms import Platform
@@ -45,6 +43,11 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 def platform_of(args: argparse.Namespace) -> Platform:
+    # Imported here: the platform table and its version parser (packaging) are not needed
+    # by every command that shares this module (a download by URL names no platform).
+    from cudaup.core.platforms import parse_platform  # noqa: PLC0415
+    from cudaup.machine.host import host_platform  # noqa: PLC0415
+
     return parse_platform(args.platform) if args.platform else host_platform()
 
 

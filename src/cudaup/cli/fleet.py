@@ -11,8 +11,8 @@ from cudaup.cli.output import emit_json, error_prefix
 from cudaup.cli.progress import display_for
 from cudaup.core.components import split_components
 from cudaup.core.platforms import parse_platform
-from cudaup.errors import IntegrityError, UsageError
-from cudaup.fleet.build import build_lock, check_lock
+from cudaup.errors import UsageError
+from cudaup.fleet.build import LockCheck, build_lock, check_lock
 from cudaup.fleet.lockfile import read_lock
 from cudaup.fleet.mirror import build_mirror
 from cudaup.machine.host import host_platform
@@ -58,28 +58,14 @@ def add_mirror(parser: argparse.ArgumentParser) -> None:
 def cmd_lock(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.check:
-        changes = check_lock(read_lock(Path(args.check)), settings)
-        failure = (
-            IntegrityError(
-                f"{args.check}: the origins no longer serve what the lock names "
-                f"({len(changes)} change(s))"
-            )
-            if changes
-            else None
-        )
-        if args.json:  # one object: the changes, and the error when there are any
-            document: dict[str, object] = {
-                "lock": args.check,
-                "unchanged": not changes,
-                "changes": changes,
-            }
-            if failure is not None:
-                document["error"] = failure.to_json()
-            emit_json(document)
+        checked = LockCheck(args.check, check_lock(read_lock(Path(args.check)), settings))
+        failure = checked.failure
+        if args.json:
+            emit_json(checked.to_json())
         else:
-            for change in changes:
+            for change in checked.changes:
                 print(f"changed: {change}")
-            if not changes:
+            if not checked.changes:
                 print("the origins still serve exactly these bytes")
         if failure is not None:
             sys.stderr.write(f"{error_prefix(sys.stderr)} {failure}\n")
@@ -103,13 +89,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     )
     built.lock.write(output)
     if args.json:
-        emit_json(
-            {
-                "lock": str(output),
-                "toolkits": len(built.lock.toolkits),
-                "notes": built.notes,
-            }
-        )
+        emit_json(built.to_json())
         return 0
     for toolkit in built.lock.toolkits:
         print(

@@ -18,15 +18,11 @@ import io
 import os
 import sys
 
-from cudaup import __version__
+from cudaup.cli.version import VERSION
 
 TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-#: What ``cudaup --version`` prints (argparse's ``version`` action prints the same).
-VERSION = f"cudaup {__version__}"
-
 
 #: What cudaup prints beyond ASCII, and what a terminal that cannot show it gets instead.
 _ASCII = {"✓": "ok", "✗": "x", "≥": ">=", "≤": "<=", "·": "-", "→": "->", "…": "...", "—": "-"}

@@ -18,7 +18,7 @@ import importlib
 
 from cudaup.cli import output
 from cudaup.cli.commands import COMMANDS
-from cudaup.cli.main import VERSION
+from cudaup.cli.version import VERSION
 from cudaup.errors import UsageError
 
 TYPE_CHECKING = False  # importing typing costs ~2 ms of every start; these are annotations

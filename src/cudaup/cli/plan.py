@@ -5,22 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cudaup.binaries.coverage import Gpu
+if TYPE_CHECKING:
+    from cudaup.plan.kernels import WheelKernels
+
 from cudaup.cli.common import add_allow_minor_compat, add_platform, platform_of, settings_of
 from cudaup.cli.output import emit_json
 from cudaup.core.driver import DriverVersion
-from cudaup.core.gpus import parse_gpu
 from cudaup.errors import GpuUnsupportedError
-from cudaup.machine.driver_probe import detect_driver
-from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
-from cudaup.plan import Planner, PlanTarget, parse_requirements
-from cudaup.plan.export import export_pylock
+from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version
 from cudaup.plan.indexes import indexes_for
-from cudaup.plan.kernels import published_kernels
 from cudaup.plan.lines import line_text, parse_line
-from cudaup.plan.planner import python_version
 from cudaup.plan.result import PlanResult
 
 
@@ -63,6 +60,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.driver:
         target = PlanTarget(python, platform_of(args), DriverVersion.from_text(args.driver), None)
     else:
+        # What only some plans need is imported where they need it: every command's
+        # parser imports this module, and a warm plan spends most of its time importing.
+        from cudaup.machine.driver_probe import detect_driver  # noqa: PLC0415
+        from cudaup.machine.sysroot import SystemRoot  # noqa: PLC0415
+
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
         target = PlanTarget(python, platform_of(args), info.version, info.cuda_version, info.gpus)
     # No common line: the error object carries the exclusions and each package's lines.
@@ -75,16 +77,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
         allow_minor_compat=args.allow_minor_compat,
     )
     if args.export:
+        from cudaup.plan.export import export_pylock  # noqa: PLC0415 - only --export
+
         export_pylock(result, Path(args.export), settings)
-    # --gpu (plan/kernels.py): the published wheels' kernels, per GPU named
-    gpus = [Gpu(g.strip(), parse_gpu(g)) for g in args.gpu.split(",")] if args.gpu else []
-    kernels = published_kernels(result, HttpClient(settings), settings.pypi_url, gpus)
+    kernels: list[WheelKernels] = []
+    if args.gpu:  # the published wheels' kernels, per GPU named (plan/kernels.py)
+        from cudaup.binaries.coverage import Gpu  # noqa: PLC0415 - only --gpu
+        from cudaup.core.gpus import parse_gpu  # noqa: PLC0415
+        from cudaup.plan.kernels import published_kernels  # noqa: PLC0415
+
+        gpus = [Gpu(g.strip(), parse_gpu(g)) for g in args.gpu.split(",")]
+        kernels = published_kernels(result, HttpClient(settings), settings.pypi_url, gpus)
     code = GpuUnsupportedError.exit_code if any(k.status == "missing" for k in kernels) else 0
     if args.json:
         document = result.to_json()
         if args.export:
             document["export"] = args.export
-        if gpus:
+        if args.gpu:
             document["kernels"] = [k.to_json() for k in kernels]
         emit_json(document)
         return code

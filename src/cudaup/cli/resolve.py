@@ -20,7 +20,8 @@ from cudaup.core.components import split_components
 from cudaup.core.model import Resolution
 from cudaup.core.versions import parse_request
 from cudaup.errors import OfflineError
-from cudaup.resolve.releases import list_releases, offline_summaries
+from cudaup.resolve.libraries import LibraryListing
+from cudaup.resolve.releases import ReleaseListing, list_releases, offline_summaries
 from cudaup.resolve.resolver import Resolver
 from cudaup.resolve.snapshot import OfflineCatalog
 
@@ -46,7 +47,7 @@ def add_versions(parser: argparse.ArgumentParser) -> None:
 def _library_versions(settings: Settings, name: str, as_json: bool) -> int:
     releases = Resolver(settings).library_releases(name)
     if as_json:
-        emit_json({"product": name, "releases": [r.to_json() for r in releases]})
+        emit_json(LibraryListing(name, releases).to_json())
         return 0
     print(f"{'release':<10} {'version':<12} {'date':<10}  CUDA majors (platforms)")
     for r in releases:
@@ -122,10 +123,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     snapshot = OfflineCatalog.load() if settings.offline else None
     releases = offline_summaries(snapshot) if snapshot else list_releases(Resolver(settings))
     if args.json:
-        document: dict[str, object] = {"releases": [r.to_json() for r in releases]}
-        if snapshot:
-            document["snapshot"] = snapshot.generated
-        emit_json(document)
+        listing = ReleaseListing(releases, snapshot.generated if snapshot else None)
+        emit_json(listing.to_json())
         return 0
     print(
         f"{'version':<9} {'label':<30} {'date':<10}  {'driver':<11} platforms (installer | redist)"

@@ -20,7 +20,6 @@ from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import (
     environment,
-    github,
     launch,
     overview,
     pins,
@@ -152,9 +151,9 @@ def cmd_default(args: argparse.Namespace) -> int:
     if args.unset:
         if args.value is not None:
             raise UsageError("give a value or --unset, not both")
-        store.set_default(None)
+        state = overview.unset_default(store)
         if args.json:
-            emit_json({"default": None})
+            emit_json(state.to_json())
         else:
             print("no default toolkit now")
         return 0
@@ -193,7 +192,7 @@ def _print_system_link(args: argparse.Namespace, root: SystemRoot) -> int:
 
     state = system_link.read_link_state(root)
     if args.json:
-        emit_json({"link": system_link.LINK, "state": state.to_json()})
+        emit_json(state.report_json())
     else:
         print(f"{system_link.LINK} {state.words()}")
     return 0
@@ -261,24 +260,11 @@ def cmd_env(args: argparse.Namespace) -> int:
     else:
         _no_install_without_python(args)
         active = _select(store, request=args.version)
-    toolkit = active.require()
-    document: dict[str, Any] = {"shell": shell, "toolkit": active.to_json()}
-    if shell == "dockerfile":
-        text = environment.render_dockerfile(toolkit)  # checks the paths first
-        document["variables"] = environment.dockerfile_env(toolkit)
-    else:
-        variables = environment.toolkit_env(toolkit, store)
-        if shell != "github":  # the runner's files take the toolkit's variables alone
-            variables.update(extra)
-        document["variables"] = variables
-        if shell == "github":
-            text, document["files"] = _github_env(active, toolkit, variables, output=args.output)
-        else:
-            text = environment.render_env(variables, shell)
+    handed = environment.hand_on(active, shell, store, extra=extra, github_output=args.output)
     if args.json:
-        emit_json(document)
+        emit_json(handed.to_json())
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(handed.text)
     return 0
 
 
@@ -315,34 +301,6 @@ def _for_environment(args: argparse.Namespace, store: Store) -> pyenv.Environmen
     if found.compiler_problem is not None:
         warn(found.compiler_problem)
     return found
-
-
-def _github_env(
-    active: selection.Active, toolkit: Path, variables: dict[str, str], *, output: bool
-) -> tuple[str, dict[str, str]]:
-    """Append the environment (with ``output``, the outputs too) to the runner's files.
-
-    Returns what went where, in words for the step's log, and the files written.
-    """
-    outputs = None
-    if output:
-        if active.version is None:
-            raise UsageError(
-                f"cudaup did not install the toolkit at {toolkit}, so it does not know its exact "
-                "release for cuda-version; name one it installed, or drop --output"
-            )
-        outputs = {"cuda-version": active.version, "cuda-home": str(toolkit)}
-    appends = environment.github_appends(variables, toolkit, outputs)
-    github.append_all(appends)
-    lines = [
-        active.describe(),
-        f"  ${github.ENV_FILE}     {', '.join(environment.GITHUB_VARIABLES)}",
-        f"  ${github.PATH_FILE}    {toolkit / 'bin'}",
-    ]
-    if outputs:
-        pairs = ", ".join(f"{name}={value}" for name, value in outputs.items())
-        lines.append(f"  ${github.OUTPUT_FILE}  {pairs}")
-    return "\n".join(lines) + "\n", {a.variable: str(a.path) for a in appends}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -390,11 +348,11 @@ def cmd_which(args: argparse.Namespace) -> int:
 
     store = Store.from_env()
     active = _select(store, tool=args.tool)
-    path = selection.tool_in(active, args.tool, store)
+    found = selection.FoundTool(args.tool, selection.tool_in(active, args.tool, store), active)
     if args.json:
-        emit_json({"tool": args.tool, "path": str(path), "toolkit": active.to_json()})
+        emit_json(found.to_json())
         return 0
-    print(path)
+    print(found.path)
     label = f"CUDA {active.version}" if active.version else f"the toolkit at {active.path}"
     sys.stderr.write(f"{label}, {_why(active)}\n")
     return 0

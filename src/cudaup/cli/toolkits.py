@@ -24,18 +24,18 @@ from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
-from cudaup.fleet.apply import install_locked
 from cudaup.install.installer import InstallOptions, InstallResult, install
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.machine.toolkits import Lookup, find_toolkits
 from cudaup.net.tls import warm_up
-from cudaup.switch import shim, system_link
-from cudaup.switch.overview import list_toolkits
+from cudaup.switch import shim
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
 from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
-from cudaup.util.cachedir import inspect
+
+# Imported where used, not here: an install imports only what installing needs (lock
+# files only with --lock; the machine's other toolkits, the system link and the
+# listing only for uninstall and list), which the start-up test in tests/install pins.
 
 
 def add_install(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +130,8 @@ def cmd_install(args: argparse.Namespace) -> int:
                     "--lock decides the release and its files; give no VERSION, --components, "
                     "--all or --profile"
                 )
+            from cudaup.fleet.apply import install_locked  # noqa: PLC0415 - see the imports
+
             result = install_locked(
                 Path(args.lock),
                 options,
@@ -228,6 +230,10 @@ def _to_remove(store: Store, value: str) -> InstalledToolkit | None:
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
+    # See the imports: an install needs none of these.
+    from cudaup.machine.toolkits import Lookup, find_toolkits  # noqa: PLC0415
+    from cudaup.switch import system_link  # noqa: PLC0415
+    from cudaup.util.cachedir import inspect  # noqa: PLC0415
 
     store = Store.from_env()
     toolkit = _to_remove(store, args.version)
@@ -309,6 +315,7 @@ def _shown(toolkit: InstalledToolkit) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from cudaup.switch.overview import list_toolkits  # noqa: PLC0415 - see the imports
 
     listing = list_toolkits(Store.from_env(), SystemRoot.from_env(), os.environ)
     if args.json:

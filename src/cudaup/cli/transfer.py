@@ -151,7 +151,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     root = settings_of(args).cache_root
     if args.action == "dir":
         if args.json:
-            emit_json({"root": str(root)})
+            emit_json(cachedir.CacheLayout(root).to_json())
         else:
             print(root)
         return 0

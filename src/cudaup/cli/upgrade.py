@@ -141,19 +141,19 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     if args.dry_run or not (args.yes or terminal):
         plan = plan_upgrade(settings, request)
         if args.dry_run:
-            _show_plan(plan, args.json, dry_run=True)
+            _show_plan(plan, args.json)
             return 0
         refusal = UsageError(
             "nothing was changed: there is no terminal to ask on; apply it with --yes"
         )
-        _show_plan(plan, args.json, dry_run=True, error=refusal)
+        _show_plan(plan, args.json, error=refusal)
         sys.stderr.write(f"cudaup: error: {refusal}\n")
         return refusal.exit_code
 
     def confirm(plan: UpgradePlan) -> bool:
         if args.yes:
             return True
-        _show_plan(plan, False, dry_run=False)
+        _show_plan(plan, False)
         answer = input("apply? [y/N] ").strip().lower()
         return answer in {"y", "yes"}
 
@@ -163,26 +163,18 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         outcome = upgrader.upgrade(request, confirm)
     if outcome.toolkit is not None:
         refresh_shims(Store.from_env())  # the new toolkit's tools get shims
-    pinned = None
-    if args.pin and (outcome.snapshot is not None or outcome.nothing):
-        pinned = write_pin(Path.cwd(), outcome.plan.release)
+    if args.pin and outcome.pinnable:
+        outcome.pin = write_pin(Path.cwd(), outcome.plan.release)
     if args.json:
-        document = {**outcome.to_json(), "dry_run": False}
-        document["pin"] = str(pinned) if pinned else None
-        emit_json(document)
+        emit_json(outcome.to_json())
         return 0
-    _show_outcome(outcome, pinned)
+    _show_outcome(outcome)
     return 0
 
 
-def _show_plan(
-    plan: UpgradePlan, as_json: bool, *, dry_run: bool, error: UsageError | None = None
-) -> None:
+def _show_plan(plan: UpgradePlan, as_json: bool, *, error: UsageError | None = None) -> None:
     if as_json:
-        document = {**plan.to_json(), "dry_run": dry_run}
-        if error is not None:
-            document["error"] = error.to_json()
-        emit_json(document)
+        emit_json(plan.dry_run_json(error))
         return
     environment = plan.environment
     before = plan.line_before or "no line"
@@ -204,7 +196,7 @@ def _show_plan(
         print(f"note: {note}")
 
 
-def _show_outcome(outcome: UpgradeOutcome, pinned: Path | None) -> None:
+def _show_outcome(outcome: UpgradeOutcome) -> None:
     plan = outcome.plan
     root = plan.environment.root
     if outcome.declined:
@@ -226,8 +218,8 @@ def _show_outcome(outcome: UpgradeOutcome, pinned: Path | None) -> None:
         print(f"CUDA {outcome.toolkit.version} {what} at {outcome.toolkit.path}")
     if outcome.binding is not None:
         print(f"CUDA_HOME for {root}/bin/python: {outcome.binding} (cudaup-toolkit.pth)")
-    if pinned is not None:
-        print(f"wrote {pinned}")
+    if outcome.pin is not None:
+        print(f"wrote {outcome.pin}")
     for note in [*plan.notes, *outcome.notes]:
         print(f"note: {note}")
 
@@ -258,31 +250,11 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     removed: list[EnvironmentSnapshot] = []
     if args.prune:
         _store, removed = upgrader.prune(_python(args), args.keep)
-    listing = upgrader.snapshots(_python(args))
-    store = listing.store
-    rows = []
-    for snapshot in listing.snapshots:
-        usage = store.usage(snapshot)
-        in_progress = listing.busy and snapshot.status in {"taken", "applying", "restoring"}
-        rows.append(
-            {
-                **snapshot.to_json(),
-                "holds": usage.disk,
-                "frees": usage.frees,
-                "in_progress": in_progress,
-            }
-        )
+    listing = upgrader.snapshots(_python(args), removed=removed)
     if args.json:
-        emit_json(
-            {
-                "environment": str(store.environment),
-                "store": str(store.directory),
-                "snapshots": rows,
-                "removed": [s.id for s in removed],
-                "notes": listing.notes,
-            }
-        )
+        emit_json(listing.to_json())
         return 0
+    store, rows = listing.store, listing.rows()
     for snapshot in removed:
         print(f"removed {snapshot.id}")
     if not rows:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import re
 import sys
-import tomllib
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Literal
@@ -126,6 +125,8 @@ def load_json(
 
 def load_toml(data: bytes, *, what: str, max_bytes: int) -> dict[str, Any]:
     """The table of one TOML document."""
+    import tomllib  # noqa: PLC0415 - lock files and a few tables are TOML; an install reads none
+
     text = decode_text(data, what=what, max_bytes=max_bytes)
     _refuse_deep_nesting(text, _TOML_TOKENS, what)
     try:

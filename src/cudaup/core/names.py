@@ -42,6 +42,12 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 #: C0 controls and DEL: one regex search, not a Python test per character (an install
 #: checks every member name of every archive: thousands of paths, several times).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: A relative path every segment of which passes :func:`_segment_problem` whatever its
+#: length: plain names without controls, separators other than ``/``, ``:`` (where a
+#: drive letter would be) or ``.``/``..`` segments.  One match for the whole path, the
+#: common case (an archive's member names); anything else is checked segment by segment.
+_PLAIN_SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\\:\x00-\x1f\x7f]+"
+_PLAIN_PATH = re.compile(rf"{_PLAIN_SEGMENT}(?:/{_PLAIN_SEGMENT})*\Z")
 
 
 def _refuse(
@@ -91,10 +97,13 @@ def check_relative_path(
         raise _refuse(error, field, value, where, "empty")
     if value.startswith(("/", "\\")) or "://" in value:
         raise _refuse(error, field, value, where, "not a relative path")
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH:
         raise _refuse(error, field, value, where, f"longer than {MAX_PATH} bytes")
     if "\\" in value:
         raise _refuse(error, field, value, where, "it contains a backslash")
+    if size <= MAX_NAME and _PLAIN_PATH.match(value):
+        return value  # no segment can be longer than the whole path
     for segment in value.split("/"):
         problem = _segment_problem(segment)
         if problem:

@@ -19,9 +19,11 @@ How one file is downloaded (:func:`download`):
    ``Content-Range`` that was asked for.  A server that ignores ranges (200) gets
    one plain stream from byte 0 into a fresh file: a 200 body is never written at a
    range offset.
-5. A hashing thread follows the contiguous prefix on disk (hashlib and pread
-   release the GIL); the file fills from its front, so verification keeps up with
-   the transfer and only the last pieces remain to hash when the last byte lands.
+5. A hashing thread hashes the contiguous prefix in order: the connection at the
+   front hands it the buffers it wrote, the rest is read back from the part file
+   (:mod:`cudaup.download.digest`; hashlib and pread release the GIL).  The file
+   fills from its front, so verification keeps up with the transfer and only the
+   last pieces remain to hash when the last byte lands.
 6. fsync, compare with the authoritative checksum, then ``os.replace`` to the
    final name.  A mismatch deletes the part file and names both digests.
 

@@ -12,7 +12,6 @@ and the worker that was refused stops (the last one waits ``Retry-After`` instea
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 import time
@@ -22,18 +21,21 @@ from urllib.parse import urlsplit
 import urllib3
 
 from cudaup.core.units import binary_size
+from cudaup.download.digest import PrefixHasher
 from cudaup.download.job import DownloadJob
-from cudaup.download.publish import HASH_BLOCK, publish
+from cudaup.download.publish import publish
 from cudaup.download.ramp import DEFAULT_CONNECTIONS, ConnectionRamp
 from cudaup.download.range_plan import ASSUMED_HASH_SPEED, Segment, SegmentPlan
 from cudaup.download.remote import (
     Budget,
     BusyError,
+    ReadBuffer,
     Remote,
     RemoteChangedError,
     RetryableError,
     answered_range,
     ask,
+    body_of,
     read_body,
     refuse_status,
 )
@@ -73,6 +75,7 @@ class Transfer:
         slots: threading.Semaphore | None,
         watchdog: Watchdog,
         connections: int,
+        hasher: PrefixHasher | None,
     ) -> None:
         self.http = http
         self.request = request
@@ -89,10 +92,12 @@ class Transfer:
         self.wanted = connections
         #: why the server asked for fewer connections, for the supervisor to tell
         self.lowered_by = ""
-        #: bytes of the file the hasher has read back and hashed
-        self.hashed = 0
+        #: hashes the file's prefix as it fills (None: no checksum to compare with)
+        self.hasher = hasher
         self._workers = 0
         self._lock = threading.Lock()
+        #: each worker's CPU seconds at its last write (by thread name: unique per download)
+        self._thread_cpu: dict[str, float] = {}
 
     def widen(self, threads: list[threading.Thread]) -> None:
         """Start workers until :attr:`wanted` run (each appended to ``threads``)."""
@@ -105,6 +110,11 @@ class Transfer:
             )
             threads.append(thread)
             thread.start()
+
+    def cpu(self) -> float:
+        """CPU seconds the connections' threads have used, as of each one's last write:
+        what tells the ramp whether the CPU or the link holds them back."""
+        return sum(self._thread_cpu.copy().values())
 
     def _surplus(self) -> bool:
         """Whether this worker is one too many now (then it stops, counted out)."""
@@ -131,6 +141,8 @@ class Transfer:
     def stop(self) -> None:
         """Stop every worker and the hasher, and unblock their reads."""
         self.plan.cancel()
+        if self.hasher is not None:
+            self.hasher.stop()
         self.watchdog.drop_all("the download stopped")
 
     def report(self, exc: BaseException) -> None:
@@ -143,13 +155,14 @@ class Transfer:
     # -- a worker ----------------------------------------------------------------
     def work(self) -> None:
         retired = False  # counted out already: one too many now, or refused by the server
+        buffer = ReadBuffer()  # this worker's, for all its requests (swapped with the hasher)
         try:
             while not retired and not (retired := self._surplus()):
                 segment = self.plan.take()
                 if segment is None:
                     break
                 try:
-                    retired = self._fetch_segment(segment)
+                    retired = self._fetch_segment(segment, buffer)
                 finally:
                     self.plan.release(segment)
         except (CancelledError, PartFileClosedError):
@@ -172,14 +185,14 @@ class Transfer:
             self._workers -= 1
             return True
 
-    def _fetch_segment(self, segment: Segment) -> bool:
+    def _fetch_segment(self, segment: Segment, buffer: ReadBuffer) -> bool:
         """Fill ``segment`` (or until it is stolen); whether this worker was retired."""
         budget = Budget(self.http, self.watchdog, self.request.url)
         while not segment.done and not self.plan.cancelled:
             before = segment.pos
             try:
                 with self.slot():
-                    self._request_range(segment)
+                    self._request_range(segment, buffer)
                 budget.succeeded()
                 continue  # done, stolen, or a shorter answer whose rest is asked for now
             except BusyError as exc:
@@ -194,13 +207,13 @@ class Transfer:
             budget.failed(error, progressed=segment.pos > before, what=what)
         return False
 
-    def _request_range(self, segment: Segment) -> None:
+    def _request_range(self, segment: Segment, buffer: ReadBuffer) -> None:
         start, stop = segment.pos, segment.end
         sent = time.monotonic()
 
         def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[None, bool]:
             answered = time.monotonic()
-            drained = self._receive(raw, segment, start, stop, flow)
+            drained = self._receive(raw, segment, start, stop, flow, buffer)
             if drained:  # what this request cost sizes the next pieces (see segments)
                 self.plan.observe(answered - sent, segment.pos - start, time.monotonic() - answered)
             return None, drained
@@ -220,8 +233,14 @@ class Transfer:
         start: int,
         stop: int,
         flow: Flow,
+        buffer: ReadBuffer,
     ) -> bool:
-        """Write the answer's bytes into ``segment``; whether the body was read to its end."""
+        """Write the answer's bytes into ``segment``; whether the body was read to its end.
+
+        The bytes that continue what the hasher has are handed to it with their buffer
+        (see :mod:`cudaup.download.digest`): what the front connection brings is hashed from
+        memory.
+        """
         if raw.status == 200:
             raise self.remote.whole_file_answer(raw.headers)
         if raw.status == 416:
@@ -229,14 +248,18 @@ class Transfer:
         if raw.status != 206:
             raise refuse_status(self.remote.url, raw.status, raw.headers)
         end = answered_range(raw.headers, start, stop, self.plan.size)
-        for chunk in read_body(raw, flow=flow):
+        hasher, name = self.hasher, threading.current_thread().name
+        for chunk in read_body(body_of(raw), buffer, flow=flow):
             allowed = self.plan.reserve(segment, len(chunk))
             if allowed:
-                self._write(
-                    chunk if allowed == len(chunk) else memoryview(chunk)[:allowed], segment.pos
-                )
+                offset = segment.pos
+                self._write(chunk[:allowed], offset)
                 self.plan.advance(segment, allowed)
                 self.watchdog.progressed(allowed)
+                self._thread_cpu[name] = time.thread_time()
+                spare = hasher.offer(offset, buffer.data, allowed) if hasher else None
+                if spare is not None:
+                    buffer.data = spare  # the hasher keeps the one just written
             if allowed < len(chunk) or self.plan.cancelled or (segment.done and segment.pos < end):
                 return False  # stolen or stopped: drop the rest of this response
         if segment.pos < min(end, segment.end):
@@ -256,31 +279,13 @@ class Transfer:
         if written != len(data):  # pragma: no cover - pwrite on a regular file writes it all
             raise OSError(f"short write at {offset}")
 
-    # -- the hasher --------------------------------------------------------------
-    def hash_prefix(self, algorithm: str, result: list[str]) -> None:
-        digest = hashlib.new(algorithm)
-        position = 0
-        view = memoryview(bytearray(HASH_BLOCK))
+    def hash_prefix(self, result: list[str]) -> None:
+        """The hasher's thread: the digest into ``result`` (see :mod:`cudaup.download.digest`)."""
+        assert self.hasher is not None
         try:
-            while position < self.plan.size:
-                # Hash in large blocks: fewer wake-ups, and pread+update release the GIL.
-                mark = self.plan.wait_for_prefix(position, at_least=HASH_BLOCK)
-                if self.plan.cancelled:
-                    return
-                began, start = time.perf_counter(), position
-                while position < mark:
-                    # One reused buffer: a fresh 4 MiB bytes per read would be a fresh
-                    # mmap (and 1024 page faults) each time.
-                    with self.part.use() as fd:
-                        count = os.preadv(fd, [view[: min(HASH_BLOCK, mark - position)]], position)
-                    if not count:
-                        raise OSError(f"cannot read back byte {position} of the part file")
-                    digest.update(view[:count])
-                    position += count
-                    self.hashed = position
-                # how fast the hash goes sizes the last pieces (see segments)
-                self.plan.observe_hash(position - start, time.perf_counter() - began)
-            result.append(digest.hexdigest())
+            digest = self.hasher.run()
+            if digest is not None:
+                result.append(digest)
         except PartFileClosedError:
             pass
         except BaseException as exc:
@@ -428,7 +433,8 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     with target.explained(target.part, "open"):
         part = PartFile(target.part)
     checksum = request.checksum
-    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most)
+    hasher = PrefixHasher(checksum[0], plan, part) if checksum is not None else None
+    transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most, hasher)
     # An explicit count is used from the start; the default adapts (see ramp).
     ramp = ConnectionRamp(most, start=connections or 1)
     transfer.wanted = plan.connections = ramp.count
@@ -439,7 +445,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
         threads.append(
             threading.Thread(
                 target=transfer.hash_prefix,
-                args=(checksum[0], digests),
+                args=(digests,),
                 daemon=True,
                 name="cudaup-hash",
             )
@@ -450,17 +456,17 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     def every_tick() -> None:
         nonlocal told
         completed = plan.completed
-        if completed == size and checksum is not None:
+        if completed == size and hasher is not None:
             # The last byte is here, the verdict is not (it comes after the hash, the sync
             # and the comparison): say how far the hash is.
-            emit(progress, ProgressEvent(request.filename, "verifying", transfer.hashed, size))
+            emit(progress, ProgressEvent(request.filename, "verifying", hasher.hashed, size))
         else:
             emit(progress, ProgressEvent(request.filename, "advance", completed, size))
         if not ramp.settled:
             ramp.cap(transfer.connections)
             # Past the hash speed more connections cannot end a verified download sooner.
             ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
-            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling)
+            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling, transfer.cpu())
             plan.connections = min(transfer.wanted, transfer.connections)
             plan.may_grow_to = 0 if ramp.settled else ramp.most
             transfer.widen(threads)

@@ -13,6 +13,9 @@ So a download starts with one connection and, after each :data:`WINDOW` of trans
 - if the throughput already reaches :data:`HEADROOM` of ``ceiling`` (the hash speed), it
   keeps the count: the connections already take about as much CPU as the hash, and one
   more would take from the hash what it brings (the hash has its core);
+- so it does when each connection kept its thread busy for :data:`BUSY` of the window
+  (its CPU time): what holds a connection back is the CPU, not the link, and one more
+  would take a core from the hash;
 - otherwise it adds as many connections as would reach the ceiling at the speed of
   one (all that are allowed when nothing bounds the download), and measures again;
 - connections that were added keep their place while each brought at least
@@ -37,6 +40,10 @@ MIN_GAIN = 0.5
 MIN_RISE = 0.1
 #: No connection is added once the throughput reaches this share of the ceiling.
 HEADROOM = 0.5
+#: ... nor once each connection's thread used this share of a core: a connection capped
+#: at 6 MiB/s uses 1-3 % of one; one on loopback 30-50 % on a loaded 2-core machine
+#: (where it waits for a core besides), more on an idle one.
+BUSY = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +65,7 @@ class ConnectionRamp:
         self.settled = self.count >= self.most
         #: what each count reached, in order (for the tests and the debugging eye)
         self.steps: list[Step] = []
-        self._since: tuple[float, int] | None = None
+        self._since: tuple[float, int, float | None] | None = None
 
     def cap(self, most: int) -> None:
         """The server asked for fewer connections (503/429): never more than ``most``."""
@@ -67,27 +74,40 @@ class ConnectionRamp:
         if self.most == 1:
             self.settled = True
 
-    def observe(self, now: float, completed: int, ceiling: float | None = None) -> int:
+    def observe(
+        self,
+        now: float,
+        completed: int,
+        ceiling: float | None = None,
+        cpu: float | None = None,
+    ) -> int:
         """``completed`` bytes are on disk at ``now`` (seconds); the connections wanted.
 
         ``ceiling``: the bytes per second past which more connections cannot end the
-        download sooner (the hash speed), None when nothing bounds it.
+        download sooner (the hash speed), None when nothing bounds it.  ``cpu``: the CPU
+        seconds the connections' threads have used so far (None: not measured).
         """
         if self.settled:
             return self.count
         if self._since is None:
-            self._since = (now, completed)
+            self._since = (now, completed, cpu)
             return self.count
-        began, base = self._since
+        began, base, base_cpu = self._since
         if now - began < self.window:
             return self.count
         rate = (completed - base) / (now - began)
-        self._since = (now, completed)
+        busy = (
+            (cpu - base_cpu) / (now - began) / self.count
+            if cpu is not None and base_cpu is not None
+            else 0.0
+        )
+        self._since = (now, completed, cpu)
         before = self.steps[-1] if self.steps else None
         self.steps.append(Step(self.count, rate))
         if before is not None and not self._keep(before, rate):
             return self.count
-        if self.count >= self.most or rate <= 0 or (ceiling and rate >= HEADROOM * ceiling):
+        past_ceiling = ceiling is not None and rate >= HEADROOM * ceiling
+        if self.count >= self.most or rate <= 0 or past_ceiling or busy >= BUSY:
             self.settled = True
             return self.count
         one = rate / self.count

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import re
 import threading
 import time
@@ -295,13 +296,73 @@ def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
 
 
 class Body(Protocol):
-    def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes: ...
+    def readinto(self, buffer: memoryview, /) -> int: ...
+
+
+class ReadBuffer:
+    """Where :func:`read_body` puts each read: one buffer, reused, that its reader may swap.
+
+    A reader that keeps the bytes of a chunk past the next read (the hasher does, see
+    :mod:`cudaup.download.digest`) gives :attr:`data` another buffer of at least
+    :data:`MAX_READ` bytes first.  Reusing one buffer is what keeps a fast link cheap: a
+    fresh 1 MiB ``bytes`` per read is a fresh mapping, 256 page faults and a copy more.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data = bytearray(MAX_READ)
+
+
+def body_of(raw: urllib3.BaseHTTPResponse) -> Body:
+    """``raw``'s body as it was sent, read straight into the caller's buffer.
+
+    urllib3's own ``readinto`` is a ``read`` and a copy; the ``http.client`` response under
+    it reads with ``recv_into`` into the buffer itself (one copy, from the kernel), undoing
+    chunked encoding and stopping at ``Content-Length``.  That is used while urllib3 has
+    buffered none of the body itself (nothing read through it yet); a failure is raised as
+    the urllib3 error its own read would raise (:data:`TRANSIENT` covers both).
+    """
+    inner = getattr(raw, "_fp", None)
+    buffered = getattr(raw, "_decoded_buffer", None)
+    if not isinstance(inner, http.client.HTTPResponse) or buffered is None or len(buffered):
+        return raw
+    return _DirectBody(inner)
+
+
+class _DirectBody:
+    __slots__ = ("_inner", "_read")
+
+    def __init__(self, inner: http.client.HTTPResponse) -> None:
+        self._inner = inner
+        self._read = 0
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        try:
+            count = self._inner.readinto(buffer)
+        except TimeoutError as exc:
+            raise urllib3.exceptions.ProtocolError("Read timed out.", exc) from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            # ValueError: the watchdog closed the response under the read
+            raise urllib3.exceptions.ProtocolError(f"Connection broken: {exc!r}", exc) from exc
+        self._read += count
+        missing = self._inner.length
+        if not count and len(buffer) and missing:
+            # What urllib3 says of a body shorter than its Content-Length (http.client
+            # only stops): a stream with no size from any source is never cut short.
+            short = f"IncompleteRead({self._read} bytes read, {missing} more expected)"
+            raise urllib3.exceptions.ProtocolError(f"Connection broken: {short}")
+        return count
 
 
 def read_body(
-    raw: Body, clock: Callable[[], float] = time.monotonic, flow: Flow | None = None
-) -> Iterator[bytes]:
-    """The response body in reads sized to about a tenth of a second of transfer.
+    raw: Body,
+    buffer: ReadBuffer,
+    clock: Callable[[], float] = time.monotonic,
+    flow: Flow | None = None,
+) -> Iterator[memoryview]:
+    """The response body in reads sized to about a tenth of a second of transfer, each
+    a view of ``buffer.data`` valid until the next one is asked for.
 
     Whatever-has-arrived reads (``read1``) hand over one TLS record (16 KiB) at a
     time: on a fast link that is thousands of wake-ups, writes and GIL hand-offs per
@@ -315,15 +376,16 @@ def read_body(
         began = clock()
         if flow is not None:
             flow.reading = size
-        chunk = raw.read(size, decode_content=False)
+        view = memoryview(buffer.data)[:size]
+        count = raw.readinto(view)
         if flow is not None:
             flow.reading = 0
-            flow.received += len(chunk)
-        if not chunk:
+            flow.received += count
+        if not count:
             return
         elapsed = clock() - began
         if elapsed < 0.05:
             size = min(size * 2, MAX_READ)
         elif elapsed > 0.2:
             size = max(size // 2, MIN_READ)
-        yield chunk
+        yield view[:count]

@@ -24,11 +24,13 @@ from cudaup.download.job import DownloadJob
 from cudaup.download.publish import publish
 from cudaup.download.remote import (
     Budget,
+    ReadBuffer,
     Remote,
     RemoteChangedError,
     RetryableError,
     answered_range,
     ask,
+    body_of,
     read_body,
     refuse_status,
 )
@@ -76,6 +78,7 @@ class _Stream:
         self.digest: hashlib._Hash | None = None
         self.error: BaseException | None = None
         self.stopped = False
+        self.buffer = ReadBuffer()
 
     def run(self) -> None:
         try:
@@ -136,7 +139,7 @@ class _Stream:
         else:
             raise refuse_status(self.remote.url, raw.status, raw.headers)
         self._rewind(handle, start)
-        for chunk in read_body(raw, flow=flow):
+        for chunk in read_body(body_of(raw), self.buffer, flow=flow):
             if self.stopped:
                 return False, False
             if self.limit is not None and self.written + len(chunk) > self.limit:

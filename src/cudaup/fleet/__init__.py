@@ -7,12 +7,13 @@ from cudaup.core.lazy import exports
 
 if TYPE_CHECKING:
     from cudaup.fleet.apply import install_locked
-    from cudaup.fleet.build import BuiltLock, build_lock, check_lock
+    from cudaup.fleet.build import BuiltLock, LockCheck, build_lock, check_lock
     from cudaup.fleet.lockfile import LockedToolkit, LockFile, read_lock
     from cudaup.fleet.mirror import MirrorReport, build_mirror
 
 __all__ = [
     "BuiltLock",
+    "LockCheck",
     "LockFile",
     "LockedToolkit",
     "MirrorReport",
@@ -32,6 +33,7 @@ __getattr__ = exports(
         "BuiltLock": "cudaup.fleet.build",
         "build_lock": "cudaup.fleet.build",
         "check_lock": "cudaup.fleet.build",
+        "LockCheck": "cudaup.fleet.build",
         "MirrorReport": "cudaup.fleet.mirror",
         "build_mirror": "cudaup.fleet.mirror",
         "install_locked": "cudaup.fleet.apply",

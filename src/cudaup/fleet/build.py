@@ -8,30 +8,66 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cudaup.config import Settings
 from cudaup.core.platforms import Platform
 from cudaup.errors import (
     ArtifactNotFoundError,
+    IntegrityError,
     ReleaseNotFoundError,
     RemoteFileMissingError,
     UsageError,
 )
 from cudaup.fleet.lockfile import LockedWheels, LockFile, compare, locked_toolkit
 from cudaup.install.installer import InstallChannel, choose_channel
-from cudaup.plan import Planner, PlanTarget, parse_requirements
+from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version
 from cudaup.plan.export import export_pylock
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.lines import Line, release_line
-from cudaup.plan.planner import python_version
 from cudaup.resolve.resolver import Resolver
 from cudaup.util.paths import inside
 
 
 @dataclass
 class BuiltLock:
+    """``cudaup lock``'s answer: the lock, where it goes, and the notes of its making."""
+
     lock: LockFile
+    output: Path
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lock": str(self.output), "toolkits": len(self.lock.toolkits), "notes": self.notes}
+
+
+@dataclass(frozen=True, slots=True)
+class LockCheck:
+    """``cudaup lock --check``'s answer: the lock file as named, every change
+    :func:`check_lock` found, and the error they amount to (exit 7), if any."""
+
+    lock: str
+    changes: list[str]
+
+    @property
+    def failure(self) -> IntegrityError | None:
+        if not self.changes:
+            return None
+        return IntegrityError(
+            f"{self.lock}: the origins no longer serve what the lock names "
+            f"({len(self.changes)} change(s))"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The changes, and the error object when there are any: one document."""
+        document: dict[str, Any] = {
+            "lock": self.lock,
+            "unchanged": not self.changes,
+            "changes": self.changes,
+        }
+        if (failure := self.failure) is not None:
+            document["error"] = failure.to_json()
+        return document
 
 
 def build_lock(
@@ -77,7 +113,7 @@ def build_lock(
             export_pylock(result, inside(output.parent, name, field="pylock"), settings)
             line = f"{result.line[0]}.{result.line[1]}"
             lock.wheels.append(LockedWheels(platform, name, line))
-    return BuiltLock(lock, notes)
+    return BuiltLock(lock, output, notes)
 
 
 def check_lock(lock: LockFile, settings: Settings) -> list[str]:

@@ -42,7 +42,6 @@ from typing import Any, Literal
 
 from cudaup import __version__
 from cudaup.config import Settings
-from cudaup.core.compat import CompatTable
 from cudaup.core.components import (
     DEFAULT_PROFILE,
     PROFILES,
@@ -63,7 +62,6 @@ from cudaup.errors import (
 )
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
-from cudaup.install.runfile import run_runfile
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.install.unpack_cache import Staged, StagedTrees, stage_all
 from cudaup.machine.driver_probe import detect_driver
@@ -165,6 +163,9 @@ def check_driver(
     if info.version is None:
         notes.append("no NVIDIA driver found: the toolkit was not checked against a driver")
         return
+    # The compatibility table (and its CSV and JSON readers) only where there is a driver.
+    from cudaup.core.compat import CompatTable  # noqa: PLC0415
+
     verdict = CompatTable.load().check(info.version, release, reported=info.cuda_version)
     if verdict.verdict == "no":
         message = f"driver {info.version} cannot run CUDA {release}: {verdict.reason}"
@@ -433,6 +434,8 @@ def materialize(
             staged: list[Staged] = []
             trees: StagedTrees | None = None
             if channel == "installer":
+                from cudaup.install.runfile import run_runfile  # noqa: PLC0415 - this channel's only
+
                 [runfile] = download_many(
                     resolution.artifacts,
                     CacheLayout(settings.cache_root).downloads,

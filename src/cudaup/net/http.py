@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
-import netrc
 import os
 import re
 import socket
@@ -34,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -53,8 +52,12 @@ from cudaup.net.backoff import Backoff
 from cudaup.net.deadline import POOL_CLASSES, HeadersTooSlowError, headers_within
 from cudaup.net.hosts import check_redirect
 from cudaup.net.proxies import Proxy, ProxySettings
-from cudaup.net.response_cache import CachedResponse, HttpCache
 from cudaup.net.tls import default_context
+
+if TYPE_CHECKING:
+    import netrc
+
+    from cudaup.net.response_cache import CachedResponse, HttpCache
 
 #: The verbose log: silent unless the CLI (``-v``) or a library user adds a handler.
 #: INFO: requests and answers, cache decisions, redirects, retries; DEBUG: headers too.
@@ -127,7 +130,7 @@ class HttpClient:
         retries: int = 3,
     ) -> None:
         self.settings = settings
-        self.cache = cache if cache is not None else HttpCache(settings.cache_root)
+        self._cache = cache
         #: How every retry through this client waits (the downloader's too).
         self.backoff = backoff if backoff is not None else backoff_policy.DEFAULT
         self._retries = retries
@@ -138,6 +141,16 @@ class HttpClient:
         self._proxies = ProxySettings.from_env(os.environ)
         self._netrc: netrc.netrc | Literal[False] | None = False
         self.requests_sent = 0
+
+    @property
+    def cache(self) -> HttpCache:
+        """The cache of answers (built at first use: a download never asks it)."""
+        with self._lock:
+            if self._cache is None:
+                from cudaup.net.response_cache import HttpCache  # noqa: PLC0415
+
+                self._cache = HttpCache(self.settings.cache_root)
+            return self._cache
 
     # -- connection plumbing -------------------------------------------------
     def proxy_for(self, url: str) -> Proxy | None:
@@ -186,10 +199,7 @@ class HttpClient:
         with self._lock:
             if self._netrc is False:
                 path = Path(os.environ.get("NETRC") or Path("~/.netrc").expanduser())
-                try:
-                    self._netrc = netrc.netrc(str(path)) if path.exists() else None
-                except (OSError, netrc.NetrcParseError):
-                    self._netrc = None
+                self._netrc = _read_netrc(path) if path.exists() else None
             table = self._netrc
         if not table:
             return {}
@@ -524,6 +534,16 @@ def _proxy_failure(exc: urllib3.exceptions.ProxyError) -> tuple[bool, str]:
     if text.startswith(_TUNNEL_REFUSED):
         return True, text.removeprefix(_TUNNEL_REFUSED)
     return False, describe(cause) if isinstance(cause, urllib3.exceptions.HTTPError) else text
+
+
+def _read_netrc(path: Path) -> netrc.netrc | None:
+    """The credentials in ``path``, or None when it cannot be read or parsed."""
+    import netrc  # noqa: PLC0415 - with shlex, only where there is a .netrc to read
+
+    try:
+        return netrc.netrc(str(path))
+    except (OSError, netrc.NetrcParseError):
+        return None
 
 
 def describe(exc: urllib3.exceptions.HTTPError) -> str:

@@ -5,10 +5,16 @@ constraints that hold a resolution to one; ``closure`` (pure) reads uv's answer
 back as a graph; ``elf`` (pure) reads the libraries a shared object links;
 ``survey`` checks the requested projects on every index; ``wheels`` reads facts
 from wheels (cached by URL and sha256); ``uv`` runs the resolver; ``attempt``
-resolves one line and reads it back; ``planner`` searches the lines; ``result`` is
+resolves one line and reads it back; ``planner`` searches the lines; ``conflict``
+proves beside it that requests conflict whatever the line; ``result`` is
 the answer and the no-line error; ``export`` writes the plan as a PEP 751 lock;
 ``indexes`` is the index table.
 """
+
+import re
+import shutil
+import subprocess
+import sys
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -27,4 +33,26 @@ def parse_requirements(texts: list[str]) -> list[Requirement]:
     return requirements
 
 
-__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements"]
+def python_version(text: str | None) -> tuple[int, int]:
+    """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
+    if text and re.fullmatch(r"\d+\.\d+", text):
+        major, minor = text.split(".")
+        return int(major), int(minor)
+    interpreter = text or shutil.which("python3") or sys.executable
+    try:
+        output = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        major, minor = output.split(".")
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        raise UsageError(
+            f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
+        ) from None
+
+
+__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements", "python_version"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from cudaup.plan.survey import (
     fetch_pages,
     is_pure,
     pins_exactly,
+    union_pages,
     unreachable_error,
 )
 from cudaup.plan.uv import (
@@ -124,6 +126,7 @@ class LineResolver:
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
+        self._unasked: dict[tuple[str, str], Future[Page]] = {}
 
     def keep(self, pages: Sequence[Page]) -> None:
         with self._lock:
@@ -228,6 +231,64 @@ class LineResolver:
             line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def conflict_job(
+        self, requirements: tuple[Requirement, ...], lines: Sequence[Line]
+    ) -> tuple[CompileJob, str] | None:
+        """The one resolution (and its pages' identity) whose failure proves that
+        ``requirements`` resolve on none of ``lines``; None when the proof cannot be made.
+
+        Why one resolution proves it: a line's first round takes each routed project
+        (the requested ones and their companions) from its per-line pages alone, every
+        other project from the flat indexes, under constraints and exclusions that only
+        narrow what it may take; a first round that fails ends the line's attempt.  This
+        resolution takes the routed projects from the union of every line's pages and
+        their flat pages, the rest from the same flat indexes, with no constraint: each
+        line's first round picks from a subset of what it may pick, file by file the same
+        bytes (:func:`union_pages`), so when uv finds nothing here it finds nothing on any
+        line.  The converse does not hold: success here says nothing of the lines."""
+        sources: list[dict[str, tuple[DistFile, ...]]] = []
+        routed: set[str] = set()
+        for line in lines:
+            projects: set[str] = {
+                canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
+            }
+            pages = self._line_pages(line, self._with_companions(projects, line))
+            sources.append({p: page.files for p, page in pages.items() if page.files is not None})
+            routed |= set(pages)
+        # A line that does not route a project (or whose index lacks it) takes it from the
+        # flat indexes: the survey read their pages of the requested projects, the
+        # companions' are read here.
+        flat = [page for (_, tag, project), page in list(self.pages.items()) if tag == ""]
+        unread = sorted(routed - {page.project for page in flat})
+        urls = (self.default_url, *self.extra_flat)
+        wanted = [(Index(url, {"": url}, ("*",)), "", p) for url in urls for p in unread]
+        flat += fetch_pages(self.http, wanted, self.settings.workers)
+        if unreachable_error(flat):
+            return None
+        sources += [
+            {page.project: page.files}
+            for page in flat
+            if page.project in routed and page.files is not None
+        ]
+        union = union_pages(sources)
+        if union is None:
+            return None
+        local: tuple[str, ...] = ()
+        if union:
+            local = (write_local_index(self.work / "every-line", union, "the per-line indexes"),)
+        job = CompileJob(
+            tuple(str(r) for r in requirements),
+            (),
+            self.target.python,
+            uv_platform(self.target.platform),
+            local + self.extra_flat,
+            self.default_url,
+            refresh=self.settings.refresh,
+            interpreter=self.target.interpreter,
+            prerelease=self.pre,
+        )
+        return job, pages_identity(union)
 
     def _round(
         self,
@@ -432,18 +493,34 @@ class LineResolver:
         if package.name in attempt.pages:
             return attempt.pages[package.name]
         url = (package.index_url or "").rstrip("/")
-        for (_index, tag, project), page in self.pages.items():
+        with self._lock:
+            known = list(self.pages.items())  # other lines' threads add pages meanwhile
+        for (_index, tag, project), page in known:
             if project == package.name and tag == "" and page.url.rstrip("/") == url:
                 return page.files or ()
         if not url.startswith(("https://", "http://")):
             return ()
-        # A package nobody asked for (what a meta-package pulls in): its page, once.
-        index = Index(url, {"": url}, ("*",))
-        fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
-        self.keep(fetched)
-        if error := unreachable_error(fetched):
+        # A package nobody asked for (what a meta-package pulls in): its page, once for
+        # every line of the plan; the lines that ask while it is read wait for it (a
+        # page such as numpy's takes half a second to parse, even from the cache).
+        with self._lock:
+            reading = self._unasked.get((url, package.name))
+            first = reading is None
+            if reading is None:
+                reading = self._unasked[(url, package.name)] = Future()
+        if first:
+            try:
+                index = Index(url, {"": url}, ("*",))
+                fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
+                self.keep(fetched)
+                reading.set_result(fetched[0])
+            except BaseException as exc:
+                reading.set_exception(exc)
+                raise
+        page = reading.result()
+        if error := unreachable_error([page]):
             raise error
-        return fetched[0].files or ()
+        return page.files or ()
 
 
 def _read_names(attempt: Attempt, closure: Closure) -> None:

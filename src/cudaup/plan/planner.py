@@ -13,10 +13,6 @@ alone on every line, so the error names each one's lines and why they do not mee
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Collection, Mapping, Sequence
@@ -38,6 +34,7 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
+from cudaup.plan.conflict import ConflictProof
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import exact_pins, install_pins
@@ -56,7 +53,9 @@ from cudaup.plan.result import (
     PackagePick,
     PlanResult,
     PlanTarget,
+    conflict_error,
     explain,
+    telling,
 )
 from cudaup.plan.survey import (
     check_requested,
@@ -72,30 +71,10 @@ from cudaup.util.parallel import map_concurrently
 
 #: Versions of one project excluded for contradicting a line before the line is given up.
 CONTRADICTION_ROUNDS = 3
+#: The identity of a job with no local per-line index.
+EMPTY = pages_identity({})
 #: Lines resolved at the same time (uv spends its time waiting on the network, not the CPU).
 WINDOW = 4
-
-
-def python_version(text: str | None) -> tuple[int, int]:
-    """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
-    if text and re.fullmatch(r"\d+\.\d+", text):
-        major, minor = text.split(".")
-        return int(major), int(minor)
-    interpreter = text or shutil.which("python3") or sys.executable
-    try:
-        output = subprocess.run(
-            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        major, minor = output.split(".")
-        return int(major), int(minor)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        raise UsageError(
-            f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
-        ) from None
 
 
 class Planner:
@@ -182,8 +161,14 @@ class _Run:
         # The plan's uv runs read the flat indexes through its memo, with a uv cache of its own.
         runner.memo, runner.cache_dir = memo, work / "uv-cache"
         self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
-        self.ahead_pool = ThreadPoolExecutor(max_workers=1)
+        self.conflict_runner = replace(runner, _running=set(), _lock=threading.Lock())
+        # Beside the search: the install check's first resolution, the conflict check.
+        self.ahead_pool = ThreadPoolExecutor(max_workers=2)
         self.ahead: Future[CompileAnswer] | None = None
+        self.ahead_job: CompileJob | None = None
+        self.conflict = ConflictProof(
+            self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel
+        )
 
     # -- the plan --------------------------------------------------------------
     def plan(
@@ -201,6 +186,7 @@ class _Run:
             return self._plan(wanted, compat, allowed)
         finally:
             self.ahead_runner.cancel()  # a plan that ends early needs no install check
+            self.conflict_runner.cancel()
             self.ahead_pool.shutdown(wait=True)
 
     def _check_ahead(self) -> None:
@@ -223,8 +209,8 @@ class _Run:
             interpreter=self.target.interpreter,
             prerelease=self.lines.pre,
         )
-        identity = pages_identity({})
-        self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=identity)
+        self.ahead_job = job
+        self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=EMPTY)
 
     def _plan(
         self, wanted: Line | None, compat: CompatTable | None, allowed: Collection[Line] | None
@@ -250,13 +236,21 @@ class _Run:
             else:
                 exclusions.append(excluded)
         support = line_support(candidates, live, table, self.target)
+        self.conflict.lines = candidates
+        if self.ahead is not None:
+            self.conflict.start()  # its resolution is the install check's, when no line routes
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
         for tier in line_tiers(candidates, support, self.allow_minor_compat):
             chosen, tried = self._search(tier, exclusions, live, table)
             attempts.update(tried)
-            if chosen is not None:
+            if chosen is not None or self.conflict.reason(block=False):
                 break
+        self.conflict.close()
+        if chosen is None and (reason := self.conflict.reason(block=True)):
+            raise conflict_error(
+                self.requirements, lines, candidates, exclusions, reason, self.target, live, table
+            )
         if chosen is None:
             raise explain(
                 self.requirements,
@@ -267,6 +261,7 @@ class _Run:
                 live,
                 table,
             )
+        self.conflict_runner.cancel()  # a line resolved: no proof that none does is needed
         exclusions += passed_over(chosen.line, support, self.target.driver)
         result = self._result(chosen, exclusions, live, table)
         if support.get(chosen.line) == "minor-version":
@@ -373,9 +368,17 @@ class _Run:
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
+                    if self.conflict.reason(block=False):  # answered before the line ran
+                        return None, attempts
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
                         ahead = queue.pop(0)
                         futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
+                        if len(self.requirements) > 1:  # one is told by its own attempts
+                            futures[ahead].add_done_callback(self.conflict.after_line)
+                    if self.conflict.proved_first(futures[line]):
+                        return None, attempts  # no line resolves: the window is cancelled
+                    if len(self.requirements) > 1:
+                        self.conflict.after_line(futures[line])  # before the search may end
                     attempt = futures[line].result()
                     attempts[line] = attempt
                     if attempt.ok:
@@ -394,6 +397,21 @@ class _Run:
                 pool.shutdown(wait=True)
                 self.lines.cancel.clear()
                 self.lines.runner.resume()
+
+    def _requests_conflict(self, candidates: list[Line]) -> str | None:
+        """uv's reason when the requests resolve on no line, whatever the line, proved by
+        one resolution (:meth:`~cudaup.plan.attempt.LineResolver.conflict_job`); with no
+        per-line page in it, it is the install check's first one when that started."""
+        found = self.lines.conflict_job(self.requirements, candidates)
+        if found is None:
+            return None
+        job, identity = found
+        ahead = self.ahead_job
+        if ahead and replace(job, requirements=ahead.requirements) == ahead and identity == EMPTY:
+            answer = self.ahead.result() if self.ahead else None
+        else:
+            answer = self.conflict_runner.compile(job, identity=identity)
+        return None if answer is None or answer.ok else answer.reason or "uv found no resolution"
 
     def _named_release_check(
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
@@ -579,18 +597,6 @@ class _Run:
                 "the exact pin takes it, as PEP 592 allows"
             )
         return pick
-
-
-def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
-    """The failure that tells why a package does not fit (``failures`` newest line first):
-    on a line the other packages resolve on, a build read as another line's (xformers
-    0.0.33 links libcudart.so.13 where torch 2.9.0 is 12.8) before uv's own complaint."""
-    if not failures:
-        return None
-    return max(
-        failures,
-        key=lambda f: (f.line in theirs, f.kind in {"inconsistent", "extra"}, -failures.index(f)),
-    )
 
 
 def named_release(attempt: Attempt, live: LiveReleases) -> str:

@@ -4,7 +4,7 @@ excluded; the install commands that keep what the user asked; the no-line error.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,6 +310,53 @@ def explain(
         "requirements": [str(r) for r in requirements],
     }
     return NoCommonLineError(message, details)
+
+
+def conflict_error(
+    requirements: Sequence[Requirement],
+    lines: Sequence[Line],
+    candidates: Sequence[Line],
+    excluded: Sequence[Exclusion],
+    reason: str,
+    target: PlanTarget,
+    live: LiveReleases,
+    table: CompatTable,
+) -> NoCommonLineError:
+    """The no-line error when the requests conflict among themselves: uv's reason, once,
+    and every candidate line excluded for it (one resolution proved it of them all)."""
+    known = {e.line for e in excluded}
+    every = [
+        *excluded,
+        *(Exclusion(ln, "resolution", reason) for ln in candidates if ln not in known),
+    ]
+    message = (
+        f"the requests conflict among themselves, whatever the CUDA line: {reason}"
+        if len(requirements) > 1
+        else f"{requirements[0]} resolves on no CUDA line, whatever the line: {reason}"
+    )
+    details: dict[str, object] = {
+        # Not resolved alone, so no package's lines are known: none is listed.
+        "packages": [],
+        "excluded": [e.to_json() for e in every],
+        "releases": live.to_json(),
+        "driver": str(target.driver) if target.driver else None,
+        "minor_version_floors": _driver_floor(table, lines),
+        "requirements": [str(r) for r in requirements],
+        "conflict": reason,
+    }
+    return NoCommonLineError(message, details)
+
+
+def telling(failures: Sequence[Exclusion], theirs: Collection[Line]) -> Exclusion | None:
+    """The failure that tells why a package does not fit (``failures`` newest line first):
+    on a line the other packages resolve on, a build read as another line's (xformers
+    0.0.33 links libcudart.so.13 where torch 2.9.0 is 12.8) before uv's own complaint."""
+    if not failures:
+        return None
+    return max(
+        failures,
+        key=lambda f: (f.line in theirs, f.kind in {"inconsistent", "extra"}, -failures.index(f)),
+    )
 
 
 def _package_part(package: Alone, lines: Sequence[Line]) -> str:

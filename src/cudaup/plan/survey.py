@@ -9,7 +9,7 @@ does not have the project", an answer; any other failure leaves the index
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -199,3 +199,31 @@ def best_wheel(
 def is_pure(file: DistFile) -> bool:
     """A wheel for every platform (``-none-any``) ships no extension module."""
     return file.filename.endswith("-none-any.whl")
+
+
+def union_pages(
+    sources: Sequence[Mapping[str, Sequence[DistFile]]],
+) -> dict[str, tuple[DistFile, ...]] | None:
+    """Every source's files of each project, once; None when two sources serve a version
+    of a project differently (other files, or files without a sha256 to compare): uv
+    would read one source's metadata for it, and the union would not hold what the
+    other source offers."""
+    served: dict[tuple[str, str], set[frozenset[tuple[object, ...]]]] = {}
+    shared: set[tuple[str, str]] = set()
+    union: dict[str, dict[str, DistFile]] = {}
+    for source in sources:
+        for project, files in source.items():
+            by_version: dict[str, set[tuple[object, ...]]] = {}
+            for file in files:
+                key = (file.filename, file.sha256, file.requires_python, file.yanked)
+                by_version.setdefault(str(file.version), set()).add(key)
+                union.setdefault(project, {}).setdefault(file.filename, file)
+            for version, keys in by_version.items():
+                if (project, version) in served:
+                    shared.add((project, version))
+                served.setdefault((project, version), set()).add(frozenset(keys))
+    for twice in shared:
+        variants = served[twice]
+        if len(variants) > 1 or any(key[1] is None for key in next(iter(variants))):
+            return None
+    return {project: tuple(files.values()) for project, files in union.items()}

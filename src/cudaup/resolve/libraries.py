@@ -158,6 +158,17 @@ class LibraryRelease:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class LibraryListing:
+    """``cudaup versions --product NAME``'s answer: the product as asked, and its releases."""
+
+    product: str
+    releases: Sequence[LibraryRelease]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"product": self.product, "releases": [r.to_json() for r in self.releases]}
+
+
 def library_releases(
     nvidia: NvidiaSource, library: Library, map_all: Callable[..., list[Any]]
 ) -> list[LibraryRelease]:

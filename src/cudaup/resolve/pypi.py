@@ -18,6 +18,7 @@ file that is broken, oversized, not UTF-8 or nested too deeply is refused as
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import re
@@ -71,12 +72,19 @@ class DistFile:
 
     @property
     def version(self) -> Version | None:
-        try:
-            if self.is_wheel:
-                return parse_wheel_filename(self.filename)[1]
-            return parse_sdist_filename(self.filename)[1]
-        except (InvalidWheelFilename, InvalidSdistFilename):
-            return None
+        return _file_version(self.filename)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _file_version(filename: str) -> Version | None:
+    """The version a wheel or sdist name carries (None: not a distribution's name); kept,
+    since a plan asks it of the same thousands of files on every line it resolves."""
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
 
 
 def _yank_reason(value: Any) -> str | None:

@@ -13,6 +13,7 @@ from and why the earlier ones were not used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -46,6 +47,21 @@ class ReleaseSummary:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseListing:
+    """``cudaup versions``'s answer: the releases, newest first, and (``--offline``) the
+    date of the shipped snapshot they come from."""
+
+    releases: Sequence[ReleaseSummary]
+    snapshot: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {"releases": [r.to_json() for r in self.releases]}
+        if self.snapshot is not None:
+            document["snapshot"] = self.snapshot
+        return document
 
 
 def list_releases(resolver: Resolver, *, include_index: bool = True) -> list[ReleaseSummary]:

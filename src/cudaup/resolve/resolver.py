@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -53,17 +53,12 @@ from cudaup.resolve.choose import (
     requirements_for,
     wheel_artifact,
 )
-from cudaup.resolve.libraries import (
-    LibraryCompat,
-    LibraryRelease,
-    library_compat,
-    library_releases,
-    pypi_library,
-    redist_library,
-)
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.resolve.sources import NvidiaSource, ProbeResult
 from cudaup.util.parallel import map_concurrently
+
+if TYPE_CHECKING:  # resolve.libraries is imported where a library is asked for
+    from cudaup.resolve.libraries import LibraryCompat, LibraryRelease
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -166,6 +161,8 @@ class Resolver:
 
     def library_releases(self, name: str) -> list[LibraryRelease]:
         """Every release of the library ``name`` (``cudnn``), with the CUDA majors it builds."""
+        from cudaup.resolve.libraries import library_releases  # noqa: PLC0415 - see the imports
+
         request = parse_library(name)
         if request is None:
             raise UsageError(
@@ -176,12 +173,16 @@ class Resolver:
     def library_compat(self, request: LibraryRequest, majors: Sequence[int]) -> LibraryCompat:
         """The CUDA majors a library release is built for (``compat cudnn==9.27``), from its
         redist manifest and its PyPI project for each of ``majors``."""
+        from cudaup.resolve.libraries import library_compat  # noqa: PLC0415 - see the imports
+
         return library_compat(self.nvidia, self.pypi, request, majors, self._map)
 
     def _with_libraries(
         self, resolution: Resolution, libraries: Sequence[LibraryRequest]
     ) -> Resolution:
         """``resolution`` plus each library's build for the release's CUDA major."""
+        from cudaup.resolve.libraries import pypi_library, redist_library  # noqa: PLC0415
+
         major = cuda_major(resolution.release.version)
         platform = resolution.platform
 

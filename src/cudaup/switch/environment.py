@@ -9,14 +9,16 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
 from cudaup.errors import UsageError
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import looks_like_toolkit
 from cudaup.switch import github, shim
+from cudaup.switch.selection import Active
 
 # -- environments ----------------------------------------------------------------------
 #: The variables ``cudaup env`` sets, in the order it prints them.
@@ -156,3 +158,78 @@ def github_appends(
         data = b"".join(github.key_value(k, v, output=True) for k, v in outputs.items())
         blocks.append((github.OUTPUT_FILE, data))
     return [github.Append(name, github.command_file(name, environ), data) for name, data in blocks]
+
+
+def _github_env(
+    active: Active, toolkit: Path, variables: dict[str, str], *, output: bool
+) -> tuple[str, dict[str, str]]:
+    """Append the environment (with ``output``, the outputs too) to the runner's files.
+
+    Returns what went where, in words for the step's log, and the files written.
+    """
+    outputs = None
+    if output:
+        if active.version is None:
+            raise UsageError(
+                f"cudaup did not install the toolkit at {toolkit}, so it does not know its exact "
+                "release for cuda-version; name one it installed, or drop --output"
+            )
+        outputs = {"cuda-version": active.version, "cuda-home": str(toolkit)}
+    appends = github_appends(variables, toolkit, outputs)
+    github.append_all(appends)
+    lines = [
+        active.describe(),
+        f"  ${github.ENV_FILE}     {', '.join(GITHUB_VARIABLES)}",
+        f"  ${github.PATH_FILE}    {toolkit / 'bin'}",
+    ]
+    if outputs:
+        pairs = ", ".join(f"{name}={value}" for name, value in outputs.items())
+        lines.append(f"  ${github.OUTPUT_FILE}  {pairs}")
+    return "\n".join(lines) + "\n", {a.variable: str(a.path) for a in appends}
+
+
+# -- cudaup env ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HandedOn:
+    """``cudaup env``'s answer: the toolkit's environment in one format, the text it
+    prints without ``--json``, and (``github``) the runner's files it appended to."""
+
+    shell: EnvFormat
+    active: Active
+    variables: dict[str, str]
+    text: str
+    files: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "shell": self.shell,
+            "toolkit": self.active.to_json(),
+            "variables": self.variables,
+        }
+        if self.files is not None:
+            document["files"] = self.files
+        return document
+
+
+def hand_on(
+    active: Active,
+    shell: EnvFormat,
+    store: Store,
+    *,
+    extra: Mapping[str, str] | None = None,
+    github_output: bool = False,
+) -> HandedOn:
+    """The environment of ``active``'s toolkit for ``shell``: printed for a shell (with
+    ``extra``, an environment's own variables), as a Dockerfile's lines (its paths
+    checked first), or appended to a GitHub runner's files (``github_output``: with
+    the step's outputs) and described for the step's log."""
+    toolkit = active.require()
+    if shell == "dockerfile":
+        text = render_dockerfile(toolkit)  # checks the paths first
+        return HandedOn(shell, active, dockerfile_env(toolkit), text)
+    variables = toolkit_env(toolkit, store)
+    if shell == "github":  # the runner's files take the toolkit's variables alone
+        text, files = _github_env(active, toolkit, variables, output=github_output)
+        return HandedOn(shell, active, variables, text, files)
+    variables.update(extra or {})
+    return HandedOn(shell, active, variables, render_env(variables, shell))

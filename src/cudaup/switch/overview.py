@@ -50,6 +50,12 @@ def read_default(store: Store) -> DefaultState:
     return DefaultState(store.default(), resolve_default(store))
 
 
+def unset_default(store: Store) -> DefaultState:
+    """``cudaup default --unset``: no default from now on; returns the state that leaves."""
+    store.set_default(None)
+    return DefaultState(None, None)
+
+
 @dataclass(frozen=True, slots=True)
 class Overview:
     """Everything ``cudaup show`` reports, read at one moment."""

@@ -188,6 +188,19 @@ def resolve_default(store: Store) -> Active | None:
     return _active(choice, store)
 
 
+@dataclass(frozen=True, slots=True)
+class FoundTool:
+    """``cudaup which TOOL``'s answer: the executable (:func:`tool_in`), and the toolkit
+    it is in and why."""
+
+    tool: str
+    path: Path
+    active: Active
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.tool, "path": str(self.path), "toolkit": self.active.to_json()}
+
+
 def tool_in(active: Active, tool: str, store: Store) -> Path:
     """The executable ``tool`` in the active toolkit; raises when there is none (exit
     127, as ``cudaup run`` and the shims answer for the same tool), or when ``tool`` is

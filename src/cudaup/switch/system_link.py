@@ -81,6 +81,10 @@ class LinkState:
             "value": self.value,
         }
 
+    def report_json(self) -> dict[str, Any]:
+        """``cudaup default --system``'s document: the link's path, and this state."""
+        return {"link": LINK, "state": self.to_json()}
+
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> LinkState:
         kind = document.get("kind")

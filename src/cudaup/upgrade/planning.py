@@ -109,6 +109,14 @@ class UpgradePlan:
             "notes": self.notes,
         }
 
+    def dry_run_json(self, refusal: CudaupError | None = None) -> dict[str, Any]:
+        """``upgrade --dry-run``'s document: the plan, said to be only that; ``refusal``:
+        why it was not applied when it was asked for (no terminal to ask on, no ``--yes``)."""
+        document = {**self.to_json(), "dry_run": True}
+        if refusal is not None:
+            document["error"] = refusal.to_json()
+        return document
+
 
 def plan_upgrade(
     settings: Settings,

@@ -77,6 +77,14 @@ class UpgradeOutcome:
     declined: bool = False
     #: The toolkit the environment's cudaup-toolkit.pth names (CUDA_HOME), if any.
     binding: Path | None = None
+    #: The ``.cuda-version`` that ``upgrade --pin`` wrote afterwards, if any.
+    pin: Path | None = None
+
+    @property
+    def pinnable(self) -> bool:
+        """Whether ``--pin`` writes the release to ``.cuda-version``: the environment is
+        on the new line now (moved, or already there), not declined nor rolled back."""
+        return self.snapshot is not None or self.nothing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +95,8 @@ class UpgradeOutcome:
             "applied": self.snapshot is not None,
             "binding": str(self.binding) if self.binding else None,
             "notes": [*self.plan.notes, *self.notes],
+            "dry_run": False,
+            "pin": str(self.pin) if self.pin else None,
         }
 
 
@@ -415,16 +425,19 @@ class Upgrader:
             return RollbackOutcome(root, summary, notes)
 
     # -- the list ---------------------------------------------------------------------------
-    def snapshots(self, python: str) -> SnapshotList:
+    def snapshots(
+        self, python: str, *, removed: list[EnvironmentSnapshot] | None = None
+    ) -> SnapshotList:
         """The snapshots, once what a dead run left is finished or removed (not while a live
-        one works on the environment: then its entries are listed as they are)."""
+        one works on the environment: then its entries are listed as they are);
+        ``removed``: what :meth:`prune` just removed, named with them."""
         root, _ = locate(python)
         store = SnapshotStore(root)
         notes, busy = store.recover_if_idle(self.echo)
         notes += sweep_scratch(self.echo)
         if busy:
             notes.append(f"another cudaup is working on {root} now: its entry is in progress")
-        return SnapshotList(store, store.snapshots(), notes, busy)
+        return SnapshotList(store, store.snapshots(), notes, busy, list(removed or []))
 
     def prune(self, python: str, keep: int) -> tuple[SnapshotStore, list[EnvironmentSnapshot]]:
         root, _ = locate(python)
@@ -440,11 +453,41 @@ class Upgrader:
 
 @dataclass
 class SnapshotList:
+    """``cudaup snapshots``'s answer: an environment's snapshots, oldest first."""
+
     store: SnapshotStore
     snapshots: list[EnvironmentSnapshot]
     notes: list[str]
     #: A live cudaup holds the environment's lock: its snapshot is in progress.
     busy: bool
+    #: what ``--prune`` removed before the listing
+    removed: list[EnvironmentSnapshot] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each snapshot's record, with the disk it holds and frees, and whether the
+        run that holds the environment's lock is at work on it."""
+        rows = []
+        for snapshot in self.snapshots:
+            usage = self.store.usage(snapshot)
+            in_progress = self.busy and snapshot.status in {"taken", "applying", "restoring"}
+            rows.append(
+                {
+                    **snapshot.to_json(),
+                    "holds": usage.disk,
+                    "frees": usage.frees,
+                    "in_progress": in_progress,
+                }
+            )
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "environment": str(self.store.environment),
+            "store": str(self.store.directory),
+            "snapshots": self.rows(),
+            "removed": [s.id for s in self.removed],
+            "notes": self.notes,
+        }
 
 
 @contextlib.contextmanager

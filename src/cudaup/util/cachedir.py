@@ -55,6 +55,10 @@ class CacheLayout:
 
     root: Path
 
+    def to_json(self) -> dict[str, Any]:
+        """``cudaup cache dir``'s document: where the cache is."""
+        return {"root": str(self.root)}
+
     @property
     def http(self) -> Path:
         return directory(self.root, "http")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,6 +42,10 @@ def map_concurrently(
     """
     if len(items) <= 1 or workers <= 1:
         return [function(item) for item in items]
+    # Imported here: one item (a download by URL) needs no pool, nor the logging,
+    # traceback and queue modules concurrent.futures loads (~3 ms of a start).
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait  # noqa: PLC0415
+
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         futures = [pool.submit(function, item) for item in items]
         try:

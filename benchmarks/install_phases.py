@@ -1,0 +1,146 @@
+"""Where one cold ``cudaup install --channel pypi`` spends its time: per-phase timestamps,
+thread CPU, and how much of the two cores the process kept busy (live PyPI).
+
+Runs the install in this process with wrappers around its steps (resolve, each
+download and extraction, each big member's write, the tree checks, the merge), then
+prints each step's start, end and thread CPU, and the process's CPU over its wall
+time.  With ``--profile FILE`` every thread also runs under cProfile, timed by thread
+CPU (waiting counts for nothing), merged into one pstats file.  A diagnosis, not a
+benchmark: the wrappers cost a little; ``benchmarks/install.py`` measures.
+
+    .venv/bin/python benchmarks/install_phases.py [--profile /tmp/install.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import importlib
+import os
+import pstats
+import resource
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: (module, function): the steps timed; a member write shows only for members >= 1 MiB.
+STEPS = [
+    ("cudaup.install.installer", "Resolver"),
+    ("cudaup.install.installer", "check_driver"),
+    ("cudaup.install.installer", "stage_all"),
+    ("cudaup.install.unpack_cache", "download"),
+    ("cudaup.install.unpack_cache", "extract_archive"),
+    ("cudaup.install.extract.write", "write_file"),
+    ("cudaup.install.unpack_cache", "scan"),
+    ("cudaup.install.unpack_cache", "describe"),
+    ("cudaup.install.unpack_cache", "materialize"),
+    ("cudaup.install.installer", "_merge_trees"),
+    ("cudaup.install.installer", "finish_layout"),
+]
+BIG_MEMBER = 1024 * 1024
+
+Row = tuple[float, float, float, str, str]
+
+
+def label_of(name: str, args: tuple[Any, ...]) -> str | None:
+    """What one call is about (an archive's name, a member's), or None to leave it out."""
+    if name == "write_file":
+        member = args[2]
+        return f"{name} {member.name}" if member.size >= BIG_MEMBER else None
+    first = args[0] if args else None
+    shown = getattr(first, "filename", None) or getattr(first, "name", None)
+    return f"{name} {shown}" if isinstance(shown, str) else name
+
+
+def timed(started: float, rows: list[Row]) -> None:
+    for module_name, name in STEPS:
+        module = importlib.import_module(module_name)
+        function: Callable[..., Any] = getattr(module, name)
+
+        def wrapper(
+            *args: Any, _f: Callable[..., Any] = function, _n: str = name, **kw: Any
+        ) -> Any:
+            begin, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return _f(*args, **kw)
+            finally:
+                label = label_of(_n, args)
+                if label is not None:
+                    thread = threading.current_thread().name
+                    end = time.perf_counter()
+                    rows.append(
+                        (begin - started, end - started, time.thread_time() - cpu, thread, label)
+                    )
+
+        setattr(module, name, functools.wraps(function)(wrapper))
+
+
+def profiled(profiles: list[cProfile.Profile]) -> None:
+    """Every thread started from now on runs under a profiler of its own."""
+    run = threading.Thread.run
+
+    def run_profiled(self: threading.Thread) -> None:
+        profile = cProfile.Profile(time.thread_time)
+        profiles.append(profile)
+        profile.runcall(run, self)
+
+    threading.Thread.run = run_profiled  # type: ignore[method-assign]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--profile", type=Path, help="write every thread's merged cProfile here")
+    parser.add_argument("--release", default="13.0.1")
+    parser.add_argument("--components", default="nvcc,cudart")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    import cudaup.cli.toolkits  # noqa: F401 - the install command's imports, timed as one step
+    from cudaup.cli.main import main as cudaup_main
+
+    imported = time.perf_counter() - started
+    rows: list[Row] = []
+    timed(started, rows)
+    profiles: list[cProfile.Profile] = []
+    main_thread = cProfile.Profile(time.thread_time)
+    if args.profile:
+        profiled(profiles)
+        main_thread.enable()
+    with tempfile.TemporaryDirectory(prefix="cudaup-phases-") as tmp:
+        work = Path(tmp)
+        (work / "root").mkdir()
+        os.environ.update(
+            CUDAUP_CACHE_DIR=str(work / "cache"),
+            CUDAUP_HOME=str(work / "home"),
+            CUDAUP_SYSTEM_ROOT=str(work / "root"),
+        )
+        code = cudaup_main(["install", args.release, "--channel", "pypi", "--components", args.components,
+                            "--prefix", str(work / "cuda"), "-q", "--platform", "linux-x86_64"])  # fmt: skip
+    main_thread.disable()
+    wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(f"exit {code}; imports {imported:.3f} s; wall {wall:.2f} s; CPU {cpu:.2f} s "
+          f"(user {usage.ru_utime:.2f}, system {usage.ru_stime:.2f}): {cpu / wall:.2f} of "
+          f"{len(os.sched_getaffinity(0))} cores; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(" start    end   wall    cpu  thread        step")
+    for begin, end, thread_cpu, thread, label in sorted(rows):
+        print(
+            f"{begin:6.3f} {end:6.3f} {end - begin:6.3f} {thread_cpu:6.3f}  {thread[:12]:<12}  {label}"
+        )
+    if args.profile:
+        stats = pstats.Stats(main_thread)
+        for profile in profiles:
+            stats.add(profile)
+        stats.dump_stats(args.profile)
+        print(f"profile (thread CPU, every thread): {args.profile}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Requests that conflict among themselves, whatever the CUDA line, proved beside the search.
+
+One resolution decides it (:meth:`~cudaup.plan.attempt.LineResolver.conflict_job` says
+why it is a proof): it starts when a line's first resolution fails with nothing
+excluded, the sign of such a conflict (or at once when the requests are exact pins and
+the install check's first resolution is the same job), and the search waits for its
+line or for the proof, whichever comes first.  A line whose first resolution succeeded
+refutes it at once (that resolution picked from a subset of the proof's choices), so
+the proof is stopped and a plan that finds a line pays little for it.  When uv finds no resolution there, no
+line can resolve: the search stops and the error gives uv's reason once, instead of
+each package resolved alone on every line.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from typing import Any
+
+from cudaup.errors import CudaupError
+from cudaup.plan.attempt import Attempt
+from cudaup.plan.lines import Line
+
+
+class ConflictProof:
+    """The proof's one run in a plan: started once, answered as uv's reason or None."""
+
+    def __init__(
+        self,
+        pool: Executor,
+        prove: Callable[[list[Line]], str | None],
+        stop: Callable[[], None],
+    ) -> None:
+        self.pool, self.prove, self.stop = pool, prove, stop
+        #: A line's first resolution succeeded: the requests do not conflict.
+        self.refuted = False
+        self.lines: list[Line] = []
+        self.future: Future[str | None] | None = None
+        self.started: Future[None] = Future()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the proof over :attr:`lines` (once; not after :meth:`close`)."""
+        with self._lock:
+            if self.future is None and self.lines and not self.refuted:
+                self.future = self.pool.submit(self.prove, self.lines)
+                self.started.set_result(None)
+
+    def close(self) -> None:
+        """The search is over: a line that fails from now on starts nothing."""
+        with self._lock:
+            self.lines = []
+
+    def after_line(self, attempt: Future[Attempt]) -> None:
+        """A line uv found no resolution for, with nothing excluded, starts the proof; one
+        that resolved, or failed only after resolving (a build of another line, a missing
+        extra), refutes it."""
+        if attempt.cancelled() or attempt.exception() is not None:
+            return
+        failure = attempt.result().failure
+        if failure is not None and failure.kind == "resolution":
+            self.start()
+            return
+        with self._lock:
+            self.refuted = True
+        self.stop()
+
+    def proved_first(self, line: Future[Attempt]) -> bool:
+        """Wait for ``line``'s attempt, or for the proof that no line resolves (True)."""
+        while not line.done() and not (self.future is not None and self.future.done()):
+            other: Future[Any] = self.future or self.started
+            wait([line, other], return_when=FIRST_COMPLETED)
+        return self.reason(block=False) is not None
+
+    def reason(self, *, block: bool) -> str | None:
+        """uv's reason when the requests conflict (None: refuted, not started, or not yet
+        answered and ``block`` is false)."""
+        if self.future is None or not (block or self.future.done()):
+            return None
+        try:
+            found = self.future.result()
+        except CudaupError:
+            if self.refuted:
+                return None  # stopped by the refutation: it proves nothing
+            raise
+        return None if self.refuted else found

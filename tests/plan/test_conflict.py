@@ -1,0 +1,161 @@
+"""Requests that conflict among themselves, whatever the CUDA line: one resolution proves
+it (against tests/plan/world.py, resolved by real uv), and a conflict that is about lines
+keeps its per-line explanation."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from cudaup.errors import CudaupError, NoCommonLineError
+from cudaup.plan.attempt import Attempt
+from cudaup.plan.conflict import ConflictProof
+from cudaup.plan.lines import Line
+from cudaup.plan.planner import WINDOW
+from cudaup.plan.result import Exclusion
+from cudaup.plan.survey import union_pages
+from cudaup.plan.uv import UvRunner
+from cudaup.resolve.pypi import DistFile
+from tests.plan.pyindex import IndexServer
+from tests.plan.world import build, plan
+
+
+@pytest.fixture
+def world(index_server: IndexServer) -> IndexServer:
+    return build(index_server)
+
+
+@pytest.fixture
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
+    """The requirements of every uv resolution the plan runs (uv itself still runs)."""
+    seen: list[list[str]] = []
+    real = UvRunner._run
+
+    def recording(
+        self: UvRunner, argv: list[str], environment: dict[str, str]
+    ) -> tuple[int, str, str]:
+        seen.append(Path(argv[3]).read_text().split())
+        return real(self, argv, environment)
+
+    monkeypatch.setattr(UvRunner, "_run", recording)
+    yield seen
+
+
+@pytest.mark.parametrize("servellm", ["servellm==1.0", "servellm"])
+@pytest.mark.parametrize("only", [("pypi",), ("pypi", "pytorch")])
+def test_requests_that_conflict_are_told_by_one_resolution(
+    world: IndexServer,
+    tmp_path: Path,
+    resolutions: list[list[str]],
+    only: tuple[str, ...],
+    servellm: str,
+) -> None:
+    """servellm 1.0 requires torch==2.11.0: with torch==2.9.1 asked too, no line can
+    resolve them, whether torch comes from PyPI alone or from the per-line indexes, and
+    whether the proof starts at once (exact pins) or when a line first fails."""
+    requests = [servellm, "torch==2.9.1"]
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, requests, only=only)
+    message = str(failed.value)
+    assert message.startswith("the requests conflict among themselves, whatever the CUDA line: ")
+    assert "servellm depend on torch==2.11.0" in message and "require torch==2.9.1" in message
+    details = failed.value.details
+    assert details["conflict"] and details["requirements"] == requests
+    excluded = details["excluded"]
+    assert isinstance(excluded, list)
+    assert {e["line"] for e in excluded} == {"13.2", "13.0", "12.9", "12.8"}
+    # One resolution with no line constraint said it.  Beside it ran at most the first
+    # window (the world's 4 lines, each ending at its first round) and the install
+    # check's first resolution (exact pins); no package was resolved alone on every line
+    # to explain it (before: 4 lines, then 2 packages x 4 lines, each offline first).
+    assert 1 <= len(resolutions) <= 1 + WINDOW + 1
+    assert all(r == requests for r in resolutions)
+
+
+def test_a_conflict_about_lines_keeps_its_per_line_explanation(
+    world: IndexServer, tmp_path: Path, resolutions: list[list[str]]
+) -> None:
+    """torch 2.11.0 is CUDA 13.0, bitsandbytes 0.45.5 supports 11.7-12.8: together they
+    resolve (no conflict among themselves), on no common line."""
+    with pytest.raises(NoCommonLineError, match="their CUDA lines do not meet") as failed:
+        plan(world, tmp_path, ["torch==2.11.0", "bitsandbytes==0.45.5"], only=("pypi",))
+    assert "conflict" not in failed.value.details
+    assert "torch==2.11.0 resolves on 13.0" in str(failed.value)
+    assert ["bitsandbytes==0.45.5"] in resolutions  # each package alone, for the reasons
+
+
+def _file(name: str, sha: str | None = "a" * 64) -> DistFile:
+    return DistFile(name, f"https://example.org/{name}", sha, None, None, False, False)
+
+
+def test_the_union_of_pages_refuses_what_it_cannot_prove() -> None:
+    """A version two sources serve differently would be read from one of them only."""
+    cu128 = {"torch": (_file("torch-2.11.0+cu128-cp312-cp312-linux_x86_64.whl"),)}
+    pypi = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl"),)}
+    union = union_pages([cu128, pypi, cu128])
+    assert union is not None and len(union["torch"]) == 2
+    other = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl", "b" * 64),)}
+    assert union_pages([pypi, other]) is None
+    unhashed = {"torch": (_file("torch-2.9.1-cp312-cp312-linux_x86_64.whl", None),)}
+    assert union_pages([unhashed, unhashed]) is None
+    assert union_pages([unhashed]) == unhashed
+
+
+def test_a_page_nobody_asked_for_is_read_once_for_every_line(
+    world: IndexServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """cuda-python is pure: what it pulls in (cuda-bindings) is read on each line the
+    search resolves at once; cudaup reads its page once, the other lines wait for it
+    (uv's own requests reach the same server, and cudaup's log through the index memo's
+    threads, so the plan's own are those of its other threads)."""
+    with caplog.at_level(logging.DEBUG, logger="cudaup.http"):
+        result = plan(world, tmp_path, ["cuda-python==12.8.0"], only=("pypi",))
+    assert result.line == (12, 9)
+    read = [
+        r.getMessage()
+        for r in caplog.records
+        if "/pypi/cuda-bindings/ →" in r.getMessage()
+        and not r.threadName.startswith("cudaup-index-memo")
+    ]
+    assert len(read) == 1 and read[0].startswith("GET "), read
+
+
+def _finished(attempt: Attempt) -> Future[Attempt]:
+    done: Future[Attempt] = Future()
+    done.set_result(attempt)
+    return done
+
+
+def test_a_line_that_resolves_refutes_the_proof() -> None:
+    """The proof starts on a line uv found no resolution for; a line whose first round
+    resolved stops it (its resolution picked from a subset of the proof's), and what the
+    stopped proof raises proves nothing."""
+    release = threading.Event()
+    stopped: list[bool] = []
+
+    def prove(lines: list[Line]) -> str | None:
+        release.wait(timeout=60)
+        raise CudaupError("the plan was cancelled")  # what a killed uv run raises
+
+    def stop() -> None:
+        stopped.append(True)
+        release.set()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        proof = ConflictProof(pool, prove, stop)
+        proof.lines = [(13, 0), (12, 8)]
+        proof.after_line(
+            _finished(Attempt((13, 0), failure=Exclusion((13, 0), "resolution", "no")))
+        )
+        assert proof.future is not None and not proof.future.done()
+        built = Exclusion((12, 8), "inconsistent", "builds of another line")
+        proof.after_line(_finished(Attempt((12, 8), failure=built)))
+        assert proof.refuted and stopped == [True]
+        assert proof.reason(block=True) is None
+        proof.start()  # refuted: nothing starts again
+        assert proof.future is not None and proof.reason(block=True) is None
