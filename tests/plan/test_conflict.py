@@ -120,7 +120,7 @@ def test_a_page_nobody_asked_for_is_read_once_for_every_line(
         r.getMessage()
         for r in caplog.records
         if "/pypi/cuda-bindings/ →" in r.getMessage()
-        and not r.threadName.startswith("cudaup-index-memo")
+        and not (r.threadName or "").startswith("cudaup-index-memo")
     ]
     assert len(read) == 1 and read[0].startswith("GET "), read
 
