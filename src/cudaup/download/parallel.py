@@ -58,7 +58,10 @@ from cudaup.util.parallel import CancelledError
 STATE_INTERVAL = 1.0
 #: ... or after this many new bytes: on a fast link the part file's writeback then
 #: overlaps the transfer, instead of all of it waiting for the sync before publishing.
-FLUSH_BYTES = 128 * 1024 * 1024
+#: The last sync waits for what came after the one before it: at 128 MiB that tail took
+#: ~85 ms on this disk (1 GiB over loopback: 1.40 s median against 1.30 s at 32 MiB,
+#: 10 runs each, taking turns).
+FLUSH_BYTES = 32 * 1024 * 1024
 
 
 class Transfer:
