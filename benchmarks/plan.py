@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--no-pypi", action="store_true", help="skip the live-PyPI worlds")
     parser.add_argument("--only", help="run only the worlds whose name contains this")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     rows = []
     with IndexServer() as server, tempfile.TemporaryDirectory() as home:
         build(server)
@@ -151,6 +152,7 @@ def main() -> None:
         if not args.only or args.only in world.name:
             rows.append(_row(world.name, measure(world, args.runs)))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_after = os.getloadavg()[0]
     uv_version = subprocess.run(
         [str(BIN / "uv"), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
@@ -170,9 +172,9 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *rows,
         "",
-        "The machine was shared with other helpers' builds and tests (load average 2-8 on "
-        "2 cores), so absolute times move with the load; each ratio is taken within one run, "
-        "cudaup and uv interleaved. A plan resolves once per candidate line (four at a time, "
+        f"Load average {load_before:.1f} before, {load_after:.1f} after (the plans' own uv "
+        "processes count in it); absolute times move with the load and the network, so each "
+        "ratio is taken within one run, cudaup and uv interleaved. A plan resolves once per candidate line (four at a time, "
         "newest first), reads silent wheels' libraries by range requests, then checks that "
         "the printed line installs the plan (uv again, unconstrained). Its uv runs read the "
         "flat indexes through the plan's index memo (`plan/index_memo.py`): each page, HEAD "
@@ -194,9 +196,10 @@ def main() -> None:
         "`uv --offline` would answer in 0.1 s, but it "
         "silently takes an older version whose metadata is cached when a newer one is not "
         "(`requests` cached at 2.31.0 resolves offline to 2.31.0 with 2.34.2 published), so "
-        "its answers are not used. The conflict (`vllm==0.20.0 torch==2.9.0`) resolves every "
-        "line, then each package alone on every line for the error's reasons; uv stops at the "
-        "first conflict.",
+        "its answers are not used. The conflict (`vllm==0.20.0 torch==2.9.0`) is proven by one "
+        "resolution with no line constraint over every line's pages (`plan/conflict.py`), run "
+        "at once for exact pins, beside the first window: if the requests fail without any "
+        "line's constraints, they fail on every line.",
         END,
     ]
     publish(lines, args.output, BEGIN, END)
