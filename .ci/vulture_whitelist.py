@@ -21,3 +21,13 @@ ConnectionCls
 _.pool_classes_by_scheme
 # A Protocol's parameter, named as urllib3 names it (download/remote.py).
 decode_content
+# http.server and socketserver read these class attributes and call these hooks on the
+# index memo's server and handler (plan/index_memo.py).
+request_queue_size
+protocol_version
+disable_nagle_algorithm
+_.log_message
+_.do_HEAD
+_.block_on_close
+_.daemon_threads
+_.close_connection

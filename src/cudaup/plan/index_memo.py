@@ -38,7 +38,6 @@ import socket
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from urllib.parse import unquote, urljoin, urlsplit
 
 import urllib3
@@ -210,12 +209,7 @@ class IndexMemo:
         )
         self._thread.start()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
