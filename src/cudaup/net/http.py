@@ -199,7 +199,7 @@ class HttpClient:
         with self._lock:
             if self._netrc is False:
                 path = Path(os.environ.get("NETRC") or Path("~/.netrc").expanduser())
-                self._netrc = _read_netrc(path) if path.exists() else None
+                self._netrc = _read_netrc(path)
             table = self._netrc
         if not table:
             return {}
@@ -537,7 +537,14 @@ def _proxy_failure(exc: urllib3.exceptions.ProxyError) -> tuple[bool, str]:
 
 
 def _read_netrc(path: Path) -> netrc.netrc | None:
-    """The credentials in ``path``, or None when it cannot be read or parsed."""
+    """The credentials in ``path``, or None when it is absent or cannot be read or parsed
+    (a directory on its way this user may not search included: no credentials, as before
+    any were configured, not a failure of every request)."""
+    try:
+        if not path.exists():
+            return None
+    except OSError:
+        return None
     import netrc  # noqa: PLC0415 - with shlex, only where there is a .netrc to read
 
     try:
