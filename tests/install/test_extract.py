@@ -643,3 +643,53 @@ def test_big_zip_members_inflate_side_by_side(
     extract_archive(archive, dest)
     assert {name: (dest / name).read_bytes() for name in members} == members
     assert len(threads) > 1
+
+
+def test_a_big_member_whose_bytes_are_in_does_not_wait_for_the_one_before_it(
+    tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As while a wheel downloads: the first big member's bytes are held back until the
+    second is written.  With the default workers (one on 2 CPUs before issue #27) the
+    second waited behind the first and this timed out; now it is written meanwhile."""
+    members = {f"lib/big{i}.so": os.urandom(2 * 2**20) for i in range(2)}
+    archive = make_zip(tmp_path / "a.zip", [(name, data, REG) for name, data in members.items()])
+    first = zipfile.ZipFile(archive).getinfo("lib/big0.so")
+    held = range(first.header_offset, first.header_offset + 30 + first.compress_size)
+    second_written = threading.Event()
+
+    class Held(io.RawIOBase):  # a part file whose first member has not arrived yet
+        def __init__(self) -> None:
+            self._file = archive.open("rb")
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return True
+
+        def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+            return self._file.seek(offset, whence)
+
+        def tell(self) -> int:
+            return self._file.tell()
+
+        def readinto(self, buffer: Any) -> int:
+            if self._file.tell() in held and not second_written.wait(timeout=10):
+                raise AssertionError("the second member was not written while the first waited")
+            return self._file.readinto(buffer)
+
+        def close(self) -> None:
+            self._file.close()
+            super().close()
+
+    real = write.write_file
+
+    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> str:
+        digest = real(source, path, member)  # type: ignore[arg-type]
+        if member.name == "lib/big1.so":
+            second_written.set()
+        return digest
+
+    monkeypatch.setattr(write, "write_file", spy)
+    extract_archive(archive, dest, opener=lambda: io.BufferedReader(Held()))
+    assert {name: (dest / name).read_bytes() for name in members} == members

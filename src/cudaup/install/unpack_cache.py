@@ -85,6 +85,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: Tries at a usable tree: the first, and again after a damaged one was unpacked anew
 #: (or another process replaced it under us).
 ATTEMPTS = 4
+#: Archives staged side by side (each downloads and unpacks in its own threads); the
+#: connections to one host stay capped by the download's own slots.
+STAGE_WORKERS = 4
 
 # What an install's record says was checked for each archive.
 CHECK_DOWNLOAD = "sha256 of the download"
@@ -156,12 +159,12 @@ def stage_all(
         progress=progress,
         per_file=None
         if connections is None
-        else max(2, connections // min(4, max(1, len(artifacts)))),
+        else max(2, connections // min(STAGE_WORKERS, max(1, len(artifacts)))),
     )
     # The largest first: they take longest (their inflating is most of an install's
     # work), so no slot frees late for one of them; each keeps its index, the result its order.
     items = sorted(enumerate(artifacts), key=lambda item: -(item[1].size or 0))
-    staged = map_concurrently(stager.stage, items, 4, cancel=stager.cancel)
+    staged = map_concurrently(stager.stage, items, STAGE_WORKERS, cancel=stager.cancel)
     by_index = {index: tree for (index, _artifact), tree in zip(items, staged, strict=True)}
     trees = [by_index[index] for index in range(len(artifacts))]
     return StagedTrees(trees, stager.notes, stager.checked, stager.boot)

@@ -79,10 +79,11 @@ def _usable_cpus() -> int:
 #: Members at least this big are decompressed in parallel when the format allows it (zip):
 #: inflating releases the GIL, and NVIDIA's wheels hold a few 30-80 MB binaries each.
 PARALLEL_MEMBER = 1024 * 1024
-#: One core is left to what runs beside an extraction (downloads: TLS, hashing, writes;
-#: other archives): on 2 CPUs, inflating members side by side made a cold pypi install
-#: ~10% slower, not faster (measured: 1.28 s with 4 workers, 1.14 s with 1).
-PARALLEL_WORKERS = max(1, min(4, _usable_cpus() - 1))
+#: At least two, even on 2 CPUs: while a wheel downloads, its members' bytes arrive on
+#: several connections at once, and a member waiting for its bytes holds no core; one
+#: worker left nvvm's second binary (cicc) waiting for the first (libnvvm) to inflate
+#: although its bytes were on disk (issue #27: a cold pypi install, 2 CPUs, phases tool).
+PARALLEL_WORKERS = max(2, min(4, _usable_cpus() - 1))
 
 
 def extract_in_one_pass(
