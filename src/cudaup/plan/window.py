@@ -8,8 +8,10 @@ whose kept answers free the search's window at once, that run cost the index mem
 uv process (0.8-1.0 s, then killed) beside the read-back on two cores, every time.  So an
 older line takes kept answers freely, but starts no uv process while a newer line reads
 back; it goes on when that line answers or starts another round, and stops when the
-search is cancelled.  Holding back the older line's whole attempt instead was measured
-worse: when the newer line then failed, the older one had not even read its kept answers.
+search is cancelled.  What it can cost a plan that needs the older line: its fresh uv
+runs start once no newer line is reading back (runs already started are not held).
+Holding back the older line's whole attempt instead was measured worse: when the newer
+line then failed, the older one had not even read its kept answers.
 """
 
 from __future__ import annotations
