@@ -365,8 +365,7 @@ class _Run:
     ) -> tuple[Attempt | None, dict[Line, Attempt]]:
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
-        queue = list(candidates)
-        gate = UvGate(self.lines.cancel)
+        queue, gate = list(candidates), UvGate(self.lines.cancel)
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
