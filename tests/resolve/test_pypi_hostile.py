@@ -9,6 +9,7 @@ import json
 import zipfile
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 from hypothesis import given, settings
@@ -154,3 +155,26 @@ def test_index_parsers_from_any_bytes(data: bytes) -> None:
 def test_html_pages_from_any_markup(page: str) -> None:
     with contextlib.suppress(SourceFormatError):
         parse_simple_html(page, PAGE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["https://", "http://", "HTTPS://", "ftp://", "//", "/", "../", ""]),
+    st.text(alphabet="abAB09.-:@[]%", max_size=12),
+    st.text(alphabet="abZ09/._~%+=!$&'()*,:;@?#- \t\n\\", max_size=24),
+)
+def test_each_file_url_is_the_page_joined_with_the_listed_one(
+    scheme: str, host: str, rest: str
+) -> None:
+    """A page's plain absolute URLs skip urljoin's parse; every URL still comes out as
+    urljoin gives it (or the page is refused, as urljoin refuses it)."""
+    listed = scheme + host + rest
+    try:
+        expected = urljoin(PAGE, listed)
+    except ValueError:
+        return  # urljoin refuses it (an invalid IPv6 host): a plain URL never is
+    try:
+        (file,) = parse_simple_json(_json(url=listed), PAGE)
+    except SourceFormatError:
+        return  # refused for another field, the same either way
+    assert file.url == expected

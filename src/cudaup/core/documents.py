@@ -36,9 +36,10 @@ MAX_NESTING = 1000
 _FRAMES_PER_LEVEL = 4
 # Tokens that can hold a bracket without opening anything (strings, TOML comments) match
 # whole, so only the brackets outside them count.
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+# The bracket is the one group: ``findall`` gives it, or "" for a token that holds one.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|([\[\]{}])')
 _TOML_TOKENS = re.compile(
-    r'"""(?:[^\\]|\\.)*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}]'
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|([\[\]{}])'
 )
 
 
@@ -50,17 +51,19 @@ def _too_large(data: bytes | str, max_bytes: int, what: str) -> None:
 def _refuse_deep_nesting(text: str, tokens: re.Pattern[str], what: str) -> None:
     if text.count("[") + text.count("{") <= MAX_NESTING:
         return  # the common case, decided without a scan
+    # The brackets outside strings and comments, found by the regex engine in one pass
+    # (a PyPI page such as numpy's holds ~75,000 strings: matching them one by one in
+    # Python took 0.1 s of every parse); only the brackets are then walked.
     depth = 0
-    for match in tokens.finditer(text):
-        token = match.group()
-        if token in ("[", "{"):
+    for bracket in "".join(tokens.findall(text)):
+        if bracket in "[{":
             depth += 1
             if depth > MAX_NESTING:
                 raise SourceFormatError(
                     f"{what} is nested too deeply to be a real document "
                     f"(more than {MAX_NESTING} levels)"
                 )
-        elif token in ("]", "}"):
+        else:
             depth -= 1
 
 

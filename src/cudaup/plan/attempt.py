@@ -50,6 +50,7 @@ from cudaup.plan.uv import (
     pages_identity,
     write_local_index,
 )
+from cudaup.plan.window import Turn
 from cudaup.resolve.pypi import DistFile, PackageIndex
 from cudaup.util.parallel import map_concurrently
 
@@ -183,8 +184,15 @@ class LineResolver:
         return forbidden
 
     def attempt(
-        self, requirements: tuple[Requirement, ...], line: Line, *, offline_first: bool = False
+        self,
+        requirements: tuple[Requirement, ...],
+        line: Line,
+        *,
+        offline_first: bool = False,
+        turn: Turn | None = None,
     ) -> Attempt:
+        """The stack resolved on ``line`` and read back; with ``turn``, a fresh uv run
+        waits while a newer line reads back (:mod:`cudaup.plan.window`)."""
         routed: set[str] = {
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
@@ -203,10 +211,14 @@ class LineResolver:
                 *(e.exclusion() for e in learnt),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
-            attempt, answer = self._round(requirements, line, routed, exclusions, offline_first)
+            attempt, answer = self._round(
+                requirements, line, routed, exclusions, offline_first, turn
+            )
             if answer.closure is None:
                 attempt.failure = _no_resolution(line, answer, learnt, lacking)
                 return attempt
+            if turn is not None:
+                turn.resolved()
             newly = {
                 p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
             }
@@ -297,13 +309,14 @@ class LineResolver:
         routed: set[str],
         exclusions: list[str],
         offline_first: bool,
+        turn: Turn | None = None,
     ) -> tuple[Attempt, CompileAnswer]:
         """One resolution on ``line``: the ``routed`` projects' per-line pages, the line's
         constraints and ``exclusions``, uv's answer."""
         pages = self._line_pages(line, routed)
         present = {p: page.files for p, page in pages.items() if page.files is not None}
         job = self._job(requirements, line, present, [*self._forbidden(line, pages), *exclusions])
-        answer = self._compile(job, offline_first, pages_identity(present))
+        answer = self._compile(job, offline_first, pages_identity(present), turn)
         origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
         return Attempt(line, answer.closure, origins=origins, pages=present, job=job), answer
 
@@ -395,7 +408,9 @@ class LineResolver:
             wheels.append(wheel)
         return wheels
 
-    def _compile(self, job: CompileJob, offline_first: bool, identity: str) -> CompileAnswer:
+    def _compile(
+        self, job: CompileJob, offline_first: bool, identity: str, turn: Turn | None = None
+    ) -> CompileAnswer:
         if offline_first:
             # The plan's own resolutions just refreshed these pages in uv's cache.  Offline,
             # uv takes what its cache holds without saying a newer version exists: a
@@ -404,6 +419,8 @@ class LineResolver:
             answer = self.runner.compile(replace(job, offline=True), identity=identity)
             if answer.ok:
                 return answer
+        if turn is not None and not self.runner.has_answer(job, identity):
+            turn.before_uv()
         return self.runner.compile(job, identity=identity)
 
     def _read_back(self, attempt: Attempt, requirements: tuple[Requirement, ...]) -> list[Evidence]:

@@ -65,6 +65,7 @@ from cudaup.plan.survey import (
 )
 from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
+from cudaup.plan.window import UvGate
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.parallel import map_concurrently
@@ -364,15 +365,18 @@ class _Run:
     ) -> tuple[Attempt | None, dict[Line, Attempt]]:
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
-        queue = list(candidates)
+        queue, gate = list(candidates), UvGate(self.lines.cancel)
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
                     if self.conflict.reason(block=False):  # answered before the line ran
                         return None, attempts
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
-                        ahead = queue.pop(0)
-                        futures[ahead] = pool.submit(self.lines.attempt, self.requirements, ahead)
+                        ahead, turn = queue[0], gate.turn(queue.pop(0))
+                        futures[ahead] = pool.submit(
+                            self.lines.attempt, self.requirements, ahead, turn=turn
+                        )
+                        futures[ahead].add_done_callback(turn.done)
                         if len(self.requirements) > 1:  # one is told by its own attempts
                             futures[ahead].add_done_callback(self.conflict.after_line)
                     if self.conflict.proved_first(futures[line]):
@@ -391,6 +395,7 @@ class _Run:
                 return None, attempts
             finally:
                 self.lines.cancel.set()
+                gate.wake()
                 self.lines.runner.cancel()
                 for future in futures.values():
                     future.cancel()

@@ -295,6 +295,12 @@ class UvRunner:
             self._keep(key, code, out, err)
         return answer
 
+    def has_answer(self, job: CompileJob, identity: str = "") -> bool:
+        """Whether :meth:`compile` would answer ``job`` from a kept answer, with no uv run."""
+        if self.answers is None or job.refresh:
+            return False
+        return self._kept(_job_key(job, identity)) is not None
+
     def _kept(self, key: str) -> tuple[int, str, str] | None:
         assert self.answers is not None
         path = self.answers / key[:2] / f"{key}.json"

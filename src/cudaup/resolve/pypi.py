@@ -114,6 +114,22 @@ def _sha256(value: object, where: str) -> str | None:
     return value.lower()
 
 
+#: An absolute URL that ``urljoin`` returns unchanged: a lower-case http(s) scheme, a
+#: plain host (no user, no IPv6 brackets), a path of URL-safe characters, no query,
+#: fragment, parameters or whitespace (what PyPI's JSON pages list for every file).
+_PLAIN_URL = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/+=!$&'()*,:@-]*)?"
+)
+
+
+def _joined(page_url: str, url: str) -> str:
+    """``urljoin(page_url, url)``, without its parse for the plain absolute URLs that a
+    page lists by the thousand (it was 40 % of parsing numpy's page)."""
+    if _PLAIN_URL.fullmatch(url):
+        return url
+    return urljoin(page_url, url)
+
+
 def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
     """Files of a PEP 691 JSON project page."""
     document = load_json(data, what=page_url, max_bytes=MAX_PAGE_BYTES)
@@ -136,7 +152,7 @@ def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
         files.append(
             DistFile(
                 filename=filename,
-                url=urljoin(page_url, url),
+                url=_joined(page_url, url),
                 sha256=_sha256(hashes.get("sha256"), where),
                 size=None
                 if size is None

@@ -1,0 +1,67 @@
+"""The search's gate on fresh uv runs (plan/window.py), with real threads: an older line
+waits while a newer one reads back, and goes on when it answers or is cancelled."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from cudaup.errors import CudaupError
+from cudaup.plan.window import UvGate
+
+NEWER, LINE, OLDER = (13, 0), (12, 8), (12, 6)
+
+
+class Waiter(threading.Thread):
+    """``gate.wait(line)`` in a thread of its own; what it ended with."""
+
+    def __init__(self, gate: UvGate, line: tuple[int, int]) -> None:
+        super().__init__(daemon=True)
+        self.gate, self.line = gate, line
+        self.error: BaseException | None = None
+        self.returned = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.gate.wait(self.line)
+        except BaseException as exc:
+            self.error = exc
+        self.returned.set()
+
+
+def test_an_older_line_waits_while_a_newer_one_reads_back_until_it_answers() -> None:
+    gate = UvGate(threading.Event())
+    gate.turn(LINE).resolved()
+    older, newer = Waiter(gate, OLDER), Waiter(gate, NEWER)
+    older.start()
+    newer.start()
+    assert newer.returned.wait(30) and newer.error is None  # a newer line never waits
+    assert not older.returned.wait(0.2)  # still held: 12.8 reads back
+    gate.turn(LINE).done()
+    assert older.returned.wait(30) and older.error is None
+
+
+def test_a_line_that_resolves_again_holds_no_one_back() -> None:
+    gate = UvGate(threading.Event())
+    turn = gate.turn(NEWER)
+    turn.resolved()
+    turn.before_uv()  # its next round: it is no longer reading back, and waits for no one
+    older = Waiter(gate, LINE)
+    older.start()
+    assert older.returned.wait(30) and older.error is None
+
+
+def test_a_cancelled_search_stops_the_waiting_line() -> None:
+    cancel = threading.Event()
+    gate = UvGate(cancel)
+    gate.turn(NEWER).resolved()
+    older = Waiter(gate, LINE)
+    older.start()
+    assert not older.returned.wait(0.2)
+    cancel.set()
+    gate.wake()
+    assert older.returned.wait(30)
+    assert isinstance(older.error, CudaupError)
+    with pytest.raises(CudaupError, match="cancelled"):
+        gate.wait(LINE)
