@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cudaup.core.platforms import Platform, describe
-from cudaup.core.wheels import platform_tags, wheel_fits
+from cudaup.core.wheels import tag_rank, wheel_fits
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
 from cudaup.net.http import HttpClient
 from cudaup.plan.indexes import Index
@@ -180,7 +178,7 @@ def best_wheel(
     tag, a yanked one only when every file of the version is (an exact pin took it)."""
     if yank_of(files, version) is None:
         files = [f for f in files if not f.yanked]
-    rank = _tag_rank(python, platform)
+    rank = tag_rank(python, platform)
     best: tuple[int, DistFile] | None = None
     for file in files:
         if not file.is_wheel or file.version != version:
@@ -193,16 +191,6 @@ def best_wheel(
         if score is not None and (best is None or score < best[0]):
             best = (score, file)
     return best[1] if best else None
-
-
-@cache
-def _tag_rank(python: tuple[int, int], platform: Platform) -> Mapping[Tag, int]:
-    """Each wheel tag the target accepts, by preference (0: the most specific); kept, since
-    a plan asks for the best wheel a hundred times (building the ~900 tags each time was
-    a third of a warm plan's CPU)."""
-    order = list(cpython_tags(python, platforms=platform_tags(platform)))
-    order += list(compatible_tags(python, f"cp{python[0]}{python[1]}", platform_tags(platform)))
-    return {tag: position for position, tag in enumerate(order)}
 
 
 def is_pure(file: DistFile) -> bool:
