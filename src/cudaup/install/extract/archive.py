@@ -93,6 +93,7 @@ def extract_archive(
                     reader, archive, destination, limits, strip_top, cancel
                 )
             else:
+                assert isinstance(reader, ZipReader)  # _open makes one of the two
                 planned = plan_members(reader, archive, limits, strip_top)
                 check_space(archive, destination, sum(member.size for member in planned))
                 digests = write_members(reader, planned, archive, destination, cancel)

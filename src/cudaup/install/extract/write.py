@@ -23,7 +23,7 @@ from cudaup.install.extract.policy import (
     refusal,
 )
 from cudaup.install.extract.tar import TarReader
-from cudaup.install.extract.zip import ZipReader
+from cudaup.install.extract.zip import ZipReader, compressed_size
 from cudaup.util.faults import DENIED, DISK_FULL, denied, full_disk
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
@@ -137,36 +137,97 @@ def extract_in_one_pass(
 
 
 def write_members(
-    reader: Reader,
+    reader: ZipReader,
     planned: list[Member],
     archive: Path,
     destination: Path,
     cancel: threading.Event | None = None,
 ) -> Digests:
-    """Write checked members; the sha256 of each file, computed as it was written."""
+    """Write a zip's checked members; the sha256 of each file, computed as it was written.
+
+    Every directory first, in this thread; then the files, spread over
+    :data:`PARALLEL_WORKERS` threads (:func:`work_batches`): creating, writing and
+    closing a file are system calls that release the GIL, and a wheel of headers is
+    thousands of them (NVIDIA's CCCL wheel: 1,718 files); then the symlinks, once every
+    file is written (no member lies below one: policy.Checker).  The first failure in any
+    worker stops the others at their next member and is raised once all have stopped.
+    """
     made: set[tuple[str, ...]] = set()
-    deferred: list[Member] = []
+    files: list[Member] = []
+    links: list[Member] = []
     digests: Digests = {}
     needed = sum(member.size for member in planned)
-    parallel = isinstance(reader, ZipReader)
     for member in planned:
         check_cancelled(cancel)
-        if parallel and member.kind == "file" and member.size >= PARALLEL_MEMBER:
-            with explained(archive, destination, member, needed):
-                make_dirs(destination, member.parts[:-1], made)
-            deferred.append(member)
-            continue
         with explained(archive, destination, member, needed):
-            write_member(reader, member, destination, made, digests)
-    if deferred:
-
-        def one(member: Member) -> None:
-            check_cancelled(cancel)
-            with explained(archive, destination, member, needed):
+            if member.kind == "dir":
                 write_member(reader, member, destination, made, digests)
+            else:
+                make_dirs(destination, member.parts[:-1], made)
+                (files if member.kind == "file" else links).append(member)
+    stop = threading.Event()  # this archive's first failure: its other workers stop
 
-        map_concurrently(one, deferred, workers=PARALLEL_WORKERS)
+    def write_batch(batch: list[Member]) -> None:
+        # One handle of its own for a batch of small members: no lock shared with the other
+        # workers, no file opened per member; a big member opens its own (zip.ZipReader.open).
+        with contextlib.ExitStack() as stack:
+            through = stack.enter_context(reader.opener()) if len(batch) > 1 else None
+            for member in batch:
+                check_cancelled(cancel)
+                check_cancelled(stop)
+                path = f"{os.fspath(destination)}/{'/'.join(member.parts)}"  # see write_member
+                with (
+                    explained(archive, destination, member, needed),
+                    reader.open(member, through) as source,
+                ):
+                    digests["/".join(member.parts)] = write_file(source, path, member)
+
+    map_concurrently(write_batch, work_batches(files), PARALLEL_WORKERS, cancel=stop)
+    for link in links:
+        check_cancelled(cancel)
+        with explained(archive, destination, link, needed):
+            write_member(reader, link, destination, made, digests)
     return digests
+
+
+#: A worker's batch of small files closes, at the next directory, once it holds this many
+#: members or compressed bytes: enough that handing out a batch costs nothing beside
+#: writing it, few enough that one wheel's batches spread over every worker (CCCL: ~20).
+BATCH_MEMBERS = 64
+BATCH_BYTES = 1024 * 1024
+
+
+def work_batches(files: list[Member]) -> list[list[Member]]:
+    """The files in archive order, cut into the workers' tasks: each member of at least
+    :data:`PARALLEL_MEMBER` alone (it is read through a handle of its own, and while
+    downloading may wait for its bytes), runs of smaller ones together.
+
+    A run is cut only where the directory changes: creating a file holds its directory's
+    lock while the inode is allocated, which made two threads creating in one directory
+    slower than one (ext4 on this machine's disk: ~300 µs of kernel CPU per file; 800
+    files took 0.26-0.41 s on one thread, 0.36-0.54 s on two in one directory, 0.18-0.23 s
+    on four in four).  Archive
+    order is also the order a downloading wheel's bytes arrive in (after its member
+    list), so the workers take up members about as their bytes land.
+    """
+    batches: list[tuple[int, list[Member]]] = []  # (where each starts in ``files``, members)
+    run: list[Member] = []
+    run_start = run_bytes = 0
+    for index, member in enumerate(files):
+        if member.size >= PARALLEL_MEMBER:
+            batches.append((index, [member]))
+            continue
+        full = len(run) >= BATCH_MEMBERS or run_bytes >= BATCH_BYTES
+        if full and run[-1].parts[:-1] != member.parts[:-1]:
+            batches.append((run_start, run))
+            run, run_bytes = [], 0
+        if not run:
+            run_start = index
+        run.append(member)
+        run_bytes += compressed_size(member)
+    if run:
+        batches.append((run_start, run))
+    return [batch for _start, batch in sorted(batches, key=lambda item: item[0])]
 
 
 def write_member(

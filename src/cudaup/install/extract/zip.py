@@ -39,7 +39,8 @@ _LOCAL_HEADER = 30
 #: A member this small (compressed and as listed) is read whole through the archive's
 #: own handle, not a handle of its own: NVIDIA's header wheels hold thousands of
 #: them, and opening (and, while downloading, waiting on) a file per member cost more
-#: than inflating it.  Below write's PARALLEL_MEMBER, so never read side by side.
+#: than inflating it.  (A worker writing a batch of members reads them through a handle
+#: of its own instead: :meth:`ZipReader.open`.)
 SMALL_MEMBER = 256 * 1024
 
 
@@ -94,9 +95,18 @@ class ZipReader:
         except UnicodeDecodeError:
             raise refusal(self.archive, info.filename, "symlink target is not UTF-8") from None
 
-    def open(self, member: Member) -> IO[bytes]:
+    def open(self, member: Member, through: BinaryIO | None = None) -> IO[bytes]:
+        """A reader of one member's bytes, checked as they are read.
+
+        ``through``: a handle of the caller's own (from :attr:`opener`), which a worker
+        writing a batch of members reads them all through, one after the other, with no
+        lock; without it a small member is read through the archive's shared handle, a
+        bigger one through a handle of its own (so big ones can inflate side by side).
+        """
         info = member.ref
         assert isinstance(info, zipfile.ZipInfo)
+        if through is not None:
+            return _MemberReader(through, info, owned=False)  # type: ignore[return-value]
         if info.compress_size <= SMALL_MEMBER and info.file_size <= SMALL_MEMBER:
             return io.BytesIO(self._read_small(info))
         return _MemberReader(self.opener(), info)  # type: ignore[return-value]
@@ -109,6 +119,13 @@ class ZipReader:
     def close(self) -> None:
         self.zip.close()
         self.source.close()
+
+
+def compressed_size(member: Member) -> int:
+    """The bytes a zip member takes in its archive (what reading it costs)."""
+    info = member.ref
+    assert isinstance(info, zipfile.ZipInfo)
+    return info.compress_size
 
 
 class _Inflate(Protocol):
