@@ -247,10 +247,17 @@ def test_a_wheel_without_a_record_is_refused(tmp_path: Path) -> None:
 
 # -- the disk ---------------------------------------------------------------------------
 @ROOT_ONLY
-def test_no_room_for_files_mid_extraction_is_exit_10_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("directories", [1, 4], ids=["one-directory", "four-workers-batches"])
+def test_no_room_for_files_mid_extraction_is_exit_10_and_leaves_nothing(
+    tmp_path: Path, directories: int
+) -> None:
     """The bytes fit (the check before writing passes), the files do not: tmpfs runs out of
-    inodes and the kernel answers ENOSPC partway."""
-    entries: list[ZipEntry] = [(f"include/h{i}.h", b"#pragma once\n", REG) for i in range(200)]
+    inodes and the kernel answers ENOSPC partway; with four directories of 50, the files
+    go out in two work batches on two workers, and one worker's failure ends it all."""
+    entries: list[ZipEntry] = [
+        (f"include/d{i % directories}/h{i}.h", b"#pragma once\n", REG) for i in range(200)
+    ]
+    entries.sort(key=lambda entry: entry[0].split("/")[1])  # each directory's files together
     archive = make_zip(tmp_path / "many.zip", entries)
     with tmpfs(tmp_path / "small", size="8m", inodes=64) as small:
         dest = small / "dest"

@@ -205,7 +205,7 @@ def work_batches(files: list[Member]) -> list[list[Member]]:
     A run is cut only where the directory changes: creating a file holds its directory's
     lock while the inode is allocated, which made two threads creating in one directory
     slower than one (ext4 on this machine's disk: ~300 µs of kernel CPU per file; 800
-    files took 0.26-0.41 s on one thread, 0.36-0.54 s on two in one directory, 0.18-0.23 s
+    files took 0.26-0.41 s on one thread, 0.43-0.54 s on two in one directory, 0.20-0.23 s
     on four in four).  Archive
     order is also the order a downloading wheel's bytes arrive in (after its member
     list), so the workers take up members about as their bytes land.
