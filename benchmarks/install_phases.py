@@ -9,6 +9,14 @@ CPU (waiting counts for nothing), merged into one pstats file.  A diagnosis, not
 benchmark: the wrappers cost a little; ``benchmarks/install.py`` measures.
 
     .venv/bin/python benchmarks/install_phases.py [--profile /tmp/install.prof]
+
+With ``--runs N`` (and ``--baseline DIR``, the ``src/`` of another cudaup) each run is a
+fresh process, the two trees taking turns; one line per run, then medians and this
+tree's ratios to the baseline within each run: the wall, the CPU, the cores kept busy,
+the staging, and how long the last extraction ran after its download ended (what
+the pipeline, not the network, adds).
+
+    .venv/bin/python benchmarks/install_phases.py --runs 5 --baseline /tmp/before/src
 """
 
 from __future__ import annotations
@@ -17,9 +25,12 @@ import argparse
 import cProfile
 import functools
 import importlib
+import json
 import os
 import pstats
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -92,6 +103,63 @@ def profiled(profiles: list[cProfile.Profile]) -> None:
     threading.Thread.run = run_profiled  # type: ignore[method-assign]
 
 
+def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, Any]:
+    """One run in figures: wall, CPU, cores busy, staging, and the last extraction's time
+    after its own download ended."""
+    ends: dict[str, float] = {}
+    extracted: dict[str, float] = {}
+    staging = 0.0
+    for begin, end, _cpu, _thread, label in rows:
+        step, _, archive = label.partition(" ")
+        if step == "download":
+            ends[archive] = end
+        elif step == "extract_archive":
+            extracted[archive] = max(end, extracted.get(archive, 0.0))
+        elif step == "stage_all":
+            staging = end - begin
+    last = max(extracted, key=lambda archive: extracted[archive])
+    return {"exit": code, "wall": wall, "cpu": cpu, "cores": cpu / wall, "staging": staging,
+            "tail": extracted[last] - ends.get(last, extracted[last]), "last": last.split("-")[0]}  # fmt: skip
+
+
+def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
+    """Each run a fresh process, this tree and ``baseline`` taking turns."""
+    trees = {"cudaup": None, **({"baseline": baseline} if baseline else {})}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for run in range(runs):
+        for name, src in trees.items():
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = str(src)
+            done = subprocess.run(
+                [sys.executable, __file__, *passed, "--summary"],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            results[name].append(result)
+            print(f"run {run + 1} {name:<8} wall {result['wall']:.2f} s  CPU {result['cpu']:.2f} s  "
+                  f"cores {result['cores']:.2f}  staging {result['staging']:.2f} s  last extraction "
+                  f"{result['tail']:.2f} s after its download ({result['last']})  load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    keys = ("wall", "cpu", "cores", "staging", "tail")
+    for name, rows in results.items():
+        print(
+            f"{name}: " + "; ".join(f"{key} {spread([row[key] for row in rows])}" for key in keys)
+        )
+    if baseline:
+        ratios = {
+            key: spread([a[key] / b[key] for a, b in zip(results["cudaup"], results["baseline"], strict=True) if b[key]])
+            for key in ("wall", "cpu", "staging")
+        }  # fmt: skip
+        print(
+            "this tree / baseline, within each run: "
+            + "; ".join(f"{k} {v}" for k, v in ratios.items())
+        )
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -99,7 +167,17 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="write every thread's merged cProfile here")
     parser.add_argument("--release", default="13.0.1")
     parser.add_argument("--components", default="nvcc,cudart")
+    parser.add_argument("--runs", type=int, default=0, help="runs, each a fresh process")
+    parser.add_argument("--baseline", type=Path, help="another cudaup's src/, taking turns")
+    parser.add_argument("--summary", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.runs or args.baseline:
+        compare(
+            args.runs or 3,
+            args.baseline,
+            ["--release", args.release, "--components", args.components],
+        )
+        return
     started = time.perf_counter()
     import cudaup.cli.toolkits  # noqa: F401 - the install command's imports, timed as one step
     from cudaup.cli.main import main as cudaup_main
@@ -126,6 +204,9 @@ def main() -> None:
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime
+    if args.summary:
+        print(json.dumps(summary(code, wall, cpu, rows)))
+        return
     print(f"exit {code}; imports {imported:.3f} s; wall {wall:.2f} s; CPU {cpu:.2f} s "
           f"(user {usage.ru_utime:.2f}, system {usage.ru_stime:.2f}): {cpu / wall:.2f} of "
           f"{len(os.sched_getaffinity(0))} cores; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
