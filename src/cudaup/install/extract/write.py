@@ -146,11 +146,12 @@ def write_members(
     """Write a zip's checked members; the sha256 of each file, computed as it was written.
 
     Every directory first, in this thread; then the files, spread over
-    :data:`PARALLEL_WORKERS` threads (:func:`work_batches`): creating, writing and
-    closing a file are system calls that release the GIL, and a wheel of headers is
-    thousands of them (NVIDIA's CCCL wheel: 1,718 files); then the symlinks, once every
-    file is written (no member lies below one: policy.Checker).  The first failure in any
-    worker stops the others at their next member and is raised once all have stopped.
+    :data:`PARALLEL_WORKERS` threads (:func:`work_batches`): creating a file is kernel
+    work done without the GIL, as are inflating, hashing and writing, and a wheel of
+    headers is thousands of files (NVIDIA's CCCL wheel: 1,718), which a core otherwise
+    idle can share; then the symlinks, once every file is written (no member lies below
+    one: policy.Checker).  The first failure in any worker stops the others at their next
+    member and is raised once all have stopped.
     """
     made: set[tuple[str, ...]] = set()
     files: list[Member] = []
@@ -204,11 +205,10 @@ def work_batches(files: list[Member]) -> list[list[Member]]:
 
     A run is cut only where the directory changes: creating a file holds its directory's
     lock while the inode is allocated, which made two threads creating in one directory
-    slower than one (ext4 on this machine's disk: ~300 µs of kernel CPU per file; 800
-    files took 0.26-0.41 s on one thread, 0.43-0.54 s on two in one directory, 0.20-0.23 s
-    on four in four).  Archive
-    order is also the order a downloading wheel's bytes arrive in (after its member
-    list), so the workers take up members about as their bytes land.
+    slower than one (ext4 on the test machine: ~300 µs of kernel CPU per file; 800 files
+    took 0.26-0.41 s on one thread, 0.43-0.54 s on two in one directory, 0.20-0.23 s on
+    four in four).  Archive order is also the order a downloading wheel's bytes arrive
+    in (after its member list), so the workers take up members about as their bytes land.
     """
     batches: list[tuple[int, list[Member]]] = []  # (where each starts in ``files``, members)
     run: list[Member] = []
