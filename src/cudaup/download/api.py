@@ -4,8 +4,11 @@ How one file is downloaded (:func:`download`):
 
 1. A lock (in cudaup's cache, not beside the file) keeps two processes from
    writing the same target; the second waits, then finds the finished file.
-2. One ranged probe (``GET bytes=0-0``) learns the size, the validators
-   (``ETag``/``Last-Modified``) and whether the server honours ranges.
+2. One ranged probe learns the size, the validators (``ETag``/``Last-Modified``)
+   and whether the server honours ranges: ``GET bytes=0-0``, or, for a file read while
+   it arrives whose size the index gave, the bytes its reader needs first (a zip's
+   tail: its member list), which the answer then also brings, one round trip sooner
+   (:func:`~cudaup.download.range_plan.probe_range`).
 3. The data goes to ``NAME.part``; ``NAME.part.json`` records which byte
    ranges are on disk, rewritten atomically after the part file is synced, about
    once a second or every 32 MiB (so the writeback overlaps a fast transfer).  A
@@ -49,6 +52,7 @@ from cudaup.download.arrival import Arrival
 from cudaup.download.job import DownloadJob
 from cudaup.download.parallel import download_parallel
 from cudaup.download.publish import is_verified
+from cudaup.download.range_plan import probe_range
 from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
 from cudaup.download.request import (
     DownloadRequest,
@@ -211,9 +215,14 @@ def _download_locked(job: DownloadJob) -> DownloadResult:
         )
         return done
     _check_writable(target.directory, target.place)
+    tail = arrival.tail_first if arrival is not None else 0
+    # Bytes asked for before the size is proved: never more than the ceiling allows.
+    fits = request.size is not None and request.size <= http.settings.max_size
     for attempt in range(3):
         check_cancelled(cancel)
-        remote = probe_remote(http, request.url, watchdog, cancel)
+        # A download that resumes may have those bytes already: one byte proves enough.
+        wanted = probe_range(request.size, tail) if fits and not target.state.exists() else None
+        remote = probe_remote(http, request.url, watchdog, cancel, wanted, request.size)
         if request.size is not None and remote.size is not None and remote.size != request.size:
             raise IntegrityError(
                 f"{request.filename}: the source says {request.size} bytes but {remote.url} serves "

@@ -395,6 +395,21 @@ def _prepare(
     return SegmentPlan.split(size, connections, tail)
 
 
+def _prefill(transfer: Transfer, remote: Remote) -> None:
+    """Write the bytes the probe brought where the plan still lacks them (before any
+    worker starts: nobody else writes there)."""
+    if remote.prefetched is None:
+        return
+    start, data = remote.prefetched
+    segment = transfer.plan.fresh_segment_at(start)
+    if segment is None:  # a resumed plan that has them already
+        return
+    length = min(len(data), segment.end - start)
+    transfer._write(memoryview(data)[:length], start)
+    transfer.plan.advance(segment, length)
+    transfer.watchdog.progressed(length)
+
+
 def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     """Fill the part file over ranged connections, hashing its prefix as it grows."""
     request, target, http, watchdog = job.request, job.paths, job.http, job.watchdog
@@ -486,6 +501,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             )
 
     try:
+        _prefill(transfer, remote)
         save_state()
         flusher.start()
         if arrival is not None:

@@ -87,13 +87,20 @@ class SegmentPlan:
         a segment of their own that is handed out first: a zip lists its members at
         its end, so an unpacker can plan while the rest arrives.
         """
-        head = size
-        if tail_first and size >= 2 * MIN_SPLIT:
-            head = (size - tail_first) // ALIGN * ALIGN
+        head = tail_start(size, tail_first)
         segments = [Segment(0, 0, head)]
         if head < size:
             segments.append(Segment(head, head, size, first=True))
         return cls(size, segments, connections)
+
+    def fresh_segment_at(self, start: int) -> Segment | None:
+        """The segment that begins at ``start`` with none of its bytes on disk and nobody
+        filling it: where bytes that came before any worker (the probe's) may go."""
+        with self._lock:
+            return next(
+                (s for s in self.segments if s.start == start == s.pos < s.end and not s.active),
+                None,
+            )
 
     @classmethod
     def from_state(cls, size: int, rows: list[list[int]], connections: int = 1) -> SegmentPlan:
@@ -318,6 +325,25 @@ class SegmentPlan:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         rows: Any = self.state()
         return f"SegmentPlan(size={self.size}, segments={rows})"
+
+
+def tail_start(size: int, tail_first: int) -> int:
+    """Where a fresh plan's tail segment begins (``size``: the file is too small for one)."""
+    if tail_first and size >= 2 * MIN_SPLIT:
+        return (size - tail_first) // ALIGN * ALIGN
+    return size
+
+
+def probe_range(size: int | None, tail_first: int) -> tuple[int, int] | None:
+    """The bytes ``[start, stop)`` the probe asks for, besides proving ranges, size and
+    validators: the tail segment a fresh plan hands out first (a zip's member list), or a
+    whole file too small for one, so that the first bytes a reader waits for take no
+    request of their own; None (one byte) without a tail to fetch first or a size the
+    index gave."""
+    if not tail_first or not size:
+        return None
+    start = tail_start(size, tail_first)
+    return (start if start < size else 0), size
 
 
 def _smoothed(previous: float | None, sample: float) -> float:

@@ -79,6 +79,9 @@ class Remote:
     last_modified: str | None
     #: whether the server answered the probe's range request with a 206
     ranges: bool
+    #: the bytes the probe's answer carried beyond its first (see
+    #: :func:`~cudaup.download.range_plan.probe_range`): where they start, and they
+    prefetched: tuple[int, bytes] | None = None
 
     @property
     def validator(self) -> str | None:
@@ -190,10 +193,18 @@ class Budget:
 
 
 def probe_remote(
-    http: HttpClient, url: str, watchdog: Watchdog, cancel: threading.Event | None = None
+    http: HttpClient,
+    url: str,
+    watchdog: Watchdog,
+    cancel: threading.Event | None = None,
+    wanted: tuple[int, int] | None = None,
+    size: int | None = None,
 ) -> Remote:
     """The probe, retried like any request of the download, within its stall limit.
 
+    It asks for one byte, or for the bytes ``wanted`` of a file the index said is
+    ``size`` bytes (then its answer also brings them: :attr:`Remote.prefetched`, kept
+    only from a 206 whose ``Content-Range`` is the range asked for, of that size).
     It runs in a thread of its own, watched like the transfer: ``cancel`` and the stall
     limit end it even while a server dribbles out its headers.
     """
@@ -203,7 +214,7 @@ def probe_remote(
         budget = Budget(http, watchdog, url)
         while True:
             try:
-                outcome.append(_probe_once(http, url, watchdog))
+                outcome.append(_probe_once(http, url, watchdog, wanted, size))
                 return
             except RetryableError as exc:
                 budget.failed(exc, progressed=False, what="the probe")
@@ -268,15 +279,31 @@ def ask(
                 raw.close()
 
 
-def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
-    def receive(raw: urllib3.BaseHTTPResponse, _flow: Flow) -> tuple[Remote, bool]:
+def _probe_once(
+    http: HttpClient,
+    url: str,
+    watchdog: Watchdog,
+    wanted: tuple[int, int] | None,
+    expected: int | None,
+) -> Remote:
+    start, stop = wanted if wanted is not None and expected is not None else (0, 1)
+
+    def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[Remote, bool]:
         status, headers = raw.status, raw.headers
+        prefetched = None
         if status == 206:
             match = CONTENT_RANGE.match(headers.get("Content-Range", ""))
             total = match.group(3) if match else "*"
             size = int(total) if total.isdigit() else None
-            raw.read()
             ranges = match is not None
+            if ranges and size is not None and size == expected and stop > 1:
+                # The range is checked as every later one is; a size other than the
+                # index's is the caller's to refuse, with both sizes named.
+                end = answered_range(headers, start, stop, size)
+                watchdog.answered()
+                prefetched = (start, _read_all(raw, flow, end - start))
+            elif stop == 1:
+                raw.read()
         elif status == 200:
             length = headers.get("Content-Length", "")
             size, ranges = (int(length) if length.isdigit() else None), False
@@ -287,12 +314,31 @@ def _probe_once(http: HttpClient, url: str, watchdog: Watchdog) -> Remote:
             raise refuse_status(url, status, headers)
         watchdog.answered()
         remote = Remote(
-            str(raw.url or url), size, headers.get("ETag"), headers.get("Last-Modified"), ranges
+            str(raw.url or url),
+            size,
+            headers.get("ETag"),
+            headers.get("Last-Modified"),
+            ranges,
+            prefetched,
         )
         # never read a whole 200 body just to reuse the connection
-        return remote, status == 206
+        return remote, status == 206 and (prefetched is not None or stop == 1)
 
-    return ask(http, watchdog, url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"}, receive)
+    headers = {"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
+    return ask(http, watchdog, url, headers, receive)
+
+
+def _read_all(raw: urllib3.BaseHTTPResponse, flow: Flow, length: int) -> bytes:
+    """The whole body of ``raw``, which the checked ``Content-Range`` says is ``length``
+    bytes (a shorter one is a failed request, retried)."""
+    data = bytearray()
+    for chunk in read_body(body_of(raw), ReadBuffer(), flow=flow):
+        data += chunk
+        if len(data) > length:
+            raise RetryableError(f"the body is longer than the {length} bytes of its range")
+    if len(data) != length:
+        raise RetryableError(f"the body ended at {len(data)} of {length} bytes")
+    return bytes(data)
 
 
 class Body(Protocol):
