@@ -8,7 +8,10 @@ time.  With ``--profile FILE`` every thread also runs under cProfile, timed by t
 CPU (waiting counts for nothing), merged into one pstats file.  A diagnosis, not a
 benchmark: the wrappers cost a little; ``benchmarks/install.py`` measures.
 
-    .venv/bin/python benchmarks/install_phases.py [--profile /tmp/install.prof]
+    .venv/bin/python benchmarks/install_phases.py [--profile /tmp/install.prof] [--requests]
+
+With ``--requests`` each HTTP request is a row too (sent, its headers answered, the range
+it asked for), and so is each change of a download's connection count.
 
 With ``--runs N`` (and ``--baseline DIR``, the ``src/`` of another cudaup) each run is a
 fresh process, the two trees taking turns; one line per run, then medians and this
@@ -91,6 +94,38 @@ def timed(started: float, rows: list[Row]) -> None:
         setattr(module, name, functools.wraps(function)(wrapper))
 
 
+def requests_logged(started: float, rows: list[Row]) -> None:
+    """Each HTTP request as a row (sent, headers answered, what it asked for), and each
+    change of a download's connection count (the ramp's steps)."""
+    from cudaup.download.ramp import ConnectionRamp
+    from cudaup.net.http import HttpClient
+
+    open_request = HttpClient.open
+
+    def logged_open(self: HttpClient, method: str, url: str, *args: Any, **kw: Any) -> Any:
+        begin = time.perf_counter()
+        headers = args[0] if args and isinstance(args[0], dict) else kw.get("headers") or {}
+        response = open_request(self, method, url, *args, **kw)
+        end = time.perf_counter()
+        what = f"{method} {url.rsplit('/', 1)[-1][:40]} {headers.get('Range', '')}"
+        rows.append((begin - started, end - started, 0.0, threading.current_thread().name, what))
+        return response
+
+    observe = ConnectionRamp.observe
+
+    def logged_observe(self: ConnectionRamp, now: float, completed: int, *args: Any) -> int:
+        before = self.count
+        count = observe(self, now, completed, *args)
+        if count != before:
+            at = time.perf_counter() - started
+            change = f"ramp {before} -> {count} connections at {completed / 2**20:.1f} MiB"
+            rows.append((at, at, 0.0, threading.current_thread().name, change))
+        return count
+
+    HttpClient.open = logged_open  # type: ignore[method-assign]
+    ConnectionRamp.observe = logged_observe  # type: ignore[method-assign, assignment]
+
+
 def profiled(profiles: list[cProfile.Profile]) -> None:
     """Every thread started from now on runs under a profiler of its own."""
     run = threading.Thread.run
@@ -167,6 +202,9 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="write every thread's merged cProfile here")
     parser.add_argument("--release", default="13.0.1")
     parser.add_argument("--components", default="nvcc,cudart")
+    parser.add_argument(
+        "--requests", action="store_true", help="a row for each HTTP request and ramp step"
+    )
     parser.add_argument("--runs", type=int, default=0, help="runs, each a fresh process")
     parser.add_argument("--baseline", type=Path, help="another cudaup's src/, taking turns")
     parser.add_argument("--summary", action="store_true", help=argparse.SUPPRESS)
@@ -185,6 +223,8 @@ def main() -> None:
     imported = time.perf_counter() - started
     rows: list[Row] = []
     timed(started, rows)
+    if args.requests:
+        requests_logged(started, rows)
     profiles: list[cProfile.Profile] = []
     main_thread = cProfile.Profile(time.thread_time)
     if args.profile:

@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cudaup.download import download
-from cudaup.download.ramp import MIN_RISE, WINDOW, ConnectionRamp, Step
+from cudaup.download.ramp import (
+    FIRST_WINDOW,
+    LARGE_FILE,
+    MIN_RISE,
+    WINDOW,
+    ConnectionRamp,
+    Step,
+)
 from tests.download.test_download import client, request
 from tests.faultserver import Fault, FaultServer, SharedLink, payload
 
@@ -152,3 +159,26 @@ def test_an_explicit_count_opens_that_many_at_once(
 
 def _sha(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
+
+
+def test_a_large_file_takes_its_first_step_sooner() -> None:
+    # 60 MB/s on one connection that uses 5 % of a core (a CDN): the second tick decides
+    large = ConnectionRamp.for_size(8, LARGE_FILE)
+    small = ConnectionRamp.for_size(8, LARGE_FILE - 1)
+    for ramp in (large, small):
+        ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0)
+    moved = int(60 * MiB * 0.1)
+    assert large.observe(0.1, moved, 1000 * MiB, cpu=0.005) == 8
+    assert small.observe(0.1, moved, 1000 * MiB, cpu=0.005) == 1  # still measuring
+    assert small.observe(WINDOW, 2 * moved, 1000 * MiB, cpu=0.01) == 8
+    # then every later count is measured over the whole window
+    assert large.observe(0.1 + WINDOW / 2, 2 * moved, 1000 * MiB) == 8
+    assert len(large.steps) == 1
+
+
+def test_a_large_file_whose_connection_keeps_its_core_busy_still_stays_alone() -> None:
+    # loopback: 500 MiB/s, the connection's thread 45 % of a core over the short window
+    ramp = ConnectionRamp.for_size(8, 1024 * MiB)
+    ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0)
+    assert ramp.observe(FIRST_WINDOW, int(500 * MiB * FIRST_WINDOW), 1000 * MiB, cpu=0.036) == 1
+    assert ramp.settled

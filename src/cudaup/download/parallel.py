@@ -454,7 +454,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     hasher = PrefixHasher(checksum[0], plan, part) if checksum is not None else None
     transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most, hasher)
     # An explicit count is used from the start; the default adapts (see ramp).
-    ramp = ConnectionRamp(most, start=connections or 1)
+    ramp = ConnectionRamp.for_size(most, size, start=connections or 1)
     transfer.wanted = plan.connections = ramp.count
     plan.may_grow_to = 0 if ramp.settled else ramp.most
     digests: list[str] = []

@@ -8,7 +8,8 @@ the GIL) and brings bytes only where something caps each connection (a CDN's rat
 connection, a long round trip).  On a link the CPUs already limit (loopback, a LAN) a
 second connection brings nothing and slows the hash: a verified download cannot end
 before its hash has read every byte, so throughput past the hash speed buys nothing.
-So a download starts with one connection and, after each :data:`WINDOW` of transfer:
+So a download starts with one connection and, after each :data:`WINDOW` of transfer
+(the first one shorter for a large file, :data:`FIRST_WINDOW`):
 
 - if the throughput already reaches :data:`HEADROOM` of ``ceiling`` (the hash speed), it
   keeps the count: the connections already take about as much CPU as the hash, and one
@@ -34,6 +35,16 @@ from dataclasses import dataclass
 DEFAULT_CONNECTIONS = 8
 #: Seconds of transfer a count of connections is measured over before the next step.
 WINDOW = 0.2
+#: ... the first count's, for a file of at least :data:`LARGE_FILE` bytes: one tick of the
+#: supervisor (0.1 s; a little less, so that the second tick decides).  PyPI's CDN answers
+#: each request ~60 ms after it is sent and one connection there brings ~60 MB/s: with
+#: 0.2 s, a 61 MB wheel had a third of its bytes in before its second connection was asked
+#: for.  A shorter window only brings the first decision forward: a connection that keeps
+#: its core busy (loopback, a LAN) still stays alone.
+FIRST_WINDOW = 0.08
+#: Files this large get the :data:`FIRST_WINDOW` (a smaller one ends before more
+#: connections would have their first byte).
+LARGE_FILE = 32 * 1024 * 1024
 #: Added connections keep ramping while each brought this share of an earlier one's speed.
 MIN_GAIN = 0.5
 #: Added connections that together raised the throughput by less than this are removed.
@@ -57,15 +68,29 @@ class Step:
 class ConnectionRamp:
     """The number of connections wanted now, from the throughput each count reached."""
 
-    def __init__(self, most: int, *, start: int = 1, window: float = WINDOW) -> None:
+    def __init__(
+        self,
+        most: int,
+        *,
+        start: int = 1,
+        window: float = WINDOW,
+        first_window: float | None = None,
+    ) -> None:
         self.most = max(1, most)
         self.count = max(1, min(start, self.most))
         self.window = window
+        #: what the first count is measured over (then :attr:`window`)
+        self.first_window = window if first_window is None else first_window
         #: no more steps: the count stays (lowered only by the server, see :meth:`cap`)
         self.settled = self.count >= self.most
         #: what each count reached, in order (for the tests and the debugging eye)
         self.steps: list[Step] = []
         self._since: tuple[float, int, float | None] | None = None
+
+    @classmethod
+    def for_size(cls, most: int, size: int, *, start: int = 1) -> ConnectionRamp:
+        """The ramp of a download of ``size`` bytes: a large file decides sooner."""
+        return cls(most, start=start, first_window=FIRST_WINDOW if size >= LARGE_FILE else None)
 
     def cap(self, most: int) -> None:
         """The server asked for fewer connections (503/429): never more than ``most``."""
@@ -93,7 +118,7 @@ class ConnectionRamp:
             self._since = (now, completed, cpu)
             return self.count
         began, base, base_cpu = self._since
-        if now - began < self.window:
+        if now - began < (self.window if self.steps else self.first_window):
             return self.count
         rate = (completed - base) / (now - began)
         busy = (
