@@ -139,11 +139,12 @@ def profiled(profiles: list[cProfile.Profile]) -> None:
 
 
 def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, Any]:
-    """One run in figures: wall, CPU, cores busy, staging, and the last extraction's time
-    after its own download ended."""
+    """One run in figures: wall, CPU, cores busy, staging, the downloads (from the
+    staging's start to the last download's end: the network's side of the critical
+    path), and the last extraction's time after its own download ended."""
     ends: dict[str, float] = {}
     extracted: dict[str, float] = {}
-    staging = 0.0
+    staging = staged_at = 0.0
     for begin, end, _cpu, _thread, label in rows:
         step, _, archive = label.partition(" ")
         if step == "download":
@@ -151,10 +152,12 @@ def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, An
         elif step == "extract_archive":
             extracted[archive] = max(end, extracted.get(archive, 0.0))
         elif step == "stage_all":
-            staging = end - begin
+            staging, staged_at = end - begin, begin
     last = max(extracted, key=lambda archive: extracted[archive])
+    downloads = max(ends.values(), default=staged_at) - staged_at
     return {"exit": code, "wall": wall, "cpu": cpu, "cores": cpu / wall, "staging": staging,
-            "tail": extracted[last] - ends.get(last, extracted[last]), "last": last.split("-")[0]}  # fmt: skip
+            "downloads": downloads, "tail": extracted[last] - ends.get(last, extracted[last]),
+            "last": last.split("-")[0]}  # fmt: skip
 
 
 def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
@@ -173,9 +176,10 @@ def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results[name].append(result)
             print(f"run {run + 1} {name:<8} wall {result['wall']:.2f} s  CPU {result['cpu']:.2f} s  "
-                  f"cores {result['cores']:.2f}  staging {result['staging']:.2f} s  last extraction "
+                  f"cores {result['cores']:.2f}  staging {result['staging']:.2f} s  downloads "
+                  f"{result['downloads']:.2f} s  last extraction "
                   f"{result['tail']:.2f} s after its download ({result['last']})  load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    keys = ("wall", "cpu", "cores", "staging", "tail")
+    keys = ("wall", "cpu", "cores", "staging", "downloads", "tail")
     for name, rows in results.items():
         print(
             f"{name}: " + "; ".join(f"{key} {spread([row[key] for row in rows])}" for key in keys)
@@ -183,7 +187,7 @@ def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
     if baseline:
         ratios = {
             key: spread([a[key] / b[key] for a, b in zip(results["cudaup"], results["baseline"], strict=True) if b[key]])
-            for key in ("wall", "cpu", "staging")
+            for key in ("wall", "cpu", "staging", "downloads")
         }  # fmt: skip
         print(
             "this tree / baseline, within each run: "

@@ -6,9 +6,13 @@ import hashlib
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from cudaup.download import download
+import pytest
+
+from cudaup.download import download, parallel
 from cudaup.download.ramp import (
+    FAR,
     FIRST_WINDOW,
     LARGE_FILE,
     MIN_RISE,
@@ -161,24 +165,65 @@ def _sha(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def test_a_large_file_takes_its_first_step_sooner() -> None:
-    # 60 MB/s on one connection that uses 5 % of a core (a CDN): the second tick decides
-    large = ConnectionRamp.for_size(8, LARGE_FILE)
-    small = ConnectionRamp.for_size(8, LARGE_FILE - 1)
-    for ramp in (large, small):
+def test_a_large_file_from_a_far_server_takes_its_first_step_sooner() -> None:
+    # 60 MB/s on one connection that uses 5 % of a core, 55 ms to each first byte (PyPI's
+    # CDN): the second tick decides; a smaller file, or one from loopback, waits a window
+    def ramp_of(size: int) -> ConnectionRamp:
+        ramp = ConnectionRamp(8, size=size)
         ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0)
+        return ramp
+
+    large, small, near = ramp_of(LARGE_FILE), ramp_of(LARGE_FILE - 1), ramp_of(LARGE_FILE)
     moved = int(60 * MiB * 0.1)
-    assert large.observe(0.1, moved, 1000 * MiB, cpu=0.005) == 8
-    assert small.observe(0.1, moved, 1000 * MiB, cpu=0.005) == 1  # still measuring
-    assert small.observe(WINDOW, 2 * moved, 1000 * MiB, cpu=0.01) == 8
-    # then every later count is measured over the whole window
-    assert large.observe(0.1 + WINDOW / 2, 2 * moved, 1000 * MiB) == 8
+    assert large.observe(0.1, moved, 1000 * MiB, 0.005, round_trip=0.055) == 8
+    assert small.observe(0.1, moved, 1000 * MiB, 0.005, round_trip=0.055) == 1  # measuring
+    assert near.observe(0.1, moved, 1000 * MiB, 0.005, round_trip=0.0005) == 1
+    assert large.observe(0.1, moved, 1000 * MiB, 0.005, round_trip=None) == 8  # stays
+    for ramp in (small, near):
+        assert ramp.observe(WINDOW, 2 * moved, 1000 * MiB, 0.01, round_trip=0.055) == 8
+    # every later count is measured over the whole window
+    assert large.observe(0.1 + WINDOW / 2, 2 * moved, 1000 * MiB, round_trip=0.055) == 8
     assert len(large.steps) == 1
 
 
 def test_a_large_file_whose_connection_keeps_its_core_busy_still_stays_alone() -> None:
-    # loopback: 500 MiB/s, the connection's thread 45 % of a core over the short window
-    ramp = ConnectionRamp.for_size(8, 1024 * MiB)
+    # 500 MiB/s, the connection's thread 45 % of a core over the short window
+    ramp = ConnectionRamp(8, size=1024 * MiB)
     ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0)
-    assert ramp.observe(FIRST_WINDOW, int(500 * MiB * FIRST_WINDOW), 1000 * MiB, cpu=0.036) == 1
+    moved = int(500 * MiB * FIRST_WINDOW)
+    assert ramp.observe(FIRST_WINDOW, moved, 1000 * MiB, cpu=0.036, round_trip=0.05) == 1
     assert ramp.settled
+
+
+def test_a_far_server_gets_the_other_connections_at_the_second_tick(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 40 ms to each first byte, 16 MiB/s per answer, 40 MiB: the first observation starts
+    # the clock, the second (a tick later) already widens; with the whole window it was
+    # the third.  A late tick only lengthens what the second one measures.
+    ramps: list[ConnectionRamp] = []
+    calls: list[int] = []
+
+    class Recorded(ConnectionRamp):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            ramps.append(self)
+
+        def observe(self, *args: Any, **kwargs: Any) -> int:
+            if not self.steps:
+                calls.append(len(calls))
+            return super().observe(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ConnectionRamp", Recorded)
+    body = payload(40 * MiB, seed=5)
+    fault_server.add("/f.run", body, Fault(latency=FAR + 0.01, rate=16 * MiB))
+    result = download(
+        request(fault_server, size=len(body), sha256=_sha(body)), tmp_path / "out",
+        http=client(tmp_path),
+    )  # fmt: skip
+    assert result.path.read_bytes() == body
+    [ramp] = ramps
+    assert ramp.steps and ramp.steps[0].connections == 1
+    assert len(calls) == 2, ramp.steps  # the step came at the second observation
+    assert result.connections > 1
+    assert fault_server.connections("/f.run") > 2

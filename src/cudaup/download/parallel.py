@@ -216,6 +216,8 @@ class Transfer:
 
         def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[None, bool]:
             answered = time.monotonic()
+            # The round trip, known now (the ramp's first step needs it before the body ends).
+            self.plan.observe(answered - sent, 0, 0.0)
             drained = self._receive(raw, segment, start, stop, flow, buffer)
             if drained:  # what this request cost sizes the next pieces (see segments)
                 self.plan.observe(answered - sent, segment.pos - start, time.monotonic() - answered)
@@ -454,7 +456,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     hasher = PrefixHasher(checksum[0], plan, part) if checksum is not None else None
     transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most, hasher)
     # An explicit count is used from the start; the default adapts (see ramp).
-    ramp = ConnectionRamp.for_size(most, size, start=connections or 1)
+    ramp = ConnectionRamp(most, start=connections or 1, size=size)
     transfer.wanted = plan.connections = ramp.count
     plan.may_grow_to = 0 if ramp.settled else ramp.most
     digests: list[str] = []
@@ -484,7 +486,9 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             ramp.cap(transfer.connections)
             # Past the hash speed more connections cannot end a verified download sooner.
             ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
-            transfer.wanted = ramp.observe(time.monotonic(), completed, ceiling, transfer.cpu())
+            transfer.wanted = ramp.observe(
+                time.monotonic(), completed, ceiling, transfer.cpu(), plan.round_trip
+            )
             plan.connections = min(transfer.wanted, transfer.connections)
             plan.may_grow_to = 0 if ramp.settled else ramp.most
             transfer.widen(threads)

@@ -9,7 +9,7 @@ connection, a long round trip).  On a link the CPUs already limit (loopback, a L
 second connection brings nothing and slows the hash: a verified download cannot end
 before its hash has read every byte, so throughput past the hash speed buys nothing.
 So a download starts with one connection and, after each :data:`WINDOW` of transfer
-(the first one shorter for a large file, :data:`FIRST_WINDOW`):
+(the first one shorter for a large file from a far server, :data:`FIRST_WINDOW`):
 
 - if the throughput already reaches :data:`HEADROOM` of ``ceiling`` (the hash speed), it
   keeps the count: the connections already take about as much CPU as the hash, and one
@@ -35,16 +35,19 @@ from dataclasses import dataclass
 DEFAULT_CONNECTIONS = 8
 #: Seconds of transfer a count of connections is measured over before the next step.
 WINDOW = 0.2
-#: ... the first count's, for a file of at least :data:`LARGE_FILE` bytes: one tick of the
-#: supervisor (0.1 s; a little less, so that the second tick decides).  PyPI's CDN answers
-#: each request ~60 ms after it is sent and one connection there brings ~60 MB/s: with
-#: 0.2 s, a 61 MB wheel had a third of its bytes in before its second connection was asked
-#: for.  A shorter window only brings the first decision forward: a connection that keeps
-#: its core busy (loopback, a LAN) still stays alone.
+#: ... the first count's, for a file of at least :data:`LARGE_FILE` bytes from a server
+#: at least :data:`FAR` away: one tick of the supervisor (0.1 s; a little less, so that
+#: the second tick decides).  PyPI's CDN answers each request 50-65 ms after it is sent
+#: and one connection there brought ~60 MB/s: with 0.2 s, a 61 MB wheel had a third of
+#: its bytes in before its second connection was asked for.  Loopback and a LAN answer
+#: within a millisecond or two and keep the whole window: a short one, on a loaded
+#: machine, once measured a connection waiting for a core as a slow link and went wide.
 FIRST_WINDOW = 0.08
-#: Files this large get the :data:`FIRST_WINDOW` (a smaller one ends before more
+#: Files this large may get the :data:`FIRST_WINDOW` (a smaller one ends before more
 #: connections would have their first byte).
 LARGE_FILE = 32 * 1024 * 1024
+#: The least round trip (seconds from a request to its first byte) of a far server.
+FAR = 0.03
 #: Added connections keep ramping while each brought this share of an earlier one's speed.
 MIN_GAIN = 0.5
 #: Added connections that together raised the throughput by less than this are removed.
@@ -68,29 +71,17 @@ class Step:
 class ConnectionRamp:
     """The number of connections wanted now, from the throughput each count reached."""
 
-    def __init__(
-        self,
-        most: int,
-        *,
-        start: int = 1,
-        window: float = WINDOW,
-        first_window: float | None = None,
-    ) -> None:
+    def __init__(self, most: int, *, start: int = 1, window: float = WINDOW, size: int = 0) -> None:
         self.most = max(1, most)
         self.count = max(1, min(start, self.most))
         self.window = window
-        #: what the first count is measured over (then :attr:`window`)
-        self.first_window = window if first_window is None else first_window
+        #: the file's size: a large one from a far server takes its first step sooner
+        self.size = size
         #: no more steps: the count stays (lowered only by the server, see :meth:`cap`)
         self.settled = self.count >= self.most
         #: what each count reached, in order (for the tests and the debugging eye)
         self.steps: list[Step] = []
         self._since: tuple[float, int, float | None] | None = None
-
-    @classmethod
-    def for_size(cls, most: int, size: int, *, start: int = 1) -> ConnectionRamp:
-        """The ramp of a download of ``size`` bytes: a large file decides sooner."""
-        return cls(most, start=start, first_window=FIRST_WINDOW if size >= LARGE_FILE else None)
 
     def cap(self, most: int) -> None:
         """The server asked for fewer connections (503/429): never more than ``most``."""
@@ -105,12 +96,15 @@ class ConnectionRamp:
         completed: int,
         ceiling: float | None = None,
         cpu: float | None = None,
+        round_trip: float | None = None,
     ) -> int:
         """``completed`` bytes are on disk at ``now`` (seconds); the connections wanted.
 
         ``ceiling``: the bytes per second past which more connections cannot end the
         download sooner (the hash speed), None when nothing bounds it.  ``cpu``: the CPU
         seconds the connections' threads have used so far (None: not measured).
+        ``round_trip``: the least seconds a request waited for its first byte (None: no
+        answer yet).
         """
         if self.settled:
             return self.count
@@ -118,7 +112,7 @@ class ConnectionRamp:
             self._since = (now, completed, cpu)
             return self.count
         began, base, base_cpu = self._since
-        if now - began < (self.window if self.steps else self.first_window):
+        if now - began < self._window(round_trip):
             return self.count
         rate = (completed - base) / (now - began)
         busy = (
@@ -139,6 +133,14 @@ class ConnectionRamp:
         wanted = self.most if ceiling is None else math.ceil(ceiling / one)
         self.count = max(self.count + 1, min(self.most, wanted))
         return self.count
+
+    def _window(self, round_trip: float | None) -> float:
+        """What the count now is measured over: :data:`FIRST_WINDOW` for the first count
+        of a large file from a far server, else :attr:`window`."""
+        far = round_trip is not None and round_trip >= FAR
+        if not self.steps and far and self.size >= LARGE_FILE:
+            return min(self.window, FIRST_WINDOW)
+        return self.window
 
     def _keep(self, before: Step, rate: float) -> bool:
         """Whether to go on ramping after the connections added since ``before``."""
