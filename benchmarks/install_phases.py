@@ -16,8 +16,12 @@ it asked for), and so is each change of a download's connection count.
 With ``--runs N`` (and ``--baseline DIR``, the ``src/`` of another cudaup) each run is a
 fresh process, the two trees taking turns; one line per run, then medians and this
 tree's ratios to the baseline within each run: the wall, the CPU, the cores kept busy,
-the staging, and how long the last extraction ran after its download ended (what
-the pipeline, not the network, adds).
+the staging, the downloads (the staging's start to the last download's end), how long
+the last extraction ran after its download ended (what the pipeline, not the network,
+adds), and from the request rows: ``usable``, the latest over the wheels of the time
+from a download's start to the answer of its first request beyond ``bytes=0-0`` (what
+its extraction waits for first), and ``widened``, the time from the longest download's
+start to its second connection's first request.
 
     .venv/bin/python benchmarks/install_phases.py --runs 5 --baseline /tmp/before/src
 """
@@ -157,7 +161,38 @@ def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, An
     downloads = max(ends.values(), default=staged_at) - staged_at
     return {"exit": code, "wall": wall, "cpu": cpu, "cores": cpu / wall, "staging": staging,
             "downloads": downloads, "tail": extracted[last] - ends.get(last, extracted[last]),
-            "last": last.split("-")[0]}  # fmt: skip
+            "last": last.split("-")[0], **first_bytes(rows)}  # fmt: skip
+
+
+def first_bytes(rows: list[Row]) -> dict[str, float]:
+    """From the request rows: ``usable``, the latest over the wheels of the time from a
+    download's start to the answer of its first request beyond ``bytes=0-0`` (the zip's
+    tail, or the whole of a small wheel: what its extraction waits for first); and
+    ``widened``, the time from the longest download's start to the request of its second
+    connection."""
+    started: dict[str, float] = {}
+    lasted: dict[str, float] = {}
+    usable: dict[str, float] = {}
+    widened: dict[str, float] = {}
+    for begin, end, _cpu, thread, label in sorted(rows):
+        step, _, rest = label.partition(" ")
+        if step == "download":
+            wheel = rest.split("-")[0]
+            started[wheel], lasted[wheel] = begin, end - begin
+        elif step == "GET" and rest.startswith("nvidia"):
+            name, _, wanted = rest.partition(" ")
+            wheel = name.split("-")[0]
+            if wanted != "bytes=0-0":
+                usable.setdefault(wheel, end)
+            if thread not in {"cudaup-probe", "cudaup-dl-1"}:
+                widened.setdefault(wheel, begin)
+    found: dict[str, float] = {}
+    if usable:
+        found["usable"] = max(usable[w] - started[w] for w in usable if w in started)
+    longest = max(lasted, key=lambda wheel: lasted[wheel], default=None)
+    if longest in widened:
+        found["widened"] = widened[longest] - started[longest]
+    return found
 
 
 def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
@@ -178,11 +213,18 @@ def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
             print(f"run {run + 1} {name:<8} wall {result['wall']:.2f} s  CPU {result['cpu']:.2f} s  "
                   f"cores {result['cores']:.2f}  staging {result['staging']:.2f} s  downloads "
                   f"{result['downloads']:.2f} s  last extraction "
-                  f"{result['tail']:.2f} s after its download ({result['last']})  load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    keys = ("wall", "cpu", "cores", "staging", "downloads", "tail")
+                  f"{result['tail']:.2f} s after its download ({result['last']})  usable "
+                  f"{result.get('usable', 0):.3f} s  widened {result.get('widened', 0):.3f} s  "
+                  f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    keys = ("wall", "cpu", "cores", "staging", "downloads", "tail", "usable", "widened")
     for name, rows in results.items():
         print(
-            f"{name}: " + "; ".join(f"{key} {spread([row[key] for row in rows])}" for key in keys)
+            f"{name}: "
+            + "; ".join(
+                f"{key} {spread([row[key] for row in rows if key in row])}"
+                for key in keys
+                if any(key in row for row in rows)
+            )
         )
     if baseline:
         ratios = {
@@ -227,7 +269,7 @@ def main() -> None:
     imported = time.perf_counter() - started
     rows: list[Row] = []
     timed(started, rows)
-    if args.requests:
+    if args.requests or args.summary:
         requests_logged(started, rows)
     profiles: list[cProfile.Profile] = []
     main_thread = cProfile.Profile(time.thread_time)
