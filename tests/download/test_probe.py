@@ -183,3 +183,17 @@ def test_the_probes_bytes_go_only_where_a_plan_has_none() -> None:
     assert plan.fresh_segment_at(0) is not None
     plan.take()
     assert plan.fresh_segment_at(0) is None  # a worker fills it
+
+
+def test_a_probe_answered_with_a_shorter_prefix_keeps_it_and_asks_for_the_rest(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    # the server's own chunk limit: every 206 carries at most 100 kB of what was asked
+    fault_server.add("/f.whl", BODY, Fault(max_range=100_000))
+    _result, tail = _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL))
+    assert tail == BODY[-1000:]
+    requests = fault_server.requests("/f.whl")
+    assert requests[0].range == TAIL_RANGE and requests[0].sent == 100_000
+    # the rest of the tail is asked for first, from where the probe's answer ended
+    assert requests[1].range == f"bytes={HEAD + 100_000}-{SIZE - 1}"
+    assert sum(r.sent for r in requests) == SIZE
