@@ -238,10 +238,11 @@ class _Run:
         self.conflict.lines = candidates
         if self.ahead is not None:
             self.conflict.start()  # its resolution is the install check's, when no line routes
-            if self.conflict.future is not None and len(self.requirements) > 1:
+            if self.conflict.future is not None:
                 # The lines wait for the proof: four line resolutions beside it on two cores
                 # made it 2-3x slower, and after it each takes what it read from the index
-                # memo and the plan's uv cache (0.1 s each for bitsandbytes==0.45.5's lines).
+                # memo and the plan's uv cache (0.1 s each for bitsandbytes==0.45.5's lines;
+                # a cold vllm==0.20.0 plan 17-18 s instead of 18-22 s).
                 wait([self.conflict.future])
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
