@@ -207,8 +207,8 @@ def main() -> None:
         "(`requests` cached at 2.31.0 resolves offline to 2.31.0 with 2.34.2 published), so "
         "its answers are not used. The conflict (`vllm==0.20.0 torch==2.9.0`) is proven by one "
         "resolution with no line constraint over every line's pages (`plan/conflict.py`), run "
-        "at once for exact pins, beside the first window: if the requests fail without any "
-        "line's constraints, they fail on every line.",
+        "at once for exact pins, before the survey, and the lines wait for it: if the "
+        "requests fail without any line's constraints, they fail on every line.",
         END,
     ]
     publish(lines, args.output, BEGIN, END)

@@ -99,6 +99,10 @@ def test_nesting_up_to_the_limit_parses_and_brackets_in_strings_do_not_count() -
     assert load_json(deepest, what=WHAT, max_bytes=10**6) is not None
     with pytest.raises(SourceFormatError, match="nested too deeply"):
         load_json(b"[" + deepest + b"]", what=WHAT, max_bytes=10**6)
+    # A string that ends in an escaped backslash ends at the next quote: what follows counts.
+    with pytest.raises(SourceFormatError, match="nested too deeply"):
+        load_json(b'["a\\\\", ' + deepest + b"]", what=WHAT, max_bytes=10**6)
+    assert load_json(b'["a\\\\", "\\\\\\"' + b"[" * 2000 + b'"]', what=WHAT, max_bytes=10**6)
     brackets = "[{" * 5000
     assert load_json(f'{{"a": "{brackets}\\"{brackets}"}}', what=WHAT, max_bytes=10**6) == {
         "a": f'{brackets}"{brackets}'

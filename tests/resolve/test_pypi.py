@@ -13,13 +13,22 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core.wheels import wheel_fits
 from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import choose_wheel, requirements_for
-from cudaup.resolve.pypi import DistFile, PackageIndex, parse_simple_html, parse_simple_json
+from cudaup.resolve.pypi import (
+    DistFile,
+    PackageIndex,
+    files_of_version,
+    parse_simple_html,
+    parse_simple_json,
+)
 from cudaup.resolve.resolver import Resolver
 from tests.net.test_http import ScriptedServer, reply
 
@@ -227,3 +236,39 @@ def test_live_pypi_four_part_versions_and_12_x_names(tmp_path: Path) -> None:
     old = resolver.resolve("12.8", platform="linux-x86_64", channel="pypi", components=["cudart"])
     assert old.artifacts[0].filename.startswith("nvidia_cuda_runtime_cu12-12.8.")
     assert old.artifacts[0].component == "cuda_cudart"
+
+
+_VERSIONS = ["2.5.5", "2.5.5.0", "2.5.5-1", "v2.5.5", "2.5.5+cu128", "2.5.5_x", "2.6.0rc1", "1"]
+_FIELD = st.sampled_from(["numpy", "numpy_x", "a__b", "", *_VERSIONS, "1abc", "cp312", "any"])
+_WHEEL = st.builds(
+    lambda name, version, build, tags: "-".join([name, version, *build, *tags]) + ".whl",
+    st.sampled_from(["numpy", "numpy_x", "a__b", ""]),
+    st.sampled_from(_VERSIONS),
+    st.sampled_from([[], ["1"], ["1abc"], ["x"]]),
+    st.sampled_from([["cp312", "cp312", "manylinux_2_27_x86_64"], ["py3", "none", "any"]]),
+)
+_SDIST = st.builds(
+    lambda name, version, suffix: f"{name}-{version}{suffix}",
+    st.sampled_from(["numpy", "a-b", ""]),
+    st.sampled_from(_VERSIONS),
+    st.sampled_from([".tar.gz", ".zip", ".egg"]),
+)
+_ANY = st.builds(
+    lambda fields, suffix: "-".join(fields) + suffix,
+    st.lists(_FIELD, min_size=1, max_size=7),
+    st.sampled_from([".whl", ".tar.gz", ".zip", ".exe"]),
+)
+
+
+@given(
+    st.lists(st.one_of(_WHEEL, _SDIST, _ANY), max_size=12),
+    st.sampled_from(["2.5.5", "2.6.0rc1", "1", "2.5.5.post1", "2.5.5+cu128"]),
+)
+def test_the_files_of_a_version_are_those_whose_whole_name_says_it(
+    names: list[str], wanted: str
+) -> None:
+    """Reading a name's version field first keeps exactly the files a whole parse keeps:
+    non-normalized versions, build tags, broken names and other kinds of file alike."""
+    files = [DistFile(n, "https://x/f", None, None, None, False, False) for n in names]
+    version = Version(wanted)
+    assert files_of_version(files, version) == [f for f in files if f.version == version]

@@ -2,11 +2,12 @@
 
 One resolution decides it (:meth:`~cudaup.plan.attempt.LineResolver.conflict_job` says
 why it is a proof): it starts when a line's first resolution fails with nothing
-excluded, the sign of such a conflict (or at once when the requests are exact pins and
-the install check's first resolution is the same job), and the search waits for its
-line or for the proof, whichever comes first.  A line whose first resolution succeeded
-refutes it at once (that resolution picked from a subset of the proof's choices), so
-the proof is stopped and a plan that finds a line pays little for it.  When uv finds no resolution there, no
+excluded, the sign of such a conflict, and the search waits for its line or for the
+proof, whichever comes first; or at once when the requests are exact pins (often the same
+job as the install check's first resolution), and then the lines wait for it.  A line
+whose first resolution succeeded refutes it at once (that resolution picked from a subset
+of the proof's choices), so the proof is stopped and a plan that finds a line pays little
+for it.  When uv finds no resolution there, no
 line can resolve: the search stops and the error gives uv's reason once, instead of
 each package resolved alone on every line.
 """

@@ -70,8 +70,6 @@ from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.parallel import map_concurrently
 
-#: Versions of one project excluded for contradicting a line before the line is given up.
-CONTRADICTION_ROUNDS = 3
 #: The identity of a job with no local per-line index.
 EMPTY = pages_identity({})
 #: Lines resolved at the same time (uv spends its time waiting on the network, not the CPU).
@@ -135,12 +133,8 @@ class _Run:
         memo: IndexMemo,
     ) -> None:
         self.planner, self.settings, self.http = planner, planner.settings, planner.http
-        self.requirements, self.indexes, self.target, self.work = (
-            requirements,
-            indexes,
-            target,
-            work,
-        )
+        self.requirements, self.indexes = requirements, indexes
+        self.target, self.work = target, work
         flat = [i for i in indexes.values() if i.flat]
         if not flat:
             raise UsageError(
@@ -181,10 +175,11 @@ class _Run:
                     f"{requirement} is a direct reference; plan resolves from package indexes"
                 )
         find_uv()
-        self._survey()
-        self._check_ahead()
+        self._check_ahead()  # it needs only the pins: beside the survey, as the release list
         try:
-            return self._plan(wanted, compat, allowed)
+            releases = self.ahead_pool.submit(plan_releases, self.settings, self.planner.cache.plan)
+            self._survey()
+            return self._plan(wanted, compat, allowed, releases.result())
         finally:
             self.ahead_runner.cancel()  # a plan that ends early needs no install check
             self.conflict_runner.cancel()
@@ -214,9 +209,12 @@ class _Run:
         self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=EMPTY)
 
     def _plan(
-        self, wanted: Line | None, compat: CompatTable | None, allowed: Collection[Line] | None
+        self,
+        wanted: Line | None,
+        compat: CompatTable | None,
+        allowed: Collection[Line] | None,
+        live: LiveReleases,
     ) -> PlanResult:
-        live = plan_releases(self.settings, self.planner.cache.plan)
         table = learn_releases(compat or CompatTable.load(), live)
         lines = live.lines()
         self.lines.majors = {line[0] for line in lines}
@@ -240,6 +238,12 @@ class _Run:
         self.conflict.lines = candidates
         if self.ahead is not None:
             self.conflict.start()  # its resolution is the install check's, when no line routes
+            if self.conflict.future is not None:
+                # The lines wait for the proof: four line resolutions beside it on two cores
+                # made it 2-3x slower, and after it each takes what it read from the index
+                # memo and the plan's uv cache (0.1 s each for bitsandbytes==0.45.5's lines;
+                # a cold vllm==0.20.0 plan 17-18 s instead of 18-22 s).
+                wait([self.conflict.future])
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
         for tier in line_tiers(candidates, support, self.allow_minor_compat):
@@ -422,23 +426,19 @@ class _Run:
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
     ) -> Exclusion | None:
         """The driver check on the release the plan names (pinned, or the line's newest)."""
-        release = named_release(attempt, live)
-        if self.target.driver is None:
+        release, driver = named_release(attempt, live), self.target.driver
+        if driver is None:
             return None
-        verdict = table.check(self.target.driver, release, reported=self.target.reported)
+        verdict = table.check(driver, release, reported=self.target.reported)
         if verdict.verdict == "no":
-            return Exclusion(
-                attempt.line,
-                "driver",
-                f"driver {self.target.driver} cannot run CUDA {release}: {verdict.reason}",
+            message = f"driver {driver} cannot run CUDA {release}: {verdict.reason}"
+        elif verdict.verdict == "unknown":
+            message = (
+                f"cudaup cannot tell whether driver {driver} runs CUDA {release}: {verdict.reason}"
             )
-        if verdict.verdict == "unknown":
-            return Exclusion(
-                attempt.line,
-                "driver",
-                f"cudaup cannot tell whether driver {self.target.driver} runs CUDA {release}: {verdict.reason}",
-            )
-        return None
+        else:
+            return None
+        return Exclusion(attempt.line, "driver", message)
 
     def _alone(self, lines: list[Line], attempts: dict[Line, Attempt]) -> list[Alone]:
         """Each requested package resolved alone on every line (for the no-line error);

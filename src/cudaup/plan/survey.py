@@ -22,7 +22,7 @@ from cudaup.core.wheels import tag_rank, wheel_fits
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
 from cudaup.net.http import HttpClient
 from cudaup.plan.indexes import Index
-from cudaup.resolve.pypi import DistFile, PackageIndex
+from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version
 from cudaup.util.parallel import map_concurrently
 
 
@@ -165,7 +165,7 @@ def pins_exactly(requirement: Requirement, file: DistFile) -> bool:
 def yank_of(files: Sequence[DistFile], version: Version) -> str | None:
     """Why ``version`` was yanked (``"no reason given"`` when none is); None when a file of
     it is not yanked, or there is none."""
-    mine = [f for f in files if f.version == version]
+    mine = files_of_version(files, version)
     if not mine or not all(f.yanked for f in mine):
         return None
     return next((f.yank_reason for f in mine if f.yank_reason), None) or "no reason given"
@@ -176,12 +176,13 @@ def best_wheel(
 ) -> DistFile | None:
     """The wheel of ``version`` an installer would pick for the target: the most specific
     tag, a yanked one only when every file of the version is (an exact pin took it)."""
+    files = files_of_version(files, version)
     if yank_of(files, version) is None:
         files = [f for f in files if not f.yanked]
     rank = tag_rank(python, platform)
     best: tuple[int, DistFile] | None = None
     for file in files:
-        if not file.is_wheel or file.version != version:
+        if not file.is_wheel:
             continue
         try:
             tags = parse_wheel_filename(file.filename)[3]

@@ -22,7 +22,7 @@ import functools
 import html
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import IO, Any
@@ -36,7 +36,7 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import decode_text, load_json
 from cudaup.core.names import check_file_name, check_size
@@ -84,6 +84,34 @@ def _file_version(filename: str) -> Version | None:
             return parse_wheel_filename(filename)[1]
         return parse_sdist_filename(filename)[1]
     except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def files_of_version(files: Sequence[DistFile], version: Version) -> list[DistFile]:
+    """The files of ``version``.  Each name's version field is parsed alone first (once per
+    distinct text): a name whose field is another version is no file of it, whatever the
+    rest says, so of numpy's 4,415 files only one version's are parsed whole (the name
+    and tags, :attr:`DistFile.version`), not all of them."""
+    return [f for f in files if _field_version(f.filename) == version and f.version == version]
+
+
+def _field_version(filename: str) -> Version | None:
+    """The version field of a wheel or sdist name, split as ``packaging`` splits it (a
+    wheel's second dash-separated field, an sdist's text after its last dash)."""
+    if filename.endswith(".whl"):
+        fields = filename.split("-")
+        return _text_version(fields[1]) if len(fields) in (5, 6) else None
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            return _text_version(filename[: -len(suffix)].rpartition("-")[2])
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _text_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
         return None
 
 

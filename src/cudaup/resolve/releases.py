@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -24,10 +24,11 @@ from cudaup.core.compat import CompatTable
 from cudaup.core.versions import nvidia_label
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient
-from cudaup.resolve.choose import installer_platforms
 from cudaup.resolve.pypi import PackageIndex
-from cudaup.resolve.resolver import Resolver
-from cudaup.resolve.snapshot import OfflineCatalog
+
+if TYPE_CHECKING:
+    from cudaup.resolve.resolver import Resolver
+    from cudaup.resolve.snapshot import OfflineCatalog
 
 ReleaseSource = Literal["nvidia", "pypi", "snapshot"]
 #: NVIDIA's meta-package on PyPI: one version per CUDA release (``13.4.1`` or ``13.4.1.0``).
@@ -66,6 +67,8 @@ class ReleaseListing:
 
 def list_releases(resolver: Resolver, *, include_index: bool = True) -> list[ReleaseSummary]:
     """All known releases, newest first."""
+    from cudaup.resolve.choose import installer_platforms  # noqa: PLC0415 - see live_releases
+
     labels = [str(v) for v in resolver.listed_versions()]
     if include_index:
         known = set(labels)
@@ -181,6 +184,10 @@ def live_releases(settings: Settings, http: HttpClient) -> LiveReleases:
     if settings.offline:
         notes.append("--offline: the release list was not fetched")
     else:
+        # Imported here: a plan whose release list is remembered (plan/listing.py) needs
+        # none of NVIDIA's parsers, ~10 modules of a warm plan's start.
+        from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
+
         try:
             listed = [str(v) for v in Resolver(settings, http).listed_versions()]
         except CudaupError as exc:
@@ -210,6 +217,8 @@ def snapshot_releases(notes: list[str] | None = None) -> LiveReleases:
             known.add(str(Version(release)))
         except InvalidVersion:
             continue
+    from cudaup.resolve.snapshot import OfflineCatalog  # noqa: PLC0415 - see live_releases
+
     generated = OfflineCatalog.load().generated
     return LiveReleases(
         tuple(sorted(known, key=Version, reverse=True)),
