@@ -15,6 +15,7 @@ from cudaup.net.http import HttpClient
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.read_ahead import AHEAD
 from cudaup.plan.uv import CompileJob, UvRunner
+from tests.plan import world
 from tests.plan.builders import PURE, wheel
 from tests.plan.pyindex import IndexServer
 
@@ -60,7 +61,7 @@ def test_a_small_wheels_metadata_costs_uv_one_range_upstream(
     for path in ("/pypi/files/alpha-1.0-py3-none-any.whl", "/pypi/files/beta-2.0-py3-none-any.whl"):
         assert sorted(r.method for r in index_server.requests(path)) == ["GET", "HEAD"]
         assert _ranges(index_server, path) == [f"bytes=-{AHEAD}"]
-    assert memo.read_ahead >= 2  # uv read each by range: from what was read ahead
+    assert memo.answered_ahead >= 2  # uv read each by range: from what was read ahead
 
 
 def test_a_large_directory_and_metadata_are_read_ahead_too(
@@ -74,7 +75,7 @@ def test_a_large_directory_and_metadata_are_read_ahead_too(
     path = "/pypi/files/alpha-1.0-py3-none-any.whl"
     upstream = _ranges(index_server, path)
     assert upstream[0] == f"bytes=-{AHEAD}" and len(upstream) == 3, upstream  # tail, CD, METADATA
-    assert memo.read_ahead >= 3
+    assert memo.answered_ahead >= 3
 
 
 def test_a_range_the_blocks_do_not_hold_goes_upstream(
@@ -117,7 +118,31 @@ def test_an_upstream_that_ignores_ranges_is_read_by_uv_as_before(
 
     monkeypatch.setattr(index_server, "handle", no_suffixes)
     assert _resolve(index_server, memo, tmp_path) == {"alpha": "1.0", "beta": "2.0"}
-    assert memo.read_ahead == 0
+    assert memo.answered_ahead == 0
     path = "/pypi/files/alpha-1.0-py3-none-any.whl"
     assert ignored == [f"bytes=-{AHEAD}"] * 2  # one tail of each wheel, answered whole
     assert len(_ranges(index_server, path)) > 1  # uv's own, forwarded
+
+
+def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """On 13.0, dsl 2.0 pulls in dsl-libs-cu12 (a 12.x name): the first round's read-back
+    excludes it by name, and the second backtracks dsl.  Its older versions were read
+    ahead as soon as the first round was read back: uv's HEAD and ranges of dsl 1.0 and
+    1.5 are answered by the memo, and upstream saw one tail of each, nothing else."""
+    world.build(index_server)
+    for version, requires in (("1.0", []), ("1.5", []), ("2.0", ["dsl-libs-cu12==2.0"])):
+        index_server.add("pypi", *wheel("dsl", version, requires, tag=PURE), pep658=False)
+    index_server.add("pypi", *wheel("dsl-libs-cu12", "2.0", tag=PURE), pep658=False)
+    result = world.plan(index_server, tmp_path, ["torch==2.11.0", "dsl"], only=("pypi",))
+    assert result.line == (13, 0)
+    assert {p.name: p.version for p in result.packages}["dsl"] == "1.5"
+    for older in ("1.5", "1.0"):
+        path = f"/pypi/files/dsl-{older}-py3-none-any.whl"
+        assert [(r.method, r.range) for r in index_server.requests(path)] == [
+            ("GET", f"bytes=-{AHEAD}")
+        ]
+    # the version the first round took was uv's own: its HEAD, then one tail read ahead
+    newest = index_server.requests("/pypi/files/dsl-2.0-py3-none-any.whl")
+    assert sorted(r.method for r in newest) == ["GET", "HEAD"]

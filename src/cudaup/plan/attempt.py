@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from cudaup.plan.lines import (
     line_constraints,
     line_tag,
 )
+from cudaup.plan.read_ahead import backtracked
 from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
@@ -428,6 +430,11 @@ class LineResolver:
         closure, line = attempt.closure, attempt.line
         assert closure is not None
         _read_names(attempt, closure)
+        by_name = contradictions(attempt.evidence.values(), line)
+        named = {e.project for e in by_name if e.kind == "name"}
+        if named and self.runner.memo is not None:  # the next round backtracks: read ahead
+            files = partial(self.files_of, attempt=attempt)
+            self.runner.memo.read_ahead(partial(backtracked, closure, named, files, self.target))
         older: list[Evidence] = []
         asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:

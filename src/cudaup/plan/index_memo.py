@@ -38,7 +38,7 @@ import re
 import secrets
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -169,7 +169,7 @@ class IndexMemo:
             return self._forwarded + self._ahead.requests
 
     @property
-    def read_ahead(self) -> int:
+    def answered_ahead(self) -> int:
         """uv's ranges answered from what was read ahead of it."""
         return self._ahead.answered
 
@@ -261,6 +261,18 @@ class IndexMemo:
             number = self._upstreams.index(normal)
         return f"{self._base}/i/{number}"
 
+    def read_ahead(self, find: Callable[[], list[str]]) -> None:
+        """Read ahead of uv the metadata of the wheels ``find`` names (upstream URLs; only
+        files the memo's pages listed are read), found in a thread of the memo's: the next
+        round will ask for them in turn."""
+
+        def listed() -> list[str]:
+            urls = find()
+            with self._lock:
+                return [url for url in urls if unquote(url) in self._files]
+
+        self._ahead.later(listed)
+
     def upstream_text(self, text: str) -> str:
         """``text`` with every memo URL in it named by the upstream URL it stands for."""
         if self._text_urls is None:
@@ -322,6 +334,10 @@ class IndexMemo:
             with self._lock:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
+                size = self._ahead.size(url)  # read ahead before uv met it (read_ahead)
+                if size is not None:
+                    _send(request, _head_answer(size))
+                    return
                 self._ahead.start(url)  # beside the HEAD: uv's ranges follow it
             if not page and method == "GET" and ranged:
                 held = self._ahead.answer(url, ranged)
@@ -514,6 +530,17 @@ def _length(headers: Mapping[str, str]) -> int | None:
         return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
+
+
+def _head_answer(size: int) -> _Answer:
+    """A wheel's HEAD answered from its tail read ahead: the size its 206 gave."""
+    headers = (
+        ("Content-Type", "application/octet-stream"),
+        ("Accept-Ranges", "bytes"),
+        ("Content-Length", str(size)),
+        _FRESH_FOR_THE_PLAN,
+    )
+    return _Answer(200, headers, b"")
 
 
 def _range_answer(first: int, body: bytes, total: int) -> _Answer:

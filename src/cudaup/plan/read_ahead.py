@@ -25,20 +25,29 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient, log
 from cudaup.net.ranged_file import RangedFile, RangeWatch
+from cudaup.plan.closure import REQUESTED, Closure, Resolved
+from cudaup.plan.survey import best_wheel
+from cudaup.resolve.pypi import DistFile
+
+if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
+    from cudaup.plan.result import PlanTarget
 
 #: The tail read beside uv's HEAD: uv asks for the last 16 KiB, and a wheel's central
 #: directory is most often within the last 64 KiB (so is a small wheel's METADATA).
 AHEAD = 64 * 1024
 #: Wheels read ahead at once (each a few requests, one after another).
 WORKERS = 8
+#: Older versions of a project read ahead when the next round will backtrack through them.
+OLDER_VERSIONS = 10
 #: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
 SLACK = 64 * 1024
 _METADATA = b".dist-info/METADATA"
@@ -112,6 +121,34 @@ class ReadAhead:
                 return
             self._started.add(url)
         self._pool.submit(self._read, url)
+
+    def later(self, find: Callable[[], list[str]]) -> None:
+        """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
+        read a page), so that finding them delays nothing."""
+        with self._lock:
+            if self._closed:
+                return
+        self._pool.submit(self._found, find)
+
+    def _found(self, find: Callable[[], list[str]]) -> None:
+        try:
+            urls = find()
+        except CudaupError as exc:
+            log.info("index memo: nothing read ahead for the next round (%s)", exc)
+            return
+        for url in urls:
+            self.start(url)
+
+    def size(self, url: str) -> int | None:
+        """``url``'s size from its tail read ahead (waiting for one being read), for uv's
+        HEAD of a wheel read ahead before uv met it; None when there is none."""
+        with self._lock:
+            tails = [b for b in self._blocks.get(url, ()) if b.role == "tail"]
+        for tail in tails:
+            tail.done.wait()  # bounded: the request's own timeouts end it
+            if tail.body:
+                return tail.total
+        return None
 
     def answer(self, url: str, spec: str) -> tuple[int, bytes, int] | None:
         """uv's ``Range: bytes=A-B`` of ``url`` from a block read ahead (waiting for one
@@ -275,3 +312,46 @@ def metadata_member(directory: bytes) -> tuple[int, int] | None:
                 return offset, 30 + name_length + compressed
         found = directory.find(_METADATA, found + 1)
     return None
+
+
+def backtracked(
+    closure: Closure,
+    contradicting: set[str],
+    files_of: Callable[[Resolved], Sequence[DistFile]],
+    target: PlanTarget,
+) -> list[str]:
+    """The wheels (URLs) the next round's uv will read one after another: a project
+    excluded by its name (``nvidia-cutlass-dsl-libs-cu12<0``: one of ``contradicting``)
+    drops the resolved version of each project that required it, and uv then reads the
+    next older versions' metadata in turn (eight of nvidia-cutlass-dsl's, from 4.8.1 to
+    4.5.3), each after the one before; read ahead all at once, they cost that round one
+    round trip.  Only what uv reads by ranges: a wheel whose index offers its PEP 658
+    metadata is left to uv, and so is a version uv could not take (a pre-release)."""
+    parents = {
+        parent
+        for name in contradicting
+        if (package := closure.get(name)) is not None
+        for parent in package.parents
+        if parent != REQUESTED
+    }
+    urls: list[str] = []
+    for name in sorted(parents):
+        resolved = closure.get(name)
+        if resolved is None:
+            continue
+        files = files_of(resolved)
+        older = sorted(
+            {
+                version
+                for f in files
+                if (version := f.version) is not None
+                and version < resolved.version
+                and not (version.is_prerelease or version.is_devrelease)
+            },
+            reverse=True,
+        )[:OLDER_VERSIONS]
+        for version in older:
+            wheel = best_wheel(files, version, target.python, target.platform)
+            if wheel is not None and not wheel.core_metadata:
+                urls.append(wheel.url)
+    return urls
