@@ -430,11 +430,11 @@ class LineResolver:
         closure, line = attempt.closure, attempt.line
         assert closure is not None
         _read_names(attempt, closure)
-        by_name = contradictions(attempt.evidence.values(), line)
-        named = {e.project for e in by_name if e.kind == "name"}
-        if named and self.runner.memo is not None:  # the next round backtracks: read ahead
+        crossed = contradictions(attempt.evidence.values(), line)
+        ahead, memo = None, self.runner.memo
+        if crossed and memo is not None:  # the next round may backtrack: read it ahead
             files = partial(self.files_of, attempt=attempt)
-            self.runner.memo.read_ahead(partial(backtracked, closure, named, files, self.target))
+            ahead = memo.read_ahead(partial(backtracked, closure, crossed, files, self.target))
         older: list[Evidence] = []
         asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
@@ -456,6 +456,8 @@ class LineResolver:
                     found = self._read_deeper(child, attempt)
                     if found is not None and found.kind != "cpu-only":
                         attempt.evidence[child.name] = found
+        if ahead is not None:
+            ahead.result()  # what the next round reads is being read ahead: started
         return contradictions(attempt.evidence.values(), line) + older
 
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
@@ -581,8 +583,7 @@ def _extras_given_up(
 
 
 def _contradictions_given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
-    """Whether to stop excluding: nothing new was read, or a project has been excluded in
-    :data:`CONTRADICTION_ROUNDS` versions."""
+    """Whether to stop: nothing new read, or a project excluded in CONTRADICTION_ROUNDS versions."""
     tried = [sum(k.project == e.project for k in learnt) for e in fresh]
     return not fresh or max(tried) >= CONTRADICTION_ROUNDS
 

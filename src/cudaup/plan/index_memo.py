@@ -39,6 +39,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -261,17 +262,18 @@ class IndexMemo:
             number = self._upstreams.index(normal)
         return f"{self._base}/i/{number}"
 
-    def read_ahead(self, find: Callable[[], list[str]]) -> None:
+    def read_ahead(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead of uv the metadata of the wheels ``find`` names (upstream URLs; only
         files the memo's pages listed are read), found in a thread of the memo's: the next
-        round will ask for them in turn."""
+        round will ask for them in turn, and should start once the future is done (uv's
+        requests then wait for what is being read rather than ask for it too)."""
 
         def listed() -> list[str]:
             urls = find()
             with self._lock:
                 return [url for url in urls if unquote(url) in self._files]
 
-        self._ahead.later(listed)
+        return self._ahead.later(listed)
 
     def upstream_text(self, text: str) -> str:
         """``text`` with every memo URL in it named by the upstream URL it stands for."""

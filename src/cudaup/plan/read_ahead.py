@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient, log
 from cudaup.net.ranged_file import RangedFile, RangeWatch
 from cudaup.plan.closure import REQUESTED, Closure, Resolved
+from cudaup.plan.lines import Evidence
 from cudaup.plan.survey import best_wheel
 from cudaup.resolve.pypi import DistFile
 
@@ -107,7 +108,9 @@ class ReadAhead:
         self.http, self.limit, self._slot = http, limit, slot
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaup-index-memo-ahead")
         self._blocks: dict[str, list[_Block]] = {}
-        self._started: set[str] = set()
+        #: Per wheel read ahead: set once its tail is being read (or its reading ended),
+        #: so that uv's requests, which may come first, wait for it.
+        self._started: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._closed = False
         #: Range requests sent upstream ahead of uv, and uv's ranges answered from them.
@@ -119,16 +122,16 @@ class ReadAhead:
         with self._lock:
             if self._closed or url in self._started:
                 return
-            self._started.add(url)
+            self._started[url] = threading.Event()
         self._pool.submit(self._read, url)
 
-    def later(self, find: Callable[[], list[str]]) -> None:
+    def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
-        read a page), so that finding them delays nothing."""
+        read a page), so that finding them delays nothing; done once each is started."""
         with self._lock:
             if self._closed:
-                return
-        self._pool.submit(self._found, find)
+                return None
+        return self._pool.submit(self._found, find)
 
     def _found(self, find: Callable[[], list[str]]) -> None:
         try:
@@ -139,9 +142,17 @@ class ReadAhead:
         for url in urls:
             self.start(url)
 
+    def _begun(self, url: str) -> None:
+        """Wait until a read ahead of ``url`` that was started has its tail under way."""
+        with self._lock:
+            started = self._started.get(url)
+        if started is not None:
+            started.wait()  # bounded: set by the tail's request or the reading's end
+
     def size(self, url: str) -> int | None:
         """``url``'s size from its tail read ahead (waiting for one being read), for uv's
         HEAD of a wheel read ahead before uv met it; None when there is none."""
+        self._begun(url)
         with self._lock:
             tails = [b for b in self._blocks.get(url, ()) if b.role == "tail"]
         for tail in tails:
@@ -159,6 +170,7 @@ class ReadAhead:
         start, last = int(match.group(1)), int(match.group(2))
         if last < start:
             return None
+        self._begun(url)
         with self._lock:
             blocks = list(self._blocks.get(url, ()))
         for block in blocks:
@@ -193,6 +205,7 @@ class ReadAhead:
         finally:
             with self._lock:
                 left = [b for b in self._blocks.get(url, ()) if not b.done.is_set()]
+                self._started[url].set()
             for block in left:  # reserved, never asked for: it holds nothing, none waits
                 self._end(block)
 
@@ -223,6 +236,7 @@ class ReadAhead:
                     blocks.append(block)
                 block.requested = True
                 self.requests += 1
+                self._started[url].set()  # the tail (the first range) is now a block
 
             def landed(answer: tuple[int, bytes, int] | None) -> None:
                 if answer is not None:
@@ -316,7 +330,7 @@ def metadata_member(directory: bytes) -> tuple[int, int] | None:
 
 def backtracked(
     closure: Closure,
-    contradicting: set[str],
+    contradicting: Iterable[Evidence],
     files_of: Callable[[Resolved], Sequence[DistFile]],
     target: PlanTarget,
 ) -> list[str]:
@@ -329,8 +343,8 @@ def backtracked(
     metadata is left to uv, and so is a version uv could not take (a pre-release)."""
     parents = {
         parent
-        for name in contradicting
-        if (package := closure.get(name)) is not None
+        for evidence in contradicting
+        if evidence.kind == "name" and (package := closure.get(evidence.project)) is not None
         for parent in package.parents
         if parent != REQUESTED
     }
