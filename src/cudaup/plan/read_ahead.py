@@ -45,8 +45,9 @@ if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports th
 #: The tail read beside uv's HEAD: uv asks for the last 16 KiB, and a wheel's central
 #: directory is most often within the last 64 KiB (so is a small wheel's METADATA).
 AHEAD = 64 * 1024
-#: Wheels read ahead at once (each a few requests, one after another).
-WORKERS = 8
+#: Wheels read ahead at once (each a few requests, one after another): uv asks for ~50
+#: things at once, and a wheel whose reading waits for a worker is read by uv itself.
+WORKERS = 16
 #: Older versions of a project read ahead when the next round will backtrack through them.
 OLDER_VERSIONS = 10
 #: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
@@ -108,8 +109,8 @@ class ReadAhead:
         self.http, self.limit, self._slot = http, limit, slot
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaup-index-memo-ahead")
         self._blocks: dict[str, list[_Block]] = {}
-        #: Per wheel read ahead: set once its tail is being read (or its reading ended),
-        #: so that uv's requests, which may come first, wait for it.
+        #: Per wheel read ahead: set once its tail is being read (or its reading ended);
+        #: a round that will backtrack starts once they are (:meth:`later`).
         self._started: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -127,7 +128,8 @@ class ReadAhead:
 
     def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
-        read a page), so that finding them delays nothing; done once each is started."""
+        read a page), so that finding them delays nothing; done once each one's tail is
+        being read, so that uv's requests of them, the next round's, wait for it."""
         with self._lock:
             if self._closed:
                 return None
@@ -141,18 +143,15 @@ class ReadAhead:
             return
         for url in urls:
             self.start(url)
-
-    def _begun(self, url: str) -> None:
-        """Wait until a read ahead of ``url`` that was started has its tail under way."""
-        with self._lock:
-            started = self._started.get(url)
-        if started is not None:
-            started.wait()  # bounded: set by the tail's request or the reading's end
+        for url in urls:  # done once each tail is being read: uv, next, waits for it
+            with self._lock:
+                begun = self._started.get(url)
+            if begun is not None:
+                begun.wait()  # bounded: set by the tail's request or the reading's end
 
     def size(self, url: str) -> int | None:
         """``url``'s size from its tail read ahead (waiting for one being read), for uv's
         HEAD of a wheel read ahead before uv met it; None when there is none."""
-        self._begun(url)
         with self._lock:
             tails = [b for b in self._blocks.get(url, ()) if b.role == "tail"]
         for tail in tails:
@@ -170,7 +169,6 @@ class ReadAhead:
         start, last = int(match.group(1)), int(match.group(2))
         if last < start:
             return None
-        self._begun(url)
         with self._lock:
             blocks = list(self._blocks.get(url, ()))
         for block in blocks:
