@@ -9,15 +9,22 @@ like any other: three waits, then exit 5 naming the host and the URL.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
+import socket
+import struct
+import threading
 from pathlib import Path
 
 import pytest
 
 import cudaup.net.backoff
+import cudaup.net.deadline as deadline_module
 from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
 from cudaup.net.backoff import Backoff
+from cudaup.net.deadline import StaleConnectionError
 from cudaup.net.http import HttpClient
 from tests.faultserver import Fault, FaultServer
 from tests.net.test_answers import ATTEMPTS, resolve
@@ -114,3 +121,36 @@ def test_cli_a_server_that_closes_every_connection_is_exit_5(
     )
     assert len(fault_server.requests(MANIFEST_PATH)) == ATTEMPTS and len(slept) == ATTEMPTS - 1
     assert sandbox.changed_outside(before, sandbox.snapshot(), [sandbox.cache]) == set()
+
+
+def test_a_request_a_reset_kept_connection_could_not_send_is_stale() -> None:
+    """A server that resets a kept connection (not a FIN: an RST) as the next request
+    comes: the request cannot be sent, and the answer is a stale connection, which the
+    client sends again at once.  The pool's own check before reuse misses a reset that
+    comes after it; the test stands for that by sending on the connection itself, as
+    urllib3's ``_make_request`` does (it swallows the send's error)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        peer.recv(65536)
+        peer.sendall(answer)
+        # a reset, not a FIN: linger 0
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()
+
+    server = threading.Thread(target=serve)
+    server.start()
+    connection = deadline_module._Connection("127.0.0.1", listener.getsockname()[1], timeout=10)
+    connection.request("GET", "/doc")
+    assert connection.getresponse().data == b"ok"  # read whole (preloaded)
+    server.join(10)
+    assert connection.sock is not None
+    select.select([connection.sock], [], [], 10)  # the reset has come
+    with contextlib.suppress(OSError):  # as urllib3's _make_request does
+        connection.request("GET", "/doc")
+    with pytest.raises(StaleConnectionError):
+        connection.getresponse()
+    connection.close()
+    listener.close()

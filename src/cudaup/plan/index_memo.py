@@ -447,6 +447,10 @@ class IndexMemo:
         """The whole answer when it is small enough to keep; None to stream it."""
         headers = _passed(raw.headers)
         if method == "HEAD":
+            # Read to its (empty) end before the connection goes back: http.client keeps
+            # an unread answer as the connection's, and the next request sent over it then
+            # fails once sent ("Connection aborted.": ResponseNotReady), and waits a retry.
+            raw.drain_conn()
             raw.release_conn()
             announced = raw.headers.get("Content-Length")
             extra = (("Content-Length", announced),) if announced is not None else ()
