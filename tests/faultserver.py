@@ -2,7 +2,8 @@
 
 Each path serves some bytes, honest by default (HEAD, GET, single ranges,
 If-Range, ETag), with faults switched on per path: drop the connection
-mid-body, send fewer or more bytes than Content-Length, ignore Range, answer
+mid-body or before answering (on every request, or only on a kept-alive connection's
+later ones: a proxy dropping idle connections), send fewer or more bytes than Content-Length, ignore Range, answer
 another range or a shorter one (a chunk limit), answer 416 or any status (with
 Retry-After), stall, throttle down to a trickle of bytes, hang (before the
 headers or after some body bytes, until an event), cap the concurrent requests
@@ -85,6 +86,9 @@ class Fault:
     hang_after: int = 0  # (after this many body bytes) until ``until`` is set, then go on
     dribble_every: float = 0.25  # under the client's socket timeout, so that never fires
     latency: float = 0.0  # wait this long before answering: a round trip to a far server
+    # close the connection without answering: "kept" only a kept-alive connection's later
+    # requests (an upstream that closed it as the request came), "any" every request
+    drop: Literal["kept", "any"] | None = None
     until: threading.Event | None = None  # default: the server's shutdown
     used: int = 0
     seen: int = 0
@@ -221,9 +225,11 @@ class FaultServer:
                 raise AssertionError(f"only {len(self.requests(path))} of {count} requests came")
             time.sleep(0.01)
 
-    def _fault_for(self, resource: Resource, start: int | None) -> Fault | None:
+    def _fault_for(self, resource: Resource, start: int | None, kept: bool) -> Fault | None:
         with self._lock:
             for fault in resource.faults:
+                if fault.drop == "kept" and not kept:
+                    continue
                 if fault.only_from is not None and (start is None or start > fault.only_from):
                     continue
                 if fault.times is not None and fault.used >= fault.times:
@@ -246,12 +252,15 @@ class FaultServer:
             request.client_address[1],
             accept_encoding=request.headers.get("Accept-Encoding"),
         )
+        # The handler is one per connection: requests it served before this one.
+        kept = getattr(request, "served_before", 0) > 0
+        request.served_before = getattr(request, "served_before", 0) + 1  # type: ignore[attr-defined]
         with self._lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
             self.log.append(record)  # logged before answering: the client may look right after
         try:
-            self._respond(request, body, record)
+            self._respond(request, body, record, kept)
         except OSError:  # the client went away (or dropped a slow connection)
             request.close_connection = True
         finally:
@@ -259,7 +268,7 @@ class FaultServer:
                 self.active -= 1
 
     def _respond(
-        self, request: http.server.BaseHTTPRequestHandler, body: bool, record: Served
+        self, request: http.server.BaseHTTPRequestHandler, body: bool, record: Served, kept: bool
     ) -> None:
         resource = self.resources.get(request.path)
         if resource is None:
@@ -279,7 +288,10 @@ class FaultServer:
                 else:
                     start, end = max(0, size - int(match.group(2))), size - 1
                 ranged = True
-        fault = self._fault_for(resource, start if ranged else 0)
+        fault = self._fault_for(resource, start if ranged else 0, kept)
+        if fault and fault.drop:  # no byte of an answer: the handler closes the connection
+            request.close_connection = True
+            return
         if fault and fault.latency:
             time.sleep(fault.latency)
         if fault and fault.hang == "headers":

@@ -137,6 +137,8 @@ INTERNAL_SIGNALS = {
     "cudaup.download.remote.NoRangesError": "ranges refused: one stream from byte 0",
     "cudaup.download.remote.RetryableError": "the transfer loop retries it",
     "cudaup.download.remote.BusyError": "503/429: fewer connections, then retried",
+    "cudaup.net.deadline.StaleConnectionError": "raised inside urllib3's getresponse; the "
+    "client sends the request again on a new connection (http.kept_then_closed)",
     "cudaup.net.deadline.HeadersTooSlowError": "raised inside urllib3's read; the client "
     "turns it into a NetworkError naming the URL",
 }

@@ -371,3 +371,23 @@ def test_live_pypi_through_the_memo_resolves_as_directly(memo: IndexMemo, tmp_pa
     expected = {(p.name, p.version, p.index_url) for p in direct.closure}
     assert {(p.name, p.version, p.index_url) for p in first.closure} == expected
     assert {(p.name, p.version, p.index_url) for p in second.closure} == expected
+
+
+def test_a_heads_answer_is_read_before_its_connection_is_used_again(
+    index_server: IndexServer, http_client: HttpClient
+) -> None:
+    """A HEAD's answer left unread stays its connection's in http.client (until the answer
+    object is collected), and the next request over it fails once sent ("Connection
+    aborted.", ResponseNotReady): in the memo, whose handler holds the answer while it
+    answers uv and another thread takes the connection, 9-11 backoff waits a cold plan."""
+    _publish(index_server)
+    url = index_server.url("pypi") + "/files/beta-1.0-py3-none-any.whl"
+    with IndexMemo(http_client) as memo:
+        head = http_client.open("HEAD", url, retry=False)
+        answer = memo._kept_body(head, "HEAD", url)
+        assert answer is not None and answer.status == 200
+        again = http_client.open("HEAD", url, retry=False)  # the same kept connection
+        assert again.status == 200 and head.status == 200  # the first one still held
+        again.drain_conn()
+        again.release_conn()
+    assert [r.method for r in index_server.requests("/pypi/files/")] == ["HEAD", "HEAD"]

@@ -1,4 +1,4 @@
-"""Response headers that end: a deadline for all of a request's headers.
+"""The client's connections: response headers that end, and kept-alive ones the server closed.
 
 A socket timeout bounds each read, not the whole: a server that sends a byte of its
 headers every few seconds never trips it, and a request would wait forever.  The
@@ -8,8 +8,16 @@ inside :func:`headers_within`, and its connection shuts its socket down when the
 headers have not all arrived by then, so the blocked read returns and the request
 fails with :class:`HeadersTooSlowError` (not retried: the stall limit is spent).
 
-urllib3 hands out the connection only with the response, so the deadline reaches it
-through this thread's state, set around the request by the thread that sends it.
+A connection the pool kept open may have been closed by the server (or a proxy on the
+way, which drops idle connections) just as the next request went out over it: it ends
+before any byte of the answer.  That is no fault of the server's: the connection says so
+with :class:`StaleConnectionError`, and :func:`on_a_new_connection` lets the client send
+the request again at once on a connection of its own, as urllib3, pip and requests do
+for idempotent requests (a backoff sleep there would only wait on the critical path).
+
+urllib3 hands out the connection only with the response, so the deadline (and the ask
+for a new connection) reaches it through this thread's state, set around the request by
+the thread that sends it.
 """
 
 from __future__ import annotations
@@ -35,16 +43,35 @@ class HeadersTooSlowError(http.client.HTTPException):
         self.seconds = seconds
 
 
+class StaleConnectionError(http.client.RemoteDisconnected):
+    """A kept-alive connection, which had carried an earlier answer, ended before any byte
+    of this one: the server had closed it (or did as the request arrived)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"the server closed a kept-alive connection before answering ({cause})")
+
+
 @contextlib.contextmanager
-def headers_within(seconds: float | None) -> Iterator[None]:
-    """Requests this thread sends in the block must have their headers in ``seconds``
-    (None: no deadline, the caller watches them)."""
-    before = getattr(_current, "seconds", None)
-    _current.seconds = seconds
+def _for_this_thread(name: str, value: object) -> Iterator[None]:
+    """``name`` of this thread's state is ``value`` in the block, as before after it."""
+    before = getattr(_current, name, None)
+    setattr(_current, name, value)
     try:
         yield
     finally:
-        _current.seconds = before
+        setattr(_current, name, before)
+
+
+def on_a_new_connection(wanted: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Requests this thread sends in the block go over a newly opened connection, never
+    one the pool kept (``wanted`` False: as the pool chooses)."""
+    return _for_this_thread("fresh", wanted)
+
+
+def headers_within(seconds: float | None) -> contextlib.AbstractContextManager[None]:
+    """Requests this thread sends in the block must have their headers in ``seconds``
+    (None: no deadline, the caller watches them)."""
+    return _for_this_thread("seconds", seconds)
 
 
 class _Deadline:
@@ -89,19 +116,51 @@ class _Deadline:
         return response
 
 
-class _Connection(_Deadline, urllib3.connection.HTTPConnection):
+class _Kept:
+    """What both connection classes add to ``getresponse``: a kept-alive connection that
+    ends before its answer raises :class:`StaleConnectionError`."""
+
+    sock: socket.socket | None
+    #: The socket over which the last answer came (a closed connection reconnects anew).
+    _answered_over: socket.socket | None = None
+
+    def getresponse(self) -> Any:
+        sock = self.sock
+        kept = sock is not None and self._answered_over is sock
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        except ConnectionError as exc:  # closed without a status line, reset, broken pipe
+            if kept:
+                raise StaleConnectionError(exc) from exc
+            raise
+        self._answered_over = sock
+        return response
+
+
+class _Connection(_Kept, _Deadline, urllib3.connection.HTTPConnection):
     pass
 
 
-class _TlsConnection(_Deadline, urllib3.connection.HTTPSConnection):
+class _TlsConnection(_Kept, _Deadline, urllib3.connection.HTTPSConnection):
     pass
 
 
-class _Pool(HTTPConnectionPool):
+class _NewWhenAsked:
+    """What both pools add: inside :func:`on_a_new_connection`, a kept connection taken
+    from the pool is closed first, so that the request opens a new one."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
+        if getattr(_current, "fresh", False) and conn.sock is not None:
+            conn.close()
+        return conn
+
+
+class _Pool(_NewWhenAsked, HTTPConnectionPool):
     ConnectionCls = _Connection
 
 
-class _TlsPool(HTTPSConnectionPool):
+class _TlsPool(_NewWhenAsked, HTTPSConnectionPool):
     ConnectionCls = _TlsConnection
 
 

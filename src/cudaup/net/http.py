@@ -49,7 +49,13 @@ from cudaup.config import (
 from cudaup.errors import HostUnreachableError, NetworkError, SourceFormatError
 from cudaup.net import backoff as backoff_policy
 from cudaup.net.backoff import Backoff
-from cudaup.net.deadline import POOL_CLASSES, HeadersTooSlowError, headers_within
+from cudaup.net.deadline import (
+    POOL_CLASSES,
+    HeadersTooSlowError,
+    StaleConnectionError,
+    headers_within,
+    on_a_new_connection,
+)
 from cudaup.net.hosts import check_redirect
 from cudaup.net.proxies import Proxy, ProxySettings
 from cudaup.net.tls import default_context
@@ -82,6 +88,8 @@ TTL: dict[CacheKind, float] = {
 NEGATIVE_TTL = 600.0
 MAX_REDIRECTS = 10
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: Requests that may be sent again on a new connection when a kept one was found closed.
+IDEMPOTENT = frozenset({"GET", "HEAD"})
 #: Connections kept open per host (more at once are opened, used once, and closed).
 POOL_SIZE = 48
 USER_AGENT = f"cudaup/{__version__} (+https://github.com/cudaup/cudaup)"
@@ -269,14 +277,18 @@ class HttpClient:
         proxy = self.proxy_for(url)
         manager = self._manager(url, proxy)
         failure: urllib3.exceptions.HTTPError | int = 0
-        for attempt in range(retries + 1):
+        attempt, anew = 0, False
+        while True:
             self._count()
             started = time.monotonic()
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s %s headers: %s", method, url, _shown_headers(all_headers))
             try:
                 # the downloader's watchdog bounds its own requests (retry=False)
-                with headers_within(self.settings.stall_timeout if retry else None):
+                with (
+                    headers_within(self.settings.stall_timeout if retry else None),
+                    on_a_new_connection(anew),
+                ):
                     response = manager.request(
                         method,
                         url,
@@ -294,11 +306,23 @@ class HttpClient:
                 if not retry:
                     raise
                 failure = exc
+                if not anew and method in IDEMPOTENT and kept_then_closed(exc):
+                    # Not the server failing: it had closed the connection the pool kept
+                    # (a proxy dropping idle ones), and never saw or dropped the request.
+                    # A new connection is no guess, so no wait and no try counted; the
+                    # retry on it, which cannot meet a kept connection, is bounded.
+                    log.info("%s %s: sent again at once on a new connection", method, url)
+                    anew = True
+                    continue
+                anew = False
                 if attempt >= 1 and unresolved(exc):
                     break  # a name that did not resolve twice will not resolve a third time
-                if attempt < retries:
-                    self.wait_to_retry(url, attempt, describe(exc))
+                if attempt >= retries:
+                    break
+                self.wait_to_retry(url, attempt, describe(exc))
+                attempt += 1
                 continue
+            anew = False
             log.info(
                 "%s %s%s → %d (%.2f s)",
                 method,
@@ -315,8 +339,10 @@ class HttpClient:
             retry_after = response.headers.get("Retry-After")
             response.drain_conn()
             response.release_conn()
-            if attempt < retries:
-                self.wait_to_retry(url, attempt, f"HTTP {response.status}", retry_after)
+            if attempt >= retries:
+                break
+            self.wait_to_retry(url, attempt, f"HTTP {response.status}", retry_after)
+            attempt += 1
         raise gave_up(url, proxy, failure, attempt + 1)
 
     def wait_to_retry(
@@ -474,6 +500,12 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         todo += [getattr(current, "reason", None), getattr(current, "original_error", None)]
 
 
+def kept_then_closed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection the pool had kept open that the server closed
+    before answering (:class:`~cudaup.net.deadline.StaleConnectionError`)."""
+    return any(isinstance(cause, StaleConnectionError) for cause in _causes(exc))
+
+
 def unresolved(exc: BaseException) -> bool:
     """Whether ``exc`` is a host name that did not resolve (DNS): worth one retry, as a
     resolver's hiccup may pass, but not a backoff's worth of them."""
@@ -567,6 +599,11 @@ def describe(exc: urllib3.exceptions.HTTPError) -> str:
     text = str(reason or exc)
     if isinstance(exc, urllib3.exceptions.ProtocolError) and exc.args:
         text = str(exc.args[0])  # not the tuple of the message and the cause
+        cause = exc.args[1] if len(exc.args) > 1 else None
+        if isinstance(cause, http.client.RemoteDisconnected):
+            text = "the server closed the connection without answering"
+        elif isinstance(cause, OSError) and cause.strerror:
+            text = f"{text.rstrip('.')}: {cause.strerror}"  # "Connection aborted: Connection reset by peer"
     if short := _INCOMPLETE.search(text):
         return f"the connection broke {short[1]} bytes into the body, {short[2]} bytes short"
     text = text.split(": ", 1)[-1] if "NewConnectionError" in text else text

@@ -9,7 +9,8 @@ Every answer is checked: a 206 must carry the range asked for and exactly its by
 (a 200, from a server that ignores ``Range``, is refused: it would send the whole file).
 No single read asks for more than :data:`MAX_READ` bytes (a hostile directory that
 claims gigabytes is refused, not fetched).  :attr:`RangedFile.fetched` counts the bytes
-received.  Range reads cannot be checked against the file's hash (that needs every
+received; a ``watch`` is told of each range before it is asked for and of its answer (the
+index memo serves uv from what it reads ahead).  Range reads cannot be checked against the file's hash (that needs every
 byte): they are evidence, never bytes installed.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
@@ -35,14 +36,21 @@ STREAM_CHUNK = 8 * 1024 * 1024
 #: The most one read may ask for (a central directory, a whole small member).
 MAX_READ = 64 * 1024 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+#: Told of a range before it is asked for: its first byte (None: the file's last ``last``
+#: bytes) and its last; what it returns is told the answer, ``(first, body, file size)``,
+#: or None when there is none (it failed, or was refused as not what was asked).
+RangeWatch = Callable[[int | None, int], Callable[[tuple[int, bytes, int] | None], None]]
 
 
 class RangedFile(io.RawIOBase):
     """A seekable, read-only view of the file at ``url``, fetched in ranges."""
 
-    def __init__(self, http: HttpClient, url: str, *, chunk: int = CHUNK) -> None:
+    def __init__(
+        self, http: HttpClient, url: str, *, chunk: int = CHUNK, watch: RangeWatch | None = None
+    ) -> None:
         super().__init__()
         self._http, self.url, self._pos = http, url, 0
+        self._watch = watch
         self.fetched = 0
         #: The ranges kept: the tail (the central directory) and the latest one read.
         self._tail = (0, b"")
@@ -130,6 +138,16 @@ class RangedFile(io.RawIOBase):
         """Bytes ``start..last`` (inclusive), or the file's last ``last`` bytes when ``start``
         is None; with the offset they start at."""
         spec = f"bytes=-{last}" if start is None else f"bytes={start}-{last}"
+        landed = self._watch(start, last) if self._watch is not None else None
+        answer: tuple[int, bytes, int] | None = None
+        try:
+            answer = self._checked(start, last, spec)
+            return answer[:2]
+        finally:
+            if landed is not None:
+                landed(answer)
+
+    def _checked(self, start: int | None, last: int, spec: str) -> tuple[int, bytes, int]:
         raw = self._http.open("GET", self.url, {"Range": spec})
         done = False
         try:
@@ -156,7 +174,7 @@ class RangedFile(io.RawIOBase):
                 )
             done = True
             self.fetched += len(body)
-            return first, body
+            return first, body, total
         finally:
             if not done:
                 raw.close()  # unread bytes must not reach the next request on this connection

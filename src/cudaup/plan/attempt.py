@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,15 @@ from cudaup.errors import CudaupError
 from cudaup.net.http import TTL
 from cudaup.plan.closure import Closure, Resolved
 from cudaup.plan.indexes import Index, load_indexes
+from cudaup.plan.line_failure import (
+    CONTRADICTION_ROUNDS,
+    EXTRA_ROUNDS,
+    Lacking,
+    contradictions_given_up,
+    extras_given_up,
+    learnt_words,
+    no_resolution,
+)
 from cudaup.plan.lines import (
     Evidence,
     Line,
@@ -33,6 +43,7 @@ from cudaup.plan.lines import (
     line_constraints,
     line_tag,
 )
+from cudaup.plan.read_ahead import backtracked
 from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
@@ -57,11 +68,7 @@ from cudaup.util.parallel import map_concurrently
 if TYPE_CHECKING:
     from cudaup.plan.planner import Planner
 
-#: Versions of one project excluded for contradicting a line before the line is given up.
-CONTRADICTION_ROUNDS = 3
-#: Resolutions that may each exclude versions lacking a requested extra, and how many
-#: versions are read at once per round.
-EXTRA_ROUNDS = 4
+#: How many versions lacking a requested extra are read at once per round.
 EXTRA_BATCH = 16
 
 
@@ -215,7 +222,7 @@ class LineResolver:
                 requirements, line, routed, exclusions, offline_first, turn
             )
             if answer.closure is None:
-                attempt.failure = _no_resolution(line, answer, learnt, lacking)
+                attempt.failure = no_resolution(line, answer, learnt, lacking)
                 return attempt
             if turn is not None:
                 turn.resolved()
@@ -227,7 +234,7 @@ class LineResolver:
                 continue
             missing = self._lacking_extras(requirements, attempt)
             if missing:
-                attempt.failure = _extras_given_up(line, lacking, missing)
+                attempt.failure = extras_given_up(line, lacking, missing)
                 if attempt.failure is not None:
                     return attempt
                 lacking += missing
@@ -237,10 +244,10 @@ class LineResolver:
                 return attempt
             fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
             learnt += fresh
-            if _contradictions_given_up(fresh, learnt):
+            if contradictions_given_up(fresh, learnt):
                 break
         attempt.failure = Exclusion(
-            line, "inconsistent", _learnt(learnt), tuple(sorted({e.project for e in learnt}))
+            line, "inconsistent", learnt_words(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
 
@@ -428,6 +435,11 @@ class LineResolver:
         closure, line = attempt.closure, attempt.line
         assert closure is not None
         _read_names(attempt, closure)
+        crossed = contradictions(attempt.evidence.values(), line)
+        ahead, memo = None, self.runner.memo
+        if crossed and memo is not None:  # the next round may backtrack: read it ahead
+            files = partial(self.files_of, attempt=attempt)
+            ahead = memo.read_ahead(partial(backtracked, closure, crossed, files, self.target))
         older: list[Evidence] = []
         asked_names = {canonicalize_name(r.name) for r in requirements}
         for requirement in requirements:
@@ -457,6 +469,8 @@ class LineResolver:
             for child, found in zip(children, read, strict=True):
                 if found is not None and found.kind != "cpu-only":
                     attempt.evidence[child.name] = found
+        if ahead is not None:
+            ahead.result()  # what the next round reads is being read ahead: started
         return contradictions(attempt.evidence.values(), line) + older
 
     def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
@@ -564,87 +578,3 @@ def _read_names(attempt: Attempt, closure: Closure) -> None:
         )
         if found is not None:
             attempt.evidence[package.name] = found
-
-
-def _extras_given_up(
-    line: Line, lacking: Sequence[Lacking], missing: Sequence[Lacking]
-) -> Exclusion | None:
-    """The line's failure once :data:`EXTRA_ROUNDS` resolutions have each met a version
-    without a requested extra; None while another round may exclude ``missing``."""
-    if sum(1 for x in lacking if x.first) < EXTRA_ROUNDS:
-        return None
-    return Exclusion(
-        line,
-        "extra",
-        f"{_lacking([*lacking, *missing])}; older versions not read",
-        tuple(sorted({x.project for x in missing})),
-    )
-
-
-def _contradictions_given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
-    """Whether to stop excluding: nothing new was read, or a project has been excluded in
-    :data:`CONTRADICTION_ROUNDS` versions."""
-    tried = [sum(k.project == e.project for k in learnt) for e in fresh]
-    return not fresh or max(tried) >= CONTRADICTION_ROUNDS
-
-
-def _no_resolution(
-    line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
-) -> Exclusion:
-    """Why a round found nothing: what was excluded before it, else uv's own reason."""
-    if learnt:
-        return Exclusion(
-            line,
-            "inconsistent",
-            f"{_learnt(learnt)}; without them there is no resolution",
-            tuple(sorted({e.project for e in learnt})),
-        )
-    if lacking:
-        return Exclusion(
-            line,
-            "extra",
-            f"{_lacking(lacking)}; without them there is no resolution",
-            tuple(sorted({x.project for x in lacking})),
-        )
-    return Exclusion(line, "resolution", answer.reason or "uv found no resolution")
-
-
-@dataclass(frozen=True, slots=True)
-class Lacking:
-    """A version of a requested project without an extra it was asked with."""
-
-    project: str
-    version: str
-    extras: tuple[str, ...]
-    #: The version the resolver chose (the others were read ahead of it).
-    first: bool = False
-
-
-def _lacking(found: Sequence[Lacking]) -> str:
-    """``jax 0.6.2, 0.6.1 have no extra cuda13``, grouped by project."""
-    by_project: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for item in found:
-        by_project.setdefault((item.project, item.extras), []).append(item.version)
-    parts = []
-    for (project, extras), versions in by_project.items():
-        shown = ", ".join(versions[:4]) + (
-            f" and {len(versions) - 4} older" if len(versions) > 4 else ""
-        )
-        verb = "has" if len(versions) == 1 else "have"
-        parts.append(f"{project} {shown} {verb} no extra {', '.join(extras)}")
-    return "; ".join(parts)
-
-
-def _learnt(found: Sequence[Evidence]) -> str:
-    """What contradicting builds were met, grouped by project (newest first)."""
-    by_project: dict[str, list[Evidence]] = {}
-    for evidence in found:
-        by_project.setdefault(evidence.project, []).append(evidence)
-    parts = []
-    for project, items in by_project.items():
-        kinds = sorted({e.cuda() for e in items})
-        versions = ", ".join(e.version for e in items)
-        how = items[0].how
-        more = "; older versions not read" if len(items) >= CONTRADICTION_ROUNDS else ""
-        parts.append(f"{project} {versions}: {' / '.join(kinds)} ({how}{more})")
-    return "builds of another line: " + "; ".join(parts)

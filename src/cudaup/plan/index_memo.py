@@ -12,7 +12,9 @@ one plan, that uv is pointed at instead of the flat indexes
 request.  Index pages name their files by absolute URL, so their file URLs (HTML
 ``href``\\ s, PEP 691 ``url``\\ s; fragments and hashes untouched) are rewritten to go
 through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are
-read once as well.  A body above :data:`MEMO_LIMIT` (a whole wheel) streams through
+read once as well, and where an index offers no PEP 658 metadata a wheel's tail, central
+directory and METADATA are read ahead of uv's own ranges from its HEAD on
+(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel) streams through
 and is not kept.  What is kept is fresh for the plan (``Cache-Control``), so the plan's
 uv runs, which share a uv cache of the plan's own, ask for each thing once at all.
 
@@ -36,7 +38,8 @@ import re
 import secrets
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -44,6 +47,7 @@ import urllib3
 
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
+from cudaup.plan.read_ahead import ReadAhead
 
 #: The largest body kept in memory; a larger one (a whole wheel) streams through.
 MEMO_LIMIT = 16 * 1024 * 1024
@@ -137,8 +141,7 @@ class IndexMemo:
         self.http, self.limit = client, limit
         #: Why each upstream URL that failed did (the first failure of each).
         self.failures: dict[str, CudaupError] = {}
-        #: Requests sent upstream (each answered from the memo afterwards).
-        self.upstream_requests = 0
+        self._forwarded = 0
         #: Requests uv sent it; and those that waited for an identical one's upstream answer.
         self.served = 0
         self.coalesced = 0
@@ -157,6 +160,19 @@ class IndexMemo:
         #: The loopback port it listens on once started (0 before).
         self.port = 0
         self._text_urls: re.Pattern[str] | None = None
+        self._ahead = ReadAhead(client, limit, lambda url: self._ramp(url).slot())
+
+    @property
+    def upstream_requests(self) -> int:
+        """Requests sent upstream (each answered from the memo afterwards), those read
+        ahead of uv included."""
+        with self._lock:
+            return self._forwarded + self._ahead.requests
+
+    @property
+    def answered_ahead(self) -> int:
+        """uv's ranges answered from what was read ahead of it."""
+        return self._ahead.answered
 
     # -- lifetime -----------------------------------------------------------------
     def __enter__(self) -> IndexMemo:
@@ -218,6 +234,7 @@ class IndexMemo:
             self._closed = True
             server, thread = self._server, self._thread
         if server is None or thread is None:
+            self._ahead.close()
             return
         server.shutdown()
         with self._lock:
@@ -227,6 +244,7 @@ class IndexMemo:
                 connection.shutdown(socket.SHUT_RDWR)
         server.server_close()  # joins the handler threads
         thread.join()
+        self._ahead.close()
         self._server = self._thread = None
 
     # -- what the plan sees -------------------------------------------------------
@@ -243,6 +261,19 @@ class IndexMemo:
                 self._upstreams.append(normal)
             number = self._upstreams.index(normal)
         return f"{self._base}/i/{number}"
+
+    def read_ahead(self, find: Callable[[], list[str]]) -> Future[None] | None:
+        """Read ahead of uv the metadata of the wheels ``find`` names (upstream URLs; only
+        files the memo's pages listed are read), found in a thread of the memo's: the next
+        round will ask for them in turn, and should start once the future is done (uv's
+        requests then wait for what is being read rather than ask for it too)."""
+
+        def listed() -> list[str]:
+            urls = find()
+            with self._lock:
+                return [url for url in urls if unquote(url) in self._files]
+
+        return self._ahead.later(listed)
 
     def upstream_text(self, text: str) -> str:
         """``text`` with every memo URL in it named by the upstream URL it stands for."""
@@ -304,6 +335,18 @@ class IndexMemo:
             key = (method, url, accept, ranged)
             with self._lock:
                 self.served += 1
+            if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
+                size = self._ahead.size(url)  # read ahead before uv met it (read_ahead)
+                if size is not None:
+                    _send(request, _head_answer(size))
+                    return
+                self._ahead.start(url)  # beside the HEAD: uv's ranges follow it
+            if not page and method == "GET" and ranged:
+                held = self._ahead.answer(url, ranged)
+                if held is not None:
+                    _send(request, _range_answer(*held))
+                    return
+            with self._lock:
                 flight = self._flights.get(key)
                 leader = flight is None
                 if flight is None:
@@ -333,7 +376,7 @@ class IndexMemo:
         method, url, accept, ranged = key
         headers = {name: value for name, value in (("Accept", accept), ("Range", ranged)) if value}
         with self._lock:
-            self.upstream_requests += 1
+            self._forwarded += 1
         raw: urllib3.BaseHTTPResponse | None = None
         answer: _Answer | None = None
         failure: CudaupError | None = None
@@ -404,6 +447,10 @@ class IndexMemo:
         """The whole answer when it is small enough to keep; None to stream it."""
         headers = _passed(raw.headers)
         if method == "HEAD":
+            # Read to its (empty) end before the connection goes back: http.client keeps
+            # an unread answer as the connection's, and the next request sent over it then
+            # fails once sent ("Connection aborted.": ResponseNotReady), and waits a retry.
+            raw.drain_conn()
             raw.release_conn()
             announced = raw.headers.get("Content-Length")
             extra = (("Content-Length", announced),) if announced is not None else ()
@@ -489,6 +536,29 @@ def _length(headers: Mapping[str, str]) -> int | None:
         return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
+
+
+def _head_answer(size: int) -> _Answer:
+    """A wheel's HEAD answered from its tail read ahead: the size its 206 gave."""
+    headers = (
+        ("Content-Type", "application/octet-stream"),
+        ("Accept-Ranges", "bytes"),
+        ("Content-Length", str(size)),
+        _FRESH_FOR_THE_PLAN,
+    )
+    return _Answer(200, headers, b"")
+
+
+def _range_answer(first: int, body: bytes, total: int) -> _Answer:
+    """A range answered from bytes read ahead: the upstream's bytes, as a 206 of them."""
+    last = first + len(body) - 1
+    headers = (
+        ("Content-Type", "application/octet-stream"),
+        ("Content-Range", f"bytes {first}-{last}/{total}"),
+        ("Accept-Ranges", "bytes"),
+        _FRESH_FOR_THE_PLAN,
+    )
+    return _Answer(206, headers, body)
 
 
 def _failed(error: CudaupError | None) -> _Answer:

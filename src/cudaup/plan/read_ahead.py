@@ -1,0 +1,369 @@
+"""Reading a wheel's metadata ahead of uv, for the index memo.
+
+Where an index offers no PEP 658 metadata (the PyPI these machines see, through its
+proxy), uv reads a wheel's METADATA in four requests, each waiting for the one before:
+a HEAD (the size), the last 16 KiB (the zip's end record), the part of the central
+directory the tail lacks, and the member.  At ~90 ms a round trip, a resolution that
+meets packages one after another spends most of its time there.  When uv's HEAD of a
+wheel reaches the memo, :class:`ReadAhead` reads the same through cudaup's checked range
+reads (:class:`~cudaup.net.ranged_file.RangedFile`): the file's last :data:`AHEAD` bytes
+at once, beside the HEAD, then the central directory and the METADATA member as soon as
+the tail says where they lie.  Where they lie is found by the zip's end record and a
+search of the directory's bytes for the one ``*.dist-info/METADATA`` name, not by
+:mod:`zipfile`, which parses every entry in Python first (tens of milliseconds for
+torch's 25,000): uv, which asks as soon as it has the directory, would be first.  A range uv asks
+for that lies inside a block read ahead, or being read, is answered from that block's
+bytes (the upstream's, as sent: a 206 carrying exactly the range asked for); any other
+range goes upstream as before.  So a wheel's metadata costs uv about two round trips
+instead of four, and nothing is guessed: a block answers only a range it holds byte for
+byte, and one that failed, or was refused (a 200 to a range, another range than asked),
+answers nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cudaup.errors import CudaupError
+from cudaup.net.http import HttpClient, log
+from cudaup.net.ranged_file import RangedFile, RangeWatch
+from cudaup.plan.closure import REQUESTED, Closure, Resolved
+from cudaup.plan.lines import Evidence
+from cudaup.plan.survey import best_wheel
+from cudaup.resolve.pypi import DistFile
+
+if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
+    from cudaup.plan.result import PlanTarget
+
+#: The tail read beside uv's HEAD: uv asks for the last 16 KiB, and a wheel's central
+#: directory is most often within the last 64 KiB (so is a small wheel's METADATA).
+AHEAD = 64 * 1024
+#: Wheels read ahead at once (each a few requests, one after another): uv asks for ~50
+#: things at once, and a wheel whose reading waits for a worker is read by uv itself.
+WORKERS = 16
+#: Older versions of a project read ahead when the next round will backtrack through them.
+OLDER_VERSIONS = 10
+#: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
+SLACK = 64 * 1024
+_METADATA = b".dist-info/METADATA"
+_METADATA_NAME = re.compile(rb"[^/]+\.dist-info/METADATA")
+_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+#: The zip's end record, its zip64 locator and record, a central directory entry.
+_END = struct.Struct("<4s4H2LH")
+_LOCATOR = struct.Struct("<4sLQL")
+_END64 = struct.Struct("<4sQ2H2L4Q")
+_ENTRY = struct.Struct("<4s6H3L5H2L")
+_MAX32 = 0xFFFFFFFF
+
+
+@dataclass
+class _Block:
+    """One range read ahead: the file's last ``last`` bytes (``start`` None) or
+    ``start..last``; its bytes once answered."""
+
+    start: int | None
+    last: int
+    #: What it holds: "tail", "directory" or "member" (what the block before said where).
+    role: str = "tail"
+    #: Reserved by the block before it (see ``ReadAhead._reserve_next``), then asked for.
+    reserved: bool = False
+    requested: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    first: int = 0
+    body: bytes = b""
+    total: int = 0
+
+    def may_hold(self, start: int, last: int) -> bool:
+        """Whether, still being read, it may hold ``start..last`` (a tail's place is
+        known only once it is answered)."""
+        return self.start is None or (self.start <= start and last <= self.last)
+
+    def held(self, start: int, last: int) -> tuple[int, bytes, int] | None:
+        """Bytes ``start..last`` (``last`` cut at the file's end) with their first offset
+        and the file's size, when this answered block holds them all."""
+        if not self.done.is_set() or not self.body or start >= self.total:
+            return None
+        end = min(last, self.total - 1)
+        if self.first <= start and end < self.first + len(self.body):
+            return start, self.body[start - self.first : end - self.first + 1], self.total
+        return None
+
+
+class ReadAhead:
+    """One memo's reads ahead: started by :meth:`start`, consulted by :meth:`answer`,
+    ended (each thread joined) by :meth:`close`."""
+
+    def __init__(
+        self,
+        http: HttpClient,
+        limit: int,
+        slot: Callable[[str], AbstractContextManager[None]],
+    ) -> None:
+        self.http, self.limit, self._slot = http, limit, slot
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaup-index-memo-ahead")
+        self._blocks: dict[str, list[_Block]] = {}
+        #: Per wheel read ahead: set once its tail is being read (or its reading ended);
+        #: a round that will backtrack starts once they are (:meth:`later`).
+        self._started: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        #: Range requests sent upstream ahead of uv, and uv's ranges answered from them.
+        self.requests = 0
+        self.answered = 0
+
+    def start(self, url: str) -> None:
+        """Read ``url``'s (a wheel's) tail, directory and METADATA ahead, once."""
+        with self._lock:
+            if self._closed or url in self._started:
+                return
+            self._started[url] = threading.Event()
+        self._pool.submit(self._read, url)
+
+    def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
+        """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
+        read a page), so that finding them delays nothing; done once each one's tail is
+        being read, so that uv's requests of them, the next round's, wait for it."""
+        with self._lock:
+            if self._closed:
+                return None
+        return self._pool.submit(self._found, find)
+
+    def _found(self, find: Callable[[], list[str]]) -> None:
+        try:
+            urls = find()
+        except CudaupError as exc:
+            log.info("index memo: nothing read ahead for the next round (%s)", exc)
+            return
+        for url in urls:
+            self.start(url)
+        for url in urls:  # done once each tail is being read: uv, next, waits for it
+            with self._lock:
+                begun = self._started.get(url)
+            if begun is not None:
+                begun.wait()  # bounded: set by the tail's request or the reading's end
+
+    def size(self, url: str) -> int | None:
+        """``url``'s size from its tail read ahead (waiting for one being read), for uv's
+        HEAD of a wheel read ahead before uv met it; None when there is none."""
+        with self._lock:
+            tails = [b for b in self._blocks.get(url, ()) if b.role == "tail"]
+        for tail in tails:
+            tail.done.wait()  # bounded: the request's own timeouts end it
+            if tail.body:
+                return tail.total
+        return None
+
+    def answer(self, url: str, spec: str) -> tuple[int, bytes, int] | None:
+        """uv's ``Range: bytes=A-B`` of ``url`` from a block read ahead (waiting for one
+        being read that may hold it): its first offset, bytes and the file's size."""
+        match = _RANGE.fullmatch(spec.strip())
+        if match is None:
+            return None
+        start, last = int(match.group(1)), int(match.group(2))
+        if last < start:
+            return None
+        with self._lock:
+            blocks = list(self._blocks.get(url, ()))
+        for block in blocks:
+            if not block.done.is_set() and block.may_hold(start, last):
+                block.done.wait()  # bounded: the request's own timeouts end it
+        for block in blocks:
+            if (held := block.held(start, last)) is not None:
+                with self._lock:
+                    self.answered += 1
+                return held
+        return None
+
+    def close(self) -> None:
+        """Start no more reads; wait for those under way (each ends within its timeouts)."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- reading ------------------------------------------------------------------
+    def _read(self, url: str) -> None:
+        try:
+            with self._slot(url):
+                ranged = RangedFile(self.http, url, chunk=AHEAD, watch=self._watcher(url))
+                # Each block, once answered, reserved the next one it says where: in turn.
+                while (block := self._next_reserved(url)) is not None:
+                    assert block.start is not None
+                    ranged.exactly(block.start, block.last - block.start + 1)
+                    if not block.requested:  # held by a block read before: nothing to ask
+                        self._end(block)
+        except CudaupError as exc:
+            log.info("index memo: %s not read ahead (%s): uv reads it itself", url, exc)
+        finally:
+            with self._lock:
+                left = [b for b in self._blocks.get(url, ()) if not b.done.is_set()]
+                self._started[url].set()
+            for block in left:  # reserved, never asked for: it holds nothing, none waits
+                self._end(block)
+
+    def _end(self, block: _Block) -> None:
+        with self._lock:
+            block.requested = True
+        block.done.set()
+
+    def _next_reserved(self, url: str) -> _Block | None:
+        with self._lock:
+            blocks = self._blocks.get(url, ())
+            return next((b for b in blocks if b.reserved and not b.requested), None)
+
+    def _watcher(self, url: str) -> RangeWatch:
+        def watch(start: int | None, last: int) -> Callable[[tuple[int, bytes, int] | None], None]:
+            with self._lock:
+                blocks = self._blocks.setdefault(url, [])
+                block = next(
+                    (
+                        b
+                        for b in blocks
+                        if b.reserved and not b.requested and (b.start, b.last) == (start, last)
+                    ),
+                    None,
+                )
+                if block is None:
+                    block = _Block(start, last)
+                    blocks.append(block)
+                block.requested = True
+                self.requests += 1
+                self._started[url].set()  # the tail (the first range) is now a block
+
+            def landed(answer: tuple[int, bytes, int] | None) -> None:
+                if answer is not None:
+                    block.first, block.body, block.total = answer
+                    # Before its waiters go on: uv, given these bytes, asks for the next
+                    # range at once, and must find it reserved, not race its reading.
+                    self._reserve_next(url, block)
+                block.done.set()
+
+            return landed
+
+        return watch
+
+    def _reserve_next(self, url: str, block: _Block) -> None:
+        """What an answered block says of the next range to read: the central directory
+        after the tail (unless the tail holds it), the METADATA member after the directory."""
+        directory = block.body
+        if block.role == "tail":
+            found = directory_of(block.body, block.total)
+            if found is None:
+                return
+            offset, length = found
+            inside = block.held(offset, offset + length - 1)
+            if inside is None:
+                self._reserve(url, "directory", offset, offset + length - 1, block.total)
+                return
+            directory = inside[1]
+        elif block.role != "directory":
+            return
+        member = metadata_member(directory)
+        if member is not None:
+            start, length = member
+            self._reserve(url, "member", start, start + length + SLACK - 1, block.total)
+
+    def _reserve(self, url: str, role: str, start: int, last: int, total: int) -> None:
+        """A block to read next, unless a block already holds it or it is above the
+        memo's limit (uv then asks for it itself)."""
+        last = min(last, total - 1)
+        if not 0 <= start <= last or last - start + 1 > self.limit:
+            return
+        with self._lock:
+            blocks = self._blocks.setdefault(url, [])
+            if not any(b.held(start, last) is not None for b in blocks):
+                blocks.append(_Block(start, last, role, reserved=True))
+
+
+def directory_of(tail: bytes, size: int) -> tuple[int, int] | None:
+    """Where a zip's central directory lies (offset, length), from the file's last bytes
+    ``tail`` and its ``size``; None when the tail holds no end record that says."""
+    at = tail.rfind(b"PK\x05\x06", max(0, len(tail) - _END.size - 0xFFFF))
+    if at < 0 or at + _END.size > len(tail):
+        return None
+    length, offset = _END.unpack_from(tail, at)[5:7]
+    if _MAX32 in (length, offset):  # zip64: the locator before the end record says where
+        locator = at - _LOCATOR.size
+        if locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
+            return None
+        record = _LOCATOR.unpack_from(tail, locator)[2] - (size - len(tail))
+        if (
+            record < 0
+            or record + _END64.size > len(tail)
+            or tail[record : record + 4] != b"PK\x06\x06"
+        ):
+            return None
+        length, offset = _END64.unpack_from(tail, record)[8:10]
+    if offset + length > size:
+        return None
+    return offset, length
+
+
+def metadata_member(directory: bytes) -> tuple[int, int] | None:
+    """The ``*.dist-info/METADATA`` member's local header offset and the bytes that hold
+    its header, name and data (without the local extra field), from a central directory;
+    None when there is none, or its entry needs zip64."""
+    found = directory.find(_METADATA)
+    while found >= 0:
+        name_end = found + len(_METADATA)
+        entry = directory.rfind(b"PK\x01\x02", max(0, found - _ENTRY.size - 0xFF), found)
+        if entry >= 0 and entry + _ENTRY.size <= len(directory):
+            fields = _ENTRY.unpack_from(directory, entry)
+            compressed, name_length, offset = fields[8], fields[10], fields[16]
+            start = entry + _ENTRY.size
+            named = start + name_length == name_end
+            if named and _METADATA_NAME.fullmatch(directory[start:name_end]):
+                if _MAX32 in (compressed, offset):
+                    return None
+                return offset, 30 + name_length + compressed
+        found = directory.find(_METADATA, found + 1)
+    return None
+
+
+def backtracked(
+    closure: Closure,
+    contradicting: Iterable[Evidence],
+    files_of: Callable[[Resolved], Sequence[DistFile]],
+    target: PlanTarget,
+) -> list[str]:
+    """The wheels (URLs) the next round's uv will read one after another: a project
+    excluded by its name (``nvidia-cutlass-dsl-libs-cu12<0``: one of ``contradicting``)
+    drops the resolved version of each project that required it, and uv then reads the
+    next older versions' metadata in turn (eight of nvidia-cutlass-dsl's, from 4.8.1 to
+    4.5.3), each after the one before; read ahead all at once, they cost that round one
+    round trip.  Only what uv reads by ranges: a wheel whose index offers its PEP 658
+    metadata is left to uv, and so is a version uv could not take (a pre-release)."""
+    parents = {
+        parent
+        for evidence in contradicting
+        if evidence.kind == "name" and (package := closure.get(evidence.project)) is not None
+        for parent in package.parents
+        if parent != REQUESTED
+    }
+    urls: list[str] = []
+    for name in sorted(parents):
+        resolved = closure.get(name)
+        if resolved is None:
+            continue
+        files = files_of(resolved)
+        older = sorted(
+            {
+                version
+                for f in files
+                if (version := f.version) is not None
+                and version < resolved.version
+                and not (version.is_prerelease or version.is_devrelease)
+            },
+            reverse=True,
+        )[:OLDER_VERSIONS]
+        for version in older:
+            wheel = best_wheel(files, version, target.python, target.platform)
+            if wheel is not None and not wheel.core_metadata:
+                urls.append(wheel.url)
+    return urls

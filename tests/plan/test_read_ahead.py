@@ -1,0 +1,148 @@
+"""The index memo reads a wheel's metadata ahead of uv: real uv, a loopback index without
+PEP 658 metadata, whose log says which ranges went upstream."""
+
+from __future__ import annotations
+
+import http.server
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cudaup.config import Settings
+from cudaup.net.http import HttpClient
+from cudaup.plan.index_memo import IndexMemo
+from cudaup.plan.read_ahead import AHEAD
+from cudaup.plan.uv import CompileJob, UvRunner
+from tests.plan import world
+from tests.plan.builders import PURE, wheel
+from tests.plan.pyindex import IndexServer
+
+PLATFORM = "x86_64-manylinux_2_39"
+#: Enough members that the central directory lies outside the tail read ahead, and
+#: METADATA's local header before it.
+MANY = {f"alpha/module_{n:05d}_named_at_length_to_fill_the_directory.py": b"" for n in range(3000)}
+
+
+@pytest.fixture
+def memo(tmp_path: Path) -> Iterator[IndexMemo]:
+    client = HttpClient(Settings.from_env(cache_dir=tmp_path / "cache"), retries=1)
+    with IndexMemo(client) as running:
+        yield running
+
+
+def _publish(server: IndexServer, alpha_members: dict[str, bytes] | None = None) -> bytes:
+    server.root("pypi")
+    name, body = wheel("alpha", "1.0", ["beta>=1"], tag=PURE, shared=alpha_members)
+    server.add("pypi", name, body, pep658=False)
+    server.add("pypi", *wheel("beta", "2.0", tag=PURE), pep658=False)
+    return body
+
+
+def _resolve(server: IndexServer, memo: IndexMemo, tmp_path: Path) -> dict[str, str]:
+    job = CompileJob(("alpha",), (), (3, 12), PLATFORM, (), server.url("pypi"))
+    answer = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job)
+    assert answer.closure is not None
+    return {package.name: str(package.version) for package in answer.closure}
+
+
+def _ranges(server: IndexServer, path: str) -> list[str | None]:
+    return [r.range for r in server.requests(path) if r.method == "GET"]
+
+
+def test_a_small_wheels_metadata_costs_uv_one_range_upstream(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """The tail read beside uv's HEAD holds the whole wheel: every range uv then asks
+    for is answered from it."""
+    _publish(index_server)
+    assert _resolve(index_server, memo, tmp_path) == {"alpha": "1.0", "beta": "2.0"}
+    for path in ("/pypi/files/alpha-1.0-py3-none-any.whl", "/pypi/files/beta-2.0-py3-none-any.whl"):
+        assert sorted(r.method for r in index_server.requests(path)) == ["GET", "HEAD"]
+        assert _ranges(index_server, path) == [f"bytes=-{AHEAD}"]
+    assert memo.answered_ahead >= 2  # uv read each by range: from what was read ahead
+
+
+def test_a_large_directory_and_metadata_are_read_ahead_too(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """The central directory lies before the tail, METADATA far before it: the tail says
+    where both are, and uv's ranges of them are answered from the blocks read after it."""
+    body = _publish(index_server, MANY)
+    assert len(body) > 4 * AHEAD
+    assert _resolve(index_server, memo, tmp_path) == {"alpha": "1.0", "beta": "2.0"}
+    path = "/pypi/files/alpha-1.0-py3-none-any.whl"
+    upstream = _ranges(index_server, path)
+    assert upstream[0] == f"bytes=-{AHEAD}" and len(upstream) == 3, upstream  # tail, CD, METADATA
+    assert memo.answered_ahead >= 3
+
+
+def test_a_range_the_blocks_do_not_hold_goes_upstream(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """Asked directly: a range inside a block is its bytes, one outside goes upstream."""
+    body = _publish(index_server, MANY)
+    _resolve(index_server, memo, tmp_path)
+    path = "/pypi/files/alpha-1.0-py3-none-any.whl"
+    url = f"{memo.local(index_server.url('pypi')).removesuffix('/i/0')}/f/http/"
+    url += index_server.base.removeprefix("http://") + path
+    asked = len(_ranges(index_server, path))
+    for start, last in ((len(body) - 100, len(body) + 50), (1000, 2000)):
+        request = urllib.request.Request(url, headers={"Range": f"bytes={start}-{last}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 206
+            assert response.read() == body[start : last + 1]
+            assert response.headers["Content-Range"] == (
+                f"bytes {start}-{min(last, len(body) - 1)}/{len(body)}"
+            )
+    # the tail's bytes came from the memo; bytes 1000-2000 (no block) from upstream, once
+    assert _ranges(index_server, path)[asked:] == ["bytes=1000-2000"]
+
+
+def test_an_upstream_that_ignores_ranges_is_read_by_uv_as_before(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read ahead is refused (a 200 for a suffix: it would be the whole file) and
+    answers nothing; uv's own requests go upstream and resolve as they would have."""
+    _publish(index_server)
+    served = index_server.handle
+    ignored: list[str] = []
+
+    def no_suffixes(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        spec = request.headers.get("Range") or ""
+        if spec.startswith("bytes=-"):
+            ignored.append(spec)
+            del request.headers["Range"]
+        served(request, body)
+
+    monkeypatch.setattr(index_server, "handle", no_suffixes)
+    assert _resolve(index_server, memo, tmp_path) == {"alpha": "1.0", "beta": "2.0"}
+    assert memo.answered_ahead == 0
+    path = "/pypi/files/alpha-1.0-py3-none-any.whl"
+    assert ignored == [f"bytes=-{AHEAD}"] * 2  # one tail of each wheel, answered whole
+    assert len(_ranges(index_server, path)) > 1  # uv's own, forwarded
+
+
+def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """On 13.0, dsl 2.0 pulls in dsl-libs-cu12 (a 12.x name): the first round's read-back
+    excludes it by name, and the second backtracks dsl.  Its older versions were read
+    ahead as soon as the first round was read back: uv's HEAD and ranges of dsl 1.0 and
+    1.5 are answered by the memo, and upstream saw one tail of each, nothing else."""
+    world.build(index_server)
+    for version, requires in (("1.0", []), ("1.5", []), ("2.0", ["dsl-libs-cu12==2.0"])):
+        index_server.add("pypi", *wheel("dsl", version, requires, tag=PURE), pep658=False)
+    index_server.add("pypi", *wheel("dsl-libs-cu12", "2.0", tag=PURE), pep658=False)
+    result = world.plan(index_server, tmp_path, ["torch==2.11.0", "dsl"], only=("pypi",))
+    assert result.line == (13, 0)
+    assert {p.name: p.version for p in result.packages}["dsl"] == "1.5"
+    for older in ("1.5", "1.0"):
+        path = f"/pypi/files/dsl-{older}-py3-none-any.whl"
+        assert [(r.method, r.range) for r in index_server.requests(path)] == [
+            ("GET", f"bytes=-{AHEAD}")
+        ]
+    # the version the first round took was uv's own: its HEAD, then one tail read ahead
+    newest = index_server.requests("/pypi/files/dsl-2.0-py3-none-any.whl")
+    assert sorted(r.method for r in newest) == ["GET", "HEAD"]
