@@ -16,6 +16,7 @@ from cudaup.download.ramp import (
     FIRST_WINDOW,
     LARGE_FILE,
     MIN_RISE,
+    PATIENCE,
     WINDOW,
     ConnectionRamp,
     Step,
@@ -101,6 +102,35 @@ def test_an_explicit_count_never_moves() -> None:
     assert ramp.settled and ramp.observe(0.0, 0) == 4 and ramp.observe(10.0, 10**9) == 4
 
 
+def test_a_count_is_measured_once_its_connections_bring_bytes() -> None:
+    # 4 MB/s on one connection, the same on a shared pipe with eight: seven new threads
+    # still connecting for three windows must not read as "they brought nothing".
+    ramp = ConnectionRamp(8)
+    ramp.observe(0.0, 0)
+    assert ramp.observe(WINDOW, int(4e6 * WINDOW)) == 8
+    now, completed = WINDOW, int(4e6 * WINDOW)
+    for _ in range(3):  # the old connection alone still brings its 4 MB/s
+        now, completed = now + WINDOW, completed + int(4e6 * WINDOW)
+        assert ramp.observe(now, completed, connecting=6) == 8 and not ramp.settled
+    ramp.observe(now + 0.01, completed)  # all eight bring bytes (or ended): it starts
+    assert not ramp.settled and len(ramp.steps) == 1
+    # Eight together bring no more than one: back to one, for good.
+    assert ramp.observe(now + 0.01 + WINDOW, completed + int(4e6 * WINDOW)) == 1
+    assert ramp.settled and [s.connections for s in ramp.steps] == [1, 8]
+
+
+def test_connections_that_never_bring_a_byte_are_measured_after_the_patience() -> None:
+    ramp = ConnectionRamp(8)
+    ramp.observe(0.0, 0)
+    assert ramp.observe(WINDOW, int(4e6 * WINDOW)) == 8
+    now, completed, rate = WINDOW, int(4e6 * WINDOW), 4e6
+    while not ramp.settled:
+        now, completed = now + WINDOW, completed + int(rate * WINDOW)
+        ramp.observe(now, completed, connecting=7)
+        assert now < WINDOW + PATIENCE + 3 * WINDOW, ramp.steps
+    assert ramp.count == 1 and now >= WINDOW + PATIENCE
+
+
 def test_the_server_lowers_the_most() -> None:
     ramp = ConnectionRamp(8)
     ramp.cap(1)
@@ -128,14 +158,15 @@ def test_a_cap_per_connection_gets_more_connections(
 
 
 def test_a_shared_pipe_is_not_split_for_nothing(fault_server: FaultServer, tmp_path: Path) -> None:
-    # 4 MiB/s for every connection together: the added ones bring nothing, so the
-    # download goes back to one (having tried more).
-    fault_server.add("/f.run", BODY[: 4 * MiB], Fault(link=SharedLink(4 * MiB)))
+    # 8 MiB/s for every connection together: the added ones bring nothing, so the
+    # download goes back to one (having tried more).  12 MiB leave pieces to steal for
+    # the added connections however late a loaded machine lets the ramp decide.
+    fault_server.add("/f.run", BODY, Fault(link=SharedLink(8 * MiB)))
     result = download(
-        request(fault_server, size=4 * MiB, sha256=_sha(BODY[: 4 * MiB])), tmp_path / "out",
+        request(fault_server, size=SIZE, sha256=_sha(BODY)), tmp_path / "out",
         http=client(tmp_path),
     )  # fmt: skip
-    assert result.path.read_bytes() == BODY[: 4 * MiB]
+    assert result.path.read_bytes() == BODY
     assert result.connections == 1
     assert fault_server.connections("/f.run") > 2
 

@@ -101,6 +101,8 @@ class Transfer:
         self._lock = threading.Lock()
         #: each worker's CPU seconds at its last write (by thread name: unique per download)
         self._thread_cpu: dict[str, float] = {}
+        #: workers started that have neither written a byte nor ended (by thread name)
+        self._connecting: set[str] = set()
 
     def widen(self, threads: list[threading.Thread]) -> None:
         """Start workers until :attr:`wanted` run (each appended to ``threads``)."""
@@ -111,6 +113,7 @@ class Transfer:
             thread = threading.Thread(
                 target=self.work, daemon=True, name=f"cudaup-dl-{len(threads)}"
             )
+            self._connecting.add(thread.name)
             threads.append(thread)
             thread.start()
 
@@ -118,6 +121,11 @@ class Transfer:
         """CPU seconds the connections' threads have used, as of each one's last write:
         what tells the ramp whether the CPU or the link holds them back."""
         return sum(self._thread_cpu.copy().values())
+
+    def connecting(self) -> int:
+        """Workers started that have neither brought a byte nor ended: a count the ramp
+        cannot measure yet."""
+        return len(self._connecting)
 
     def _surplus(self) -> bool:
         """Whether this worker is one too many now (then it stops, counted out)."""
@@ -173,6 +181,7 @@ class Transfer:
         except BaseException as exc:  # reported to the supervisor, which stops the others
             self.report(exc)
         finally:
+            self._connecting.discard(threading.current_thread().name)
             if not retired:
                 with self._lock:
                     self._workers -= 1
@@ -262,6 +271,7 @@ class Transfer:
                 self.plan.advance(segment, allowed)
                 self.watchdog.progressed(allowed)
                 self._thread_cpu[name] = time.thread_time()
+                self._connecting.discard(name)
                 spare = hasher.offer(offset, buffer.data, allowed) if hasher else None
                 if spare is not None:
                     buffer.data = spare  # the hasher keeps the one just written
@@ -487,7 +497,12 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             # Past the hash speed more connections cannot end a verified download sooner.
             ceiling = (plan.hash_speed or ASSUMED_HASH_SPEED) if checksum else None
             transfer.wanted = ramp.observe(
-                time.monotonic(), completed, ceiling, transfer.cpu(), plan.round_trip
+                time.monotonic(),
+                completed,
+                ceiling,
+                transfer.cpu(),
+                plan.round_trip,
+                transfer.connecting(),
             )
             plan.connections = min(transfer.wanted, transfer.connections)
             plan.may_grow_to = 0 if ramp.settled else ramp.most

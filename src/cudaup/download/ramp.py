@@ -58,6 +58,9 @@ HEADROOM = 0.5
 #: at 6 MiB/s uses 1-3 % of one; one on loopback 30-50 % on a loaded 2-core machine
 #: (where it waits for a core besides), more on an idle one.
 BUSY = 0.25
+#: Seconds a count waits for its connections' first bytes before it is measured anyway
+#: (what has not come by then counts as nothing brought).
+PATIENCE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class ConnectionRamp:
         #: what each count reached, in order (for the tests and the debugging eye)
         self.steps: list[Step] = []
         self._since: tuple[float, int, float | None] | None = None
+        #: since when the count has waited for connections that have not brought a byte
+        self._waiting_since: float | None = None
 
     def cap(self, most: int) -> None:
         """The server asked for fewer connections (503/429): never more than ``most``."""
@@ -97,6 +102,7 @@ class ConnectionRamp:
         ceiling: float | None = None,
         cpu: float | None = None,
         round_trip: float | None = None,
+        connecting: int = 0,
     ) -> int:
         """``completed`` bytes are on disk at ``now`` (seconds); the connections wanted.
 
@@ -104,13 +110,20 @@ class ConnectionRamp:
         download sooner (the hash speed), None when nothing bounds it.  ``cpu``: the CPU
         seconds the connections' threads have used so far (None: not measured).
         ``round_trip``: the least seconds a request waited for its first byte (None: no
-        answer yet).
+        answer yet).  ``connecting``: connections started that have neither brought a
+        byte nor ended; the window of a count starts once there are none.
         """
         if self.settled:
             return self.count
         if self._since is None:
             self._since = (now, completed, cpu)
             return self.count
+        if connecting:
+            if self._waiting_since is None:
+                self._waiting_since = now
+            if now - self._waiting_since < PATIENCE:
+                self._since = (now, completed, cpu)
+                return self.count
         began, base, base_cpu = self._since
         if now - began < self._window(round_trip):
             return self.count
@@ -132,6 +145,7 @@ class ConnectionRamp:
         one = rate / self.count
         wanted = self.most if ceiling is None else math.ceil(ceiling / one)
         self.count = max(self.count + 1, min(self.most, wanted))
+        self._waiting_since = None
         return self.count
 
     def _window(self, round_trip: float | None) -> float:
