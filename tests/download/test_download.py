@@ -80,9 +80,12 @@ def test_parallel_ranges_verified_while_streaming(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
     # Every answer holds after its first byte until eight ranges are asked for: they are
-    # in flight together, however loaded the machine is.
+    # in flight together, however loaded the machine is.  32 MiB make eight pieces from
+    # the front (8 MiB are cut into eight only while no first byte has come back, since a
+    # piece that has begun is not split below two MiB: a race this test once lost).
     together = threading.Event()
-    fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=1, until=together))
+    body = payload(32 * 1024 * 1024, seed=3)
+    fault_server.add("/f.run", body, Fault(hang="body", hang_after=1, until=together))
 
     def when_eight_are_in() -> None:
         fault_server.wait_for_requests(1 + 8, "/f.run")  # the probe, then the ranges
@@ -90,15 +93,16 @@ def test_parallel_ranges_verified_while_streaming(
 
     threading.Thread(target=when_eight_are_in, daemon=True).start()
     events: list[ProgressEvent] = []
+    sha = hashlib.sha256(body).hexdigest()
     result = download(
-        request(fault_server),
+        request(fault_server, size=len(body), sha256=sha),
         tmp_path / "out",
         http=client(tmp_path),
         connections=8,
         progress=events.append,
     )
-    fetched_ok(result.path)
-    assert result.digest == SHA and result.algorithm == "sha256" and result.fetched == SIZE
+    fetched_ok(result.path, body)
+    assert result.digest == sha and result.algorithm == "sha256" and result.fetched == len(body)
     ranges = [r.range for r in fault_server.requests("/f.run") if r.range != "bytes=0-0"]
     assert len(ranges) >= 8 and all(r and r.startswith("bytes=") for r in ranges)
     assert fault_server.connections("/f.run") >= 8
