@@ -176,11 +176,11 @@ def write_members(
             for member in batch:
                 check_cancelled(cancel)
                 check_cancelled(stop)
-                path = f"{os.fspath(destination)}/{'/'.join(member.parts)}"  # see write_member
                 with (
                     explained(archive, destination, member, needed),
                     reader.open(member, through) as source,
                 ):
+                    path = member_path(destination, member.parts)
                     digests["/".join(member.parts)] = write_file(source, path, member)
 
     map_concurrently(write_batch, work_batches(files), PARALLEL_WORKERS, cancel=stop)
@@ -237,14 +237,11 @@ def write_member(
     made: set[tuple[str, ...]],
     digests: Digests,
 ) -> None:
-    # A plain string, not a Path: an archive is thousands of members, and joining a Path
-    # costs more than creating the file it names.  Each part is a checked plain name
-    # (policy.Checker), so this is joinpath's result.
-    path = f"{os.fspath(destination)}/{'/'.join(member.parts)}"
+    path = member_path(destination, member.parts)
     make_dirs(destination, member.parts[:-1], made)
     if member.kind == "dir":
         make_dirs(destination, member.parts, made)
-        os.chmod(path, final_mode(member))  # noqa: PTH101 - a string: see above
+        os.chmod(path, final_mode(member))  # noqa: PTH101 - a string: see member_path
     elif member.kind == "symlink":
         os.symlink(member.target, path)  # noqa: PTH211
     else:
@@ -275,13 +272,23 @@ def explained(archive: Path, destination: Path, member: Member, needed: int) -> 
         raise
 
 
+def member_path(destination: Path, parts: tuple[str, ...]) -> str:
+    """Where the checked member (or directory level) ``parts`` goes under ``destination``.
+
+    A plain string, not a Path: an archive is thousands of members, and joining a Path
+    costs more than creating the file it names.  Each part is a checked plain name
+    (policy.Checker), so this is joinpath's result.
+    """
+    return f"{os.fspath(destination)}/{'/'.join(parts)}"
+
+
 def make_dirs(destination: Path, parts: tuple[str, ...], made: set[tuple[str, ...]]) -> None:
     """Create each level of ``parts``; an existing level must be a real directory."""
     for depth in range(1, len(parts) + 1):
         prefix = parts[:depth]
         if prefix in made:
             continue
-        path = f"{os.fspath(destination)}/{'/'.join(prefix)}"  # checked names: see write_member
+        path = member_path(destination, prefix)
         try:
             os.mkdir(path, 0o755)  # noqa: PTH102
         except FileExistsError:
