@@ -25,6 +25,7 @@ import ctypes
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -101,12 +102,13 @@ def _has_driver() -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def paired(
     tmp_path_factory: pytest.TempPathFactory, pypi_toolkit: Path
 ) -> Iterator[dict[str, Path]]:
     """version → the python of an environment holding that torch and tiny-ext; and "stubs"
-    → a gcc-built stub driver library in a redist-shaped toolkit tree."""
+    → a gcc-built stub driver library in a redist-shaped toolkit tree.  Its 3 GB are removed
+    when the module is done: the suite's later tests need the disk."""
     if _has_driver():
         pytest.skip("this host has the NVIDIA driver: what is checked here is a host without one")
     if sys.version_info[:2] != (3, 11):
@@ -144,6 +146,7 @@ def paired(
     for python in pythons.values():
         _uv("--python", str(python), "--no-deps", "--no-index", str(wheel))
     yield {**pythons, "stubs": toolkit}
+    shutil.rmtree(base)
 
 
 def _check(python: Path, stubs: list[Path]) -> str:
