@@ -26,11 +26,9 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html.parser import HTMLParser
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from packaging.metadata import Metadata
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -45,6 +43,9 @@ from cudaup.core.names import check_file_name, check_size
 from cudaup.errors import NetworkError, RemoteFileMissingError, SourceFormatError
 from cudaup.net.http import HttpClient
 from cudaup.net.ranged_file import RangedFile, wheel_archive
+
+if TYPE_CHECKING:  # read where a wheel's metadata or an HTML page is: a warm plan reads none
+    from packaging.metadata import Metadata
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 #: Wheels up to this size are downloaded whole to read METADATA; larger ones are range-read.
@@ -198,16 +199,6 @@ def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
     return files
 
 
-class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.anchors: list[dict[str, str | None]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.anchors.append(dict(attrs))
-
-
 def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
     """Files of a PEP 503 HTML project page (relative and cross-host links).
 
@@ -215,7 +206,18 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
     passed over; any other link must end in a plain file name."""
     if len(text) > MAX_PAGE_BYTES:
         raise SourceFormatError(f"{page_url} is larger than {MAX_PAGE_BYTES} bytes")
-    parser = _AnchorParser()
+    from html.parser import HTMLParser  # noqa: PLC0415
+
+    class AnchorParser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.anchors: list[dict[str, str | None]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                self.anchors.append(dict(attrs))
+
+    parser = AnchorParser()
     try:
         parser.feed(text)
         parser.close()
@@ -413,6 +415,8 @@ def _parse_metadata(data: bytes, where: str) -> Metadata:
     so that a malformed one is a refusal now, not an exception where it is used."""
     if len(data) > MAX_METADATA_BYTES:
         raise SourceFormatError(f"{where} is larger than {MAX_METADATA_BYTES} bytes")
+    from packaging.metadata import Metadata  # noqa: PLC0415
+
     try:
         metadata = Metadata.from_email(data, validate=False)
         _ = metadata.requires_dist, metadata.provides_extra
