@@ -68,9 +68,9 @@ def test_a_page_read_again_is_its_digest_and_the_same_files(
     assert again == first and len(first) == 3
     # The second read took the digest: one written as cudaup writes them is believed.
     header, document = _split(digest)
-    rows = document["files"]
-    assert isinstance(rows, list) and rows[0][4] == ">=3.9"
-    rows[0][4] = ">=3.10"
+    columns = document["files"]
+    assert isinstance(columns, dict) and columns["requires_python"][0] == ">=3.9"
+    columns["requires_python"][0] = ">=3.10"
     _rewrite(digest, header, document)
     assert _field(_index(index_server, tmp_path).files("demo")) == ">=3.10"
 
@@ -84,22 +84,31 @@ def _forged(path: Path, header: dict[str, object] | None = None, **document: obj
     """A digest written as cudaup writes one, but for a field changed (so that one used
     shows) and ``header``'s and ``document``'s fields replaced."""
     kept_header, kept = _split(path)
-    rows = kept["files"]
-    assert isinstance(rows, list)
-    rows[0][4] = ">=3.8"
+    columns = kept["files"]
+    assert isinstance(columns, dict)
+    columns["requires_python"][0] = ">=3.8"
     _rewrite(path, {**kept_header, **(header or {})}, {**kept, **document})
 
 
-def _bad_row(index: int, value: object) -> Callable[[Path], None]:
+def _bad_value(column: str, value: object, at: int = 0) -> Callable[[Path], None]:
     def damage(path: Path) -> None:
         header, document = _split(path)
-        rows = document["files"]
-        assert isinstance(rows, list)
-        rows[0][4] = ">=3.8"
-        rows[0][index] = value
+        columns = document["files"]
+        assert isinstance(columns, dict)
+        columns["requires_python"][0] = ">=3.8"
+        columns[column][at] = value
         _rewrite(path, header, document)
 
     return damage
+
+
+def _short_column(path: Path) -> None:
+    header, document = _split(path)
+    columns = document["files"]
+    assert isinstance(columns, dict)
+    columns["requires_python"][0] = ">=3.8"
+    columns["yank_reason"].pop()
+    _rewrite(path, header, document)
 
 
 def _a_directory(path: Path) -> None:
@@ -119,11 +128,18 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
     "another-url": lambda path: _forged(path, {"url": "https://elsewhere.example/simple/demo/"}),
     "another-format": lambda path: _forged(path, format=DIGEST_FORMAT + 1),
     "another-page": lambda path: _forged(path, page="https://elsewhere.example/simple/demo/"),
-    "size-as-text": _bad_row(3, "11"),
-    "yanked-as-text": _bad_row(5, "no"),
-    "sha256-not-hex": _bad_row(2, "z" * 64),
-    "name-refused": _bad_row(0, "../demo-1.0-py3-none-any.whl"),
-    "row-too-short": lambda path: _forged(path, files=[["demo-1.0-py3-none-any.whl"]]),
+    "size-as-text": _bad_value("size", "11"),
+    "size-as-bool": _bad_value("size", True),
+    "size-negative": _bad_value("size", -1),
+    "size-beyond-a-pebibyte": _bad_value("size", 2**51),
+    "yanked-as-text": _bad_value("yanked", "no"),
+    "sha256-not-hex": _bad_value("sha256", "z" * 64),
+    "sha256-upper-case": _bad_value("sha256", "AB" * 32),
+    "name-refused": _bad_value("filename", "../demo-1.0-py3-none-any.whl"),
+    "name-with-a-separator": _bad_value("filename", "a/demo-1.0-py3-none-any.whl", at=1),
+    "a-column-short": _short_column,
+    "a-column-missing": lambda path: _forged(path, files={"filename": [WHEEL]}),
+    "rows-not-columns": lambda path: _forged(path, files=[[WHEEL]]),
     "not-json": lambda path: path.write_bytes(b"\xff\n\xff"),
     "no-header": lambda path: path.write_bytes(b"{}"),
     "writable-by-others": lambda path: path.chmod(0o666),
@@ -153,6 +169,6 @@ def test_a_page_that_changed_is_parsed_and_its_digest_replaced(
     changed = _index(index_server, tmp_path, refresh=True).files("demo")
     assert _field(changed) == ">=3.11"
     _, document = _split(_digest_file(tmp_path))
-    rows = document["files"]
-    assert isinstance(rows, list) and rows[0][4] == ">=3.11"
+    columns = document["files"]
+    assert isinstance(columns, dict) and columns["requires_python"][0] == ">=3.11"
     assert _field(_index(index_server, tmp_path).files("demo")) == ">=3.11"

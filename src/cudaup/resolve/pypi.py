@@ -39,7 +39,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import decode_text, load_json
-from cudaup.core.names import check_file_name, check_size
+from cudaup.core.names import MAX_SIZE, check_file_name, check_file_names, check_size
 from cudaup.errors import NetworkError, RemoteFileMissingError, SourceFormatError
 from cudaup.net.http import HttpClient
 from cudaup.net.ranged_file import RangedFile, wheel_archive
@@ -301,28 +301,34 @@ DIGEST_KIND = "files"
 DIGEST_FORMAT = 1
 
 
+#: A digest's columns: the fields of :class:`DistFile` in order, each with the types its
+#: values may have.
+_COLUMNS: dict[str, frozenset[type]] = {
+    "filename": frozenset({str}),
+    "url": frozenset({str}),
+    "sha256": frozenset({str, type(None)}),
+    "size": frozenset({int, type(None)}),
+    "requires_python": frozenset({str, type(None)}),
+    "yanked": frozenset({bool}),
+    "core_metadata": frozenset({bool}),
+    "yank_reason": frozenset({str, type(None)}),
+}
+#: Deletes lower-case hex digits: a digest's sha256 column, joined, must leave nothing.
+_NOT_HEX = str.maketrans("", "", "0123456789abcdef")
+
+
 def page_digest(files: Sequence[DistFile], page_url: str) -> bytes:
-    """``files`` (a page's, as parsed) as a digest: one JSON row of fields per file."""
-    rows = [
-        [
-            f.filename,
-            f.url,
-            f.sha256,
-            f.size,
-            f.requires_python,
-            f.yanked,
-            f.core_metadata,
-            f.yank_reason,
-        ]
-        for f in files
-    ]
-    document = {"format": DIGEST_FORMAT, "page": page_url, "files": rows}
+    """``files`` (a page's, as parsed) as a digest: one JSON column per field, so that
+    reading it back checks each column's types at once, not each file's."""
+    columns = {name: [getattr(f, name) for f in files] for name in _COLUMNS}
+    document = {"format": DIGEST_FORMAT, "page": page_url, "files": columns}
     return json.dumps(document, separators=(",", ":")).encode()
 
 
 def files_from_digest(payload: bytes, page_url: str) -> list[DistFile] | None:
     """The files a digest of ``page_url`` holds, or None when it is not one this version
-    of cudaup wrote (another format, another page, a field of the wrong type, a file name
+    of cudaup wrote (another format, another page, columns of other lengths or a value of
+    the wrong type, a sha256 not in lower-case hex, a size out of range, a file name
     :func:`~cudaup.core.names.check_file_name` refuses): the page is then parsed again."""
     try:
         document = json.loads(payload)
@@ -332,34 +338,25 @@ def files_from_digest(payload: bytes, page_url: str) -> list[DistFile] | None:
         not isinstance(document, dict)
         or document.get("format") != DIGEST_FORMAT
         or document.get("page") != page_url
-        or not isinstance(rows := document.get("files"), list)
+        or not isinstance(columns := document.get("files"), dict)
+        or set(columns) != set(_COLUMNS)
+        or not all(isinstance(column, list) for column in columns.values())
+        or len({len(column) for column in columns.values()}) > 1
+        # A column's types in one pass (bool is not int here: type(True) is bool).
+        or any(not set(map(type, columns[name])) <= kinds for name, kinds in _COLUMNS.items())
     ):
         return None
-    files: list[DistFile] = []
-    for row in rows:
-        if not isinstance(row, list) or len(row) != 8:
-            return None
-        filename, url, sha256, size, requires_python, yanked, core_metadata, reason = row
-        if not (
-            isinstance(filename, str)
-            and isinstance(url, str)
-            and (sha256 is None or (isinstance(sha256, str) and _SHA256.match(sha256)))
-            and isinstance(requires_python, str | None)
-            and isinstance(yanked, bool)
-            and isinstance(core_metadata, bool)
-            and isinstance(reason, str | None)
-        ):
-            return None
-        try:  # as a page's own are checked: its names become downloads' names
-            check_file_name(filename, field="filename", where=page_url)
-            if size is not None:
-                check_size(size, field="size", where=page_url, text=False)
-        except SourceFormatError:
-            return None
-        files.append(
-            DistFile(filename, url, sha256, size, requires_python, yanked, core_metadata, reason)
-        )
-    return files
+    sizes = [size for size in columns["size"] if size is not None]
+    hashes = [sha256 for sha256 in columns["sha256"] if sha256 is not None]
+    if sizes and not 0 <= min(sizes) <= max(sizes) <= MAX_SIZE:
+        return None
+    if not set(map(len, hashes)) <= {64} or "".join(hashes).translate(_NOT_HEX):
+        return None
+    try:  # as a page's own are checked: its names become downloads' names
+        check_file_names(columns["filename"], field="filename", where=page_url)
+    except SourceFormatError:
+        return None
+    return list(map(DistFile, *(columns[name] for name in _COLUMNS)))
 
 
 class PackageIndex:
