@@ -272,7 +272,3 @@ def test_the_files_of_a_version_are_those_whose_whole_name_says_it(
     files = [DistFile(n, "https://x/f", None, None, None, False, False) for n in names]
     version = Version(wanted)
     assert files_of_version(files, version) == [f for f in files if f.version == version]
-    # A page's tuple (long enough to be grouped once): the same, asked once or again.
-    page = tuple(files) * 40
-    whole = [f for f in page if f.version == version]
-    assert files_of_version(page, version) == whole == files_of_version(page, version)

@@ -94,33 +94,8 @@ def files_of_version(files: Sequence[DistFile], version: Version) -> list[DistFi
     """The files of ``version``.  Each name's version field is parsed alone first (once per
     distinct text): a name whose field is another version is no file of it, whatever the
     rest says, so of numpy's 4,415 files only one version's are parsed whole (the name
-    and tags, :attr:`DistFile.version`), not all of them; a page's files (a tuple) are
-    grouped by that field once, as a plan asks one page for version after version."""
-    if isinstance(files, tuple) and len(files) > 32:
-        candidates = _by_field_version(files).get(version, ())
-    else:
-        candidates = [f for f in files if _field_version(f.filename) == version]
-    return [f for f in candidates if f.version == version]
-
-
-#: Pages' files grouped by their names' version fields, keyed by the tuple's identity and
-#: holding the tuple (so a key never names another tuple); a warm plan's read-back asked
-#: whole pages 138 times (the older versions of sgl-kernel, each child of a meta-package).
-_BY_FIELD: dict[int, tuple[tuple[DistFile, ...], dict[Version | None, list[DistFile]]]] = {}
-_BY_FIELD_LIMIT = 256
-
-
-def _by_field_version(files: tuple[DistFile, ...]) -> dict[Version | None, list[DistFile]]:
-    kept = _BY_FIELD.get(id(files))
-    if kept is not None and kept[0] is files:
-        return kept[1]
-    grouped: dict[Version | None, list[DistFile]] = {}
-    for file in files:
-        grouped.setdefault(_field_version(file.filename), []).append(file)
-    if len(_BY_FIELD) >= _BY_FIELD_LIMIT:
-        _BY_FIELD.clear()
-    _BY_FIELD[id(files)] = (files, grouped)
-    return grouped
+    and tags, :attr:`DistFile.version`), not all of them."""
+    return [f for f in files if _field_version(f.filename) == version and f.version == version]
 
 
 def _field_version(filename: str) -> Version | None:
