@@ -202,6 +202,7 @@ NOT_FOR_A_WARM_PLAN = (
     "html.parser",
     "packaging.metadata",
     "cudaup.net.deadline",
+    "cudaup.plan.elf",
 )
 
 
@@ -213,9 +214,10 @@ def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
     assert code == 0 and "cudaup.plan.planner" in modules
     unused = ("cudaup.binaries", "cudaup.machine.driver_probe", "cudaup.plan.export")
     assert not [m for m in modules if m.startswith(unused)]
-    # Warm, every answer comes from the cache: the wire's modules never load (urllib3 and
-    # http.client with ssl and email were a third of the imports), nor the HTML parser
-    # and the metadata reader (the pages come from their digests).  One line, so that
+    # Warm, every answer comes from the cache: the wire's modules never load (urllib3,
+    # http.client with ssl and email: a fifth of the import time), nor the HTML parser,
+    # the metadata and ELF readers (the pages come from their digests, the wheels' facts
+    # from the plan's cache).  One line, so that
     # every uv answer was kept (in a window a line's run can be stopped, and is then
     # resolved again: through the memo, on the wire).
     one_line = (*asked, "--cuda", "13.0")
