@@ -1,6 +1,8 @@
 """A package index as PyPI really answers: PEP 691 JSON, PEP 503 HTML, PEP 658.
 
-Parsing (:func:`parse_simple_json`, :func:`parse_simple_html`) is pure.
+Parsing (:func:`parse_simple_json`, :func:`parse_simple_html`) is pure, and so are
+page digests (:func:`page_digest`, :func:`files_from_digest`: a page's files as parsed,
+kept beside its cached answer for the next read of the same bytes).
 :class:`PackageIndex` is the I/O edge: one request per project page (cached),
 and wheel metadata from the PEP 658 ``.metadata`` file when the index offers
 one; otherwise from the wheel itself, downloaded when small (the
