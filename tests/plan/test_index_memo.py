@@ -341,10 +341,10 @@ def test_uvs_command_line_does_not_show_the_memo(
     real_run = UvRunner._run
 
     def recorded(
-        self: UvRunner, argv: list[str], environment: dict[str, str]
+        self: UvRunner, argv: list[str], environment: dict[str, str], *rest: Any
     ) -> tuple[int, str, str]:
         seen.append((argv, environment))
-        return real_run(self, argv, environment)
+        return real_run(self, argv, environment, *rest)
 
     monkeypatch.setattr(UvRunner, "_run", recorded)
     local = write_local_index(tmp_path / "a dir", {}, "test")

@@ -174,6 +174,11 @@ class IndexMemo:
         """uv's ranges answered from what was read ahead of it."""
         return self._ahead.answered
 
+    @property
+    def walked_ahead(self) -> int:
+        """Wheels read ahead because uv was walking their project down."""
+        return self._ahead.walked
+
     # -- lifetime -----------------------------------------------------------------
     def __enter__(self) -> IndexMemo:
         return self
@@ -336,6 +341,7 @@ class IndexMemo:
             with self._lock:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
+                self._ahead.asked(url)  # uv walking a project down: its next versions
                 size = self._ahead.size(url)  # read ahead before uv met it (read_ahead)
                 if size is not None:
                     _send(request, _head_answer(size))
@@ -486,11 +492,13 @@ class IndexMemo:
         seen.append(absolute)
         return f"{self._base}/f/{scheme}/{rest}{hashed}{fragment}"
 
-    def _allow(self, seen: list[str]) -> None:
+    def _allow(self, seen: list[str], page_url: str) -> None:
         # One lock for a page's thousands of files, not one each (contended, each wait
         # for the lock is a wait for the GIL).
         with self._lock:
             self._files.update(map(unquote, seen))
+        # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
+        self._ahead.listed(urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1], seen)
 
     def _rewrite_json(self, body: bytes, page_url: str) -> bytes:
         """A PEP 691 page with its files' ``url``\\ s rewritten in place, every other byte
@@ -504,7 +512,7 @@ class IndexMemo:
             return match.group(1) + self._file_url(match.group(2), page_url, seen) + '"'
 
         page = _JSON_URL.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen)
+        self._allow(seen, page_url)
         return page
 
     def _rewrite_html(self, body: bytes, page_url: str) -> bytes:
@@ -517,7 +525,7 @@ class IndexMemo:
             return f'{match.group(1)}"{html.escape(local)}"'
 
         page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen)
+        self._allow(seen, page_url)
         return page
 
 
