@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.net.http import HttpClient
+from cudaup.plan import read_ahead
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.read_ahead import AHEAD, older_wheels
 from cudaup.plan.uv import CompileJob, UvRunner
@@ -153,6 +154,24 @@ def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
     assert sorted(r.method for r in newest) == ["GET", "HEAD"]
 
 
+def _publish_walk(server: IndexServer) -> None:
+    """gamma 1.9 … 1.3 require delta>=2, gamma 1.2 … 1.0 nothing; delta 1.0 and 2.0."""
+    server.root("pypi")
+    for minor in range(10):
+        requires = ["delta>=2"] if minor >= 3 else []
+        server.add("pypi", *wheel("gamma", f"1.{minor}", requires, tag=PURE), pep658=False)
+    for version in ("1.0", "2.0"):
+        server.add("pypi", *wheel("delta", version, tag=PURE), pep658=False)
+
+
+def _resolve_walk(server: IndexServer, memo: IndexMemo, tmp_path: Path) -> dict[str, str]:
+    """``gamma`` with ``delta==1.0``: uv walks gamma down from 1.9 to 1.2."""
+    job = CompileJob(("gamma", "delta==1.0"), (), (3, 12), PLATFORM, (), server.url("pypi"))
+    answer = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job)
+    assert answer.closure is not None
+    return {package.name: str(package.version) for package in answer.closure}
+
+
 def test_a_project_uv_walks_down_is_read_ahead_of_its_steps(
     index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,12 +182,7 @@ def test_a_project_uv_walks_down_is_read_ahead_of_its_steps(
     waited for), and then sees nothing else of them, uv's HEADs and ranges answered by
     the memo.  Without the walk read ahead, that wait ends at its timeout with no tail
     asked for, and each version has uv's HEAD upstream."""
-    index_server.root("pypi")
-    for minor in range(10):
-        requires = ["delta>=2"] if minor >= 3 else []
-        index_server.add("pypi", *wheel("gamma", f"1.{minor}", requires, tag=PURE), pep658=False)
-    for version in ("1.0", "2.0"):
-        index_server.add("pypi", *wheel("delta", version, tag=PURE), pep658=False)
+    _publish_walk(index_server)
     walked = [f"/pypi/files/gamma-1.{minor}-py3-none-any.whl" for minor in range(7, 1, -1)]
     served, logged = index_server.handle, threading.Condition()
 
@@ -184,15 +198,27 @@ def test_a_project_uv_walks_down_is_read_ahead_of_its_steps(
             logged.notify_all()
 
     monkeypatch.setattr(index_server, "handle", holding)
-    job = CompileJob(("gamma", "delta==1.0"), (), (3, 12), PLATFORM, (), index_server.url("pypi"))
-    answer = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job)
-    assert answer.closure is not None
-    assert {p.name: str(p.version) for p in answer.closure} == {"gamma": "1.2", "delta": "1.0"}
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
     for path in walked:
         assert [(r.method, r.range) for r in index_server.requests(path)] == [
             ("GET", f"bytes=-{AHEAD}")
         ], path
     assert memo.walked_ahead >= len(walked)
+
+
+def test_a_walk_through_large_wheels_is_left_to_uv(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same walk, with every wheel above the size a walk reads ahead (the limit made
+    small): nothing is read ahead for it, uv asks for each version's HEAD itself."""
+    monkeypatch.setattr(read_ahead, "WALK_MOST_BYTES", 100)
+    _publish_walk(index_server)
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
+    assert memo.walked_ahead == 0
+    for minor in range(9, 1, -1):
+        path = f"/pypi/files/gamma-1.{minor}-py3-none-any.whl"
+        assert "HEAD" in [r.method for r in index_server.requests(path)], path
+    assert index_server.requests("/pypi/files/gamma-1.1-py3-none-any.whl") == []
 
 
 def test_the_wheel_read_ahead_of_a_walk_is_the_one_most_like_uvs() -> None:

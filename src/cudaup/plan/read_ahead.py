@@ -58,6 +58,10 @@ OLDER_VERSIONS = 10
 #: Older versions of a project read ahead once uv is seen walking it down (see
 #: :meth:`ReadAhead.asked`): each step uv takes then finds the next ones being read.
 WALK_AHEAD = 8
+#: A wheel larger than this is not walked (torch: ~900 MB, a 2.5 MB zip directory a
+#: version): concurrent lines each ask for their own version of it, which looks like a
+#: walk and is not one; the small projects uv does walk are read ahead for little.
+WALK_MOST_BYTES = 100 * 1024 * 1024
 #: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
 SLACK = 64 * 1024
 _METADATA = b".dist-info/METADATA"
@@ -146,8 +150,9 @@ class ReadAhead:
         of the same project, it is walking the project down, one version after another
         (each step a chain of requests: mistral-common's 19 versions took 0.9 s of a cold
         vllm resolution), so the next :data:`WALK_AHEAD` older versions' wheels are read
-        ahead, each the one whose tags are most like ``url``'s.  Only bytes are read: a
-        wheel uv never asks for costs its reading, never an answer."""
+        ahead, each the one whose tags are most like ``url``'s, unless ``url`` is larger
+        than :data:`WALK_MOST_BYTES` (its size from its tail read ahead).  Only bytes
+        are read: a wheel uv never asks for costs its reading, never an answer."""
         try:
             name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
         except (InvalidWheelFilename, InvalidVersion):
@@ -157,9 +162,17 @@ class ReadAhead:
             walking = any(v > version for v in asked)
             asked.add(version)
             if walking and not self._closed:  # under the lock: close() shuts the pool after
-                self._pool.submit(self._walk, name, version, tags)
+                self._pool.submit(self._walk, url, name, version, tags)
 
-    def _walk(self, name: str, version: Version, tags: frozenset[Tag]) -> None:
+    def _walk(self, url: str, name: str, version: Version, tags: frozenset[Tag]) -> None:
+        self.start(url)  # the memo reads it beside uv's HEAD: once
+        with self._lock:
+            begun = self._started.get(url)
+        if begun is not None:
+            begun.wait()  # bounded: set by the tail's request or the reading's end
+        size = self.size(url)
+        if size is None or size > WALK_MOST_BYTES:
+            return
         with self._lock:
             wheels = self._wheels.get(name)
             urls = None if wheels is not None else list(self._listed.get(name, ()))
@@ -167,11 +180,10 @@ class ReadAhead:
             wheels = _parsed(urls or ())
             with self._lock:
                 self._wheels[name] = wheels
-        for url in older_wheels(wheels, version, tags, WALK_AHEAD):
+        for older in older_wheels(wheels, version, tags, WALK_AHEAD):
             with self._lock:
-                new = url not in self._started
-                self.walked += new
-            self.start(url)
+                self.walked += older not in self._started
+            self.start(older)
 
     def start(self, url: str) -> None:
         """Read ``url``'s (a wheel's) tail, directory and METADATA ahead, once."""
