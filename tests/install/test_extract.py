@@ -634,10 +634,10 @@ def test_big_zip_members_inflate_side_by_side(
     threads: set[int] = set()
     real = write.write_file
 
-    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> str:
+    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member, **options: bool) -> str:
         threads.add(threading.get_ident())
         time.sleep(0.05)  # long enough that the pool hands the others to other threads
-        return real(source, path, member)  # type: ignore[arg-type]
+        return real(source, path, member, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write, "write_file", spy)
     extract_archive(archive, dest)
@@ -684,8 +684,8 @@ def test_a_big_member_whose_bytes_are_in_does_not_wait_for_the_one_before_it(
 
     real = write.write_file
 
-    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member) -> str:
-        digest = real(source, path, member)  # type: ignore[arg-type]
+    def spy(source: io.BufferedIOBase, path: Path, member: policy.Member, **options: bool) -> str:
+        digest = real(source, path, member, **options)  # type: ignore[arg-type]
         if member.name == "lib/big1.so":
             second_written.set()
         return digest

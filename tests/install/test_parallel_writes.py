@@ -80,11 +80,11 @@ def test_small_files_of_several_directories_are_written_side_by_side(
     other_directory_written = threading.Event()
     real = write.write_file
 
-    def spy(source: io.BufferedIOBase, path: str, member: policy.Member) -> str:
+    def spy(source: io.BufferedIOBase, path: str, member: policy.Member, **options: bool) -> str:
         directory = "/".join(member.parts[:-1])
         if member.name.endswith("/d0/h0.h") and not other_directory_written.wait(timeout=20):
             raise AssertionError("no other worker wrote a file while the first one waited")
-        digest = real(source, path, member)  # type: ignore[arg-type]
+        digest = real(source, path, member, **options)  # type: ignore[arg-type]
         writers.setdefault(directory, set()).add(threading.get_ident())
         if not directory.endswith("/d0") and "/include/d" in directory:
             other_directory_written.set()
@@ -144,7 +144,7 @@ def install(capsys: pytest.CaptureFixture[str], box: Sandbox) -> tuple[int, str,
 
 
 def rewritten(wheel: bytes, name: str, data: bytes) -> bytes:
-    """``wheel`` with ``name`` holding ``data``: its RECORD still lists the old sha256."""
+    """``wheel`` with ``name`` holding ``data``: its RECORD still lists the old sha256 and size."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(wheel)) as source, zipfile.ZipFile(buffer, "w") as copy:
         for info in source.infolist():
@@ -152,13 +152,13 @@ def rewritten(wheel: bytes, name: str, data: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def test_cli_a_member_that_disagrees_with_the_record_is_exit_7_nothing_published(
+def test_cli_a_member_of_another_size_than_the_record_is_exit_7_nothing_published(
     fault_server: FaultServer,
     sandbox: Sandbox,  # noqa: F811 - fixture
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A wheel of five directories (five work batches) whose RECORD lists another sha256
+    """A wheel of five directories (five work batches) whose RECORD lists another size
     for one header of the fourth: the install fails whole, through the CLI."""
     files = headers(5)
     target = "nvidia/cu13/include/d3/h7.h"
@@ -167,7 +167,7 @@ def test_cli_a_member_that_disagrees_with_the_record_is_exit_7_nothing_published
     before = sandbox.snapshot()
     code, err, answer = install(capsys, sandbox)
     assert code == EXIT_CODES["integrity"], err
-    assert f"{target}: its sha256 is not the one the wheel's RECORD lists" in err
+    assert f"{target}: its size is not the one the wheel's RECORD lists" in err
     assert answer["error"]["kind"] == "integrity"
     after = sandbox.snapshot()
     assert not sandbox.prefix.exists()
@@ -180,6 +180,41 @@ def test_cli_a_member_that_disagrees_with_the_record_is_exit_7_nothing_published
     }
     unpacked = sandbox.cache / "unpacked"
     assert [p.name for p in unpacked.iterdir()] == []  # no tree published, none half-made
+
+
+def test_cli_a_record_whose_sha256_its_member_does_not_match_is_found_by_the_digest_check(
+    fault_server: FaultServer,
+    sandbox: Sandbox,  # noqa: F811 - fixture
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A wheel its publisher built with a RECORD that lies about one header's bytes (same
+    size): its members are what its verified bytes inflate to, so it installs, as pip and
+    uv install it; RECORD's sha256 is the tree's manifest digest, and the tree's first
+    digest check (here ``--verify``) finds the header wrong and discards the tree;
+    unpacked again with ``--verify``, every member is hashed and compared with RECORD,
+    and the install ends in exit 7 naming the file.  (Without ``--verify``, on the first
+    use after a reboot, the tree unpacked again is used as built, the note saying why.)"""
+    files = headers(5)
+    target = "nvidia/cu13/include/d3/h7.h"
+    size = len(files[target][0])
+    planted = rewritten(make_wheel("nvidia-cuda-runtime", "13.0.88", files), target, b"#" * size)
+    monkeypatch.setenv("CUDAUP_PYPI_URL", serve_pypi(fault_server, RELEASE, planted))
+    code, err, _answer = install(capsys, sandbox)
+    assert code == 0, err
+    assert (sandbox.prefix / "include/d3/h7.h").read_bytes() == b"#" * size
+    [entry] = (sandbox.cache / "unpacked").iterdir()
+    manifest = (entry / "manifest.json").read_text()
+    assert hashlib.sha256(files[target][0]).hexdigest() in manifest  # RECORD's, not the file's
+    again = run_cli(
+        capsys, "install", RELEASE, "--channel", "pypi", "--components", "cudart", "--verify",
+        "--platform", "linux-x86_64", "--prefix", str(sandbox.prefix.parent / "second"), "--json",
+    )  # fmt: skip
+    assert again.code == EXIT_CODES["integrity"], again.err
+    assert f"{target}: its sha256 is not the one the wheel's RECORD lists" in again.err
+    assert again.json()["error"]["kind"] == "integrity"
+    assert not (sandbox.prefix.parent / "second").exists()
+    assert list((sandbox.cache / "unpacked").iterdir()) == []  # the lying tree discarded
 
 
 @ROOT_ONLY

@@ -187,8 +187,8 @@ def test_a_wheel_unpacks_while_it_downloads(
     fault_server.add("/w.whl", held)
     real_write_file = write.write_file
 
-    def write_file(source: io.BufferedIOBase, path: Path, member: Any) -> str:
-        digest = real_write_file(source, path, member)  # type: ignore[arg-type]
+    def write_file(source: io.BufferedIOBase, path: Path, member: Any, **options: bool) -> str:
+        digest = real_write_file(source, path, member, **options)  # type: ignore[arg-type]
         held.release.set()  # a file is out: the rest of the download may come
         return digest
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,10 +38,10 @@ def resolutions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
     real = UvRunner._run
 
     def recording(
-        self: UvRunner, argv: list[str], environment: dict[str, str]
+        self: UvRunner, argv: list[str], environment: dict[str, str], *rest: Any
     ) -> tuple[int, str, str]:
         seen.append(Path(argv[3]).read_text().split())
-        return real(self, argv, environment)
+        return real(self, argv, environment, *rest)
 
     monkeypatch.setattr(UvRunner, "_run", recording)
     yield seen

@@ -341,10 +341,10 @@ def test_uvs_command_line_does_not_show_the_memo(
     real_run = UvRunner._run
 
     def recorded(
-        self: UvRunner, argv: list[str], environment: dict[str, str]
+        self: UvRunner, argv: list[str], environment: dict[str, str], *rest: Any
     ) -> tuple[int, str, str]:
         seen.append((argv, environment))
-        return real_run(self, argv, environment)
+        return real_run(self, argv, environment, *rest)
 
     monkeypatch.setattr(UvRunner, "_run", recorded)
     local = write_local_index(tmp_path / "a dir", {}, "test")
@@ -391,3 +391,72 @@ def test_a_heads_answer_is_read_before_its_connection_is_used_again(
         again.drain_conn()
         again.release_conn()
     assert [r.method for r in index_server.requests("/pypi/files/")] == ["HEAD", "HEAD"]
+
+
+def _pages_at_once(base: str, count: int) -> list[int]:
+    """The statuses of pages ``p0`` … asked from the memo at ``base`` all at once."""
+    answers: list[tuple[int, bytes]] = []
+    threads = [
+        threading.Thread(
+            target=lambda n=n: answers.append(_get(f"{base}/p{n}/", {"Accept": ACCEPT}))
+        )
+        for n in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return [status for status, _ in answers]
+
+
+def test_connections_to_a_host_count_as_open_once_connected_not_once_answered(
+    index_server: IndexServer, memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve different pages asked at once, upstream holding every answer until eight
+    requests are in at the same time (waited for): the memo opens connections two at a
+    time, each counted as open once connected, so the next two open while the first
+    are still unanswered.  Counted at the answer instead, only two would ever be in and
+    the wait would end at its timeout."""
+    index_server.root("pypi")
+    for n in range(12):
+        index_server.add("pypi", *wheel(f"p{n}", "1.0", tag=PURE))
+    served, inside = index_server.handle, threading.Condition()
+    state = {"in": 0, "most": 0}
+
+    def held(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        with inside:
+            state["in"] += 1
+            state["most"] = max(state["most"], state["in"])
+            inside.notify_all()
+            inside.wait_for(lambda: state["most"] >= 8, timeout=15)
+            state["in"] -= 1
+        served(request, body)
+
+    monkeypatch.setattr(index_server, "handle", held)
+    base = memo.local(index_server.url("pypi"))
+    assert _pages_at_once(base, 12) == [200] * 12
+    assert state["most"] >= 8
+
+
+def test_each_upstream_host_is_looked_up_once_for_the_plan(
+    index_server: IndexServer, memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve pages at once from an index named ``localhost``: the memo opens several
+    connections to it, and the name is looked up once for them all (the real lookup,
+    counted); each connection is made to the address found."""
+    index_server.root("pypi")
+    for n in range(12):
+        index_server.add("pypi", *wheel(f"p{n}", "1.0", tag=PURE))
+    lookups: list[str] = []
+    real = socket.getaddrinfo
+
+    def counted(host: Any, *rest: Any, **named: Any) -> Any:
+        if host == "localhost":
+            lookups.append(host)
+        return real(host, *rest, **named)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counted)
+    upstream = index_server.url("pypi").replace("127.0.0.1", "localhost")
+    base = memo.local(upstream)
+    assert _pages_at_once(base, 12) == [200] * 12
+    assert lookups == ["localhost"]

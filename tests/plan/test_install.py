@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -41,13 +42,13 @@ def test_the_check_of_exact_pins_runs_beside_the_search(
     real_run = UvRunner._run
 
     def recorded(
-        self: UvRunner, argv: list[str], environment: dict[str, str]
+        self: UvRunner, argv: list[str], environment: dict[str, str], *rest: Any
     ) -> tuple[int, str, str]:
         requirements = Path(argv[3]).read_text().strip()
         constraints = Path(argv[5]).read_text().strip()
         with lock:
             started.append((requirements, constraints))
-        return real_run(self, argv, environment)
+        return real_run(self, argv, environment, *rest)
 
     monkeypatch.setattr(UvRunner, "_run", recorded)
     result = plan(world, tmp_path, ["cupy-cuda12x==14.0.0"], only=("pypi",))

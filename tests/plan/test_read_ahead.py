@@ -4,19 +4,25 @@ PEP 658 metadata, whose log says which ranges went upstream."""
 from __future__ import annotations
 
 import http.server
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from packaging.tags import Tag
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.net.http import HttpClient
+from cudaup.plan import read_ahead
 from cudaup.plan.index_memo import IndexMemo
-from cudaup.plan.read_ahead import AHEAD
+from cudaup.plan.read_ahead import AHEAD, older_wheels
 from cudaup.plan.uv import CompileJob, UvRunner
 from tests.plan import world
-from tests.plan.builders import PURE, wheel
+from tests.plan.builders import PURE, shared_object, wheel
 from tests.plan.pyindex import IndexServer
 
 PLATFORM = "x86_64-manylinux_2_39"
@@ -146,3 +152,138 @@ def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
     # the version the first round took was uv's own: its HEAD, then one tail read ahead
     newest = index_server.requests("/pypi/files/dsl-2.0-py3-none-any.whl")
     assert sorted(r.method for r in newest) == ["GET", "HEAD"]
+
+
+def _publish_walk(server: IndexServer) -> None:
+    """gamma 1.9 … 1.3 require delta>=2, gamma 1.2 … 1.0 nothing; delta 1.0 and 2.0."""
+    server.root("pypi")
+    for minor in range(10):
+        requires = ["delta>=2"] if minor >= 3 else []
+        server.add("pypi", *wheel("gamma", f"1.{minor}", requires, tag=PURE), pep658=False)
+    for version in ("1.0", "2.0"):
+        server.add("pypi", *wheel("delta", version, tag=PURE), pep658=False)
+
+
+def _resolve_walk(server: IndexServer, memo: IndexMemo, tmp_path: Path) -> dict[str, str]:
+    """``gamma`` with ``delta==1.0``: uv walks gamma down from 1.9 to 1.2."""
+    job = CompileJob(("gamma", "delta==1.0"), (), (3, 12), PLATFORM, (), server.url("pypi"))
+    answer = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job)
+    assert answer.closure is not None
+    return {package.name: str(package.version) for package in answer.closure}
+
+
+def test_a_project_uv_walks_down_is_read_ahead_of_its_steps(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gamma 1.9 down to 1.3 each require delta>=2, which delta==1.0 forbids: uv reads
+    their metadata one version after another.  Its HEAD of 1.8, after 1.9's, shows it
+    walking gamma down, and the next versions are read ahead at once: upstream is held
+    from answering that HEAD until their tails are asked for (the state the test needs,
+    waited for), and then sees nothing else of them, uv's HEADs and ranges answered by
+    the memo.  Without the walk read ahead, that wait ends at its timeout with no tail
+    asked for, and each version has uv's HEAD upstream."""
+    _publish_walk(index_server)
+    walked = [f"/pypi/files/gamma-1.{minor}-py3-none-any.whl" for minor in range(7, 1, -1)]
+    served, logged = index_server.handle, threading.Condition()
+
+    def tails_asked() -> bool:
+        return all(_ranges(index_server, path) for path in walked)
+
+    def holding(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.command == "HEAD" and request.path.endswith("/gamma-1.8-py3-none-any.whl"):
+            with logged:
+                logged.wait_for(tails_asked, timeout=15)
+        served(request, body)
+        with logged:
+            logged.notify_all()
+
+    monkeypatch.setattr(index_server, "handle", holding)
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
+    for path in walked:
+        assert [(r.method, r.range) for r in index_server.requests(path)] == [
+            ("GET", f"bytes=-{AHEAD}")
+        ], path
+    assert memo.walked_ahead >= len(walked)
+
+
+def test_a_walk_through_large_wheels_is_left_to_uv(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same walk, with every wheel above the size a walk reads ahead (the limit made
+    small): nothing is read ahead for it, uv asks for each version's HEAD itself."""
+    monkeypatch.setattr(read_ahead, "WALK_MOST_BYTES", 100)
+    _publish_walk(index_server)
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
+    assert memo.walked_ahead == 0
+    for minor in range(9, 1, -1):
+        path = f"/pypi/files/gamma-1.{minor}-py3-none-any.whl"
+        assert "HEAD" in [r.method for r in index_server.requests(path)], path
+    assert index_server.requests("/pypi/files/gamma-1.1-py3-none-any.whl") == []
+
+
+def test_the_wheel_read_ahead_of_a_walk_is_the_one_most_like_uvs() -> None:
+    """Pure: for each older version, the wheel with uv's tags, else the one sharing the
+    interpreter, ABI, platform family and architecture; no pre-release; none alike, none."""
+
+    def listed(filename: str) -> tuple[Version, frozenset[Tag], str]:
+        _name, version, _build, tags = parse_wheel_filename(filename)
+        return version, tags, f"https://files.example/{filename}"
+
+    names = [
+        "numpy-2.1.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "numpy-2.1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
+        "numpy-2.1.0-cp312-cp312-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl",
+        "numpy-2.0.0-cp312-cp312-musllinux_1_1_x86_64.whl",
+        "numpy-2.0.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "numpy-1.9.0rc1-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "numpy-1.8.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "numpy-1.7.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+    ]
+    wheels = [listed(name) for name in names]
+    asked = parse_wheel_filename(
+        "numpy-2.2.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    )
+    found = older_wheels(wheels, asked[1], asked[3], 3)
+    assert [url.rsplit("/", 1)[1] for url in found] == [names[0], names[4]]  # 1.8.0: none alike
+    assert older_wheels(wheels, asked[1], asked[3], 5)[-1].endswith(names[7])
+
+
+def test_the_next_round_starts_while_a_requested_wheel_is_read(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 13.0 the first round's names exclude dsl-libs-cu12 at once; kern, requested and
+    silent, is then read from its wheel.  The second round (dsl-libs-cu12 excluded) is
+    already decided unless kern contradicts the line, so its uv run starts while kern's
+    wheel is read: upstream holds that read until such a run has started (waited for,
+    not slept).  kern fits, so the round started ahead is the one used: the same
+    answer, one uv run of that round in all."""
+    world.build(index_server)
+    for version, requires in (("1.0", []), ("1.5", []), ("2.0", ["dsl-libs-cu12==2.0"])):
+        index_server.add("pypi", *wheel("dsl", version, requires, tag=PURE), pep658=False)
+    index_server.add("pypi", *wheel("dsl-libs-cu12", "2.0", tag=PURE), pep658=False)
+    library = shared_object(["libc.so.6"], "kern_ops.so", code=64 * 1024)
+    kern = wheel("kern", "1.0", shared={"kern/kern_ops.so": library})
+    index_server.add("pypi", *kern)  # PEP 658: uv reads its metadata file, never the wheel
+    excluding, rounds = threading.Event(), []
+    run = UvRunner._run
+
+    def counted(runner: UvRunner, argv: list[str], *rest: Any) -> tuple[int, str, str]:
+        if "dsl-libs-cu12<0" in Path(argv[5]).read_text().split():
+            rounds.append(argv)
+            excluding.set()
+        return run(runner, argv, *rest)
+
+    served, held = index_server.handle, []
+
+    def holding(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path == f"/pypi/files/{kern[0]}":
+            held.append(excluding.wait(timeout=15))
+        served(request, body)
+
+    monkeypatch.setattr(UvRunner, "_run", counted)
+    monkeypatch.setattr(index_server, "handle", holding)
+    result = world.plan(index_server, tmp_path, ["torch==2.11.0", "dsl", "kern"], only=("pypi",))
+    assert result.line == (13, 0)
+    assert {p.name: p.version for p in result.packages}["dsl"] == "1.5"
+    assert held and all(held)  # every read of kern's wheel began after that run started
+    assert len(rounds) == 1

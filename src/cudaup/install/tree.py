@@ -5,7 +5,8 @@ a file changed there (truncated, replaced, made writable, or written through a
 toolkit's link to the same inode) would be published by the next install.  So
 each tree has a :class:`TreeManifest` beside it: every entry's relative path, type,
 mode, size, and for a file its sha256 (computed as the archive was extracted,
-never by reading the tree back), for a symlink its target.
+never by reading the tree back; for a wheel, the one its RECORD lists), for a
+symlink its target.
 
 Checking a tree against its manifest (:func:`compare`) costs one ``lstat`` per
 entry and catches every change of type, mode or size and every entry added or

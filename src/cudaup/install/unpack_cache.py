@@ -385,6 +385,7 @@ class _Stager:
             progress=self.progress,
             slots=self.slots,
             cancel=self.cancel,
+            hash_wheel=self.verify,
         )
 
 
@@ -543,8 +544,10 @@ def _fetch_extracting(
     progress: Progress | None,
     slots: threading.Semaphore,
     cancel: threading.Event,
+    hash_wheel: bool = False,
 ) -> tuple[Path, Extracted]:
-    """Download ``artifact`` and extract it into ``staging`` while its bytes arrive.
+    """Download ``artifact`` and extract it into ``staging`` while its bytes arrive
+    (``hash_wheel``: :func:`cudaup.install.extract.extract_archive`'s).
 
     The download runs in a thread of its own; extraction reads the part file as it
     fills (a zip's member list is fetched first, from its end).  What is extracted
@@ -586,6 +589,7 @@ def _fetch_extracting(
             strip_top=strip_top,
             opener=arrival.open,
             cancel=cancel,
+            hash_wheel=hash_wheel,
         )
     except Exception as exc:  # judged once the download has been verified
         early = exc
@@ -596,5 +600,7 @@ def _fetch_extracting(
         # The early reader's bytes were not all the verified file's (a restart).
         shutil.rmtree(staging)
         staging.mkdir(0o755)
-        extracted = extract_archive(results[0].path, staging, strip_top=strip_top, cancel=cancel)
+        extracted = extract_archive(
+            results[0].path, staging, strip_top=strip_top, cancel=cancel, hash_wheel=hash_wheel
+        )
     return results[0].path, extracted

@@ -26,7 +26,7 @@ import contextlib
 import http.client
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
@@ -72,6 +72,81 @@ def headers_within(seconds: float | None) -> contextlib.AbstractContextManager[N
     """Requests this thread sends in the block must have their headers in ``seconds``
     (None: no deadline, the caller watches them)."""
     return _for_this_thread("seconds", seconds)
+
+
+def when_connected(callback: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """Each connection this thread opens in the block calls ``callback`` once its name is
+    looked up and its TCP connection made, or that failed (before TLS and the request)."""
+    return _for_this_thread("connected", callback)
+
+
+class Lookups:
+    """Each host's name looked up once for the connections opened with these lookups
+    (:func:`looking_up_once`): one at a time per host, its first address kept.
+
+    A client that opens dozens of connections to one host at once looks it up as many
+    times, and this machine's resolver stalls one of them 5 s now and then (a cold plan's
+    index memo met it on one connection in three runs once it opened its connections as
+    fast as they connected).  TLS still names the host (SNI, the certificate check): only
+    the TCP connection is made to the kept address; a connection that fails to it looks
+    the name up again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hosts: dict[tuple[str, int], threading.Lock] = {}
+        self._found: dict[tuple[str, int], str] = {}
+
+    def address(self, host: str, port: int) -> str | None:
+        """``host``'s kept address (looked up now if none is), None when it is not found."""
+        key = (host, port)
+        with self._lock:
+            lock = self._hosts.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._found:
+                try:
+                    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                except OSError:
+                    return None  # the connection looks it up itself, and says why it failed
+                if not info:
+                    return None
+                self._found[key] = str(info[0][4][0])
+            return self._found.get(key)
+
+    def forget(self, host: str, port: int) -> None:
+        with self._lock:
+            self._found.pop((host, port), None)
+
+
+def looking_up_once(lookups: Lookups) -> contextlib.AbstractContextManager[None]:
+    """Connections this thread opens in the block connect to ``lookups``' addresses."""
+    return _for_this_thread("lookups", lookups)
+
+
+class _Reports:
+    """What both connection classes add to ``_new_conn``: :func:`looking_up_once`'s
+    address, and :func:`when_connected`'s call."""
+
+    _dns_host: str
+    port: int
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            lookups: Lookups | None = getattr(_current, "lookups", None)
+            address = lookups.address(self._dns_host, self.port) if lookups else None
+            if lookups is None or address is None or address == self._dns_host:
+                return super()._new_conn()  # type: ignore[misc,no-any-return]
+            named, self._dns_host = self._dns_host, address
+            try:
+                return super()._new_conn()  # type: ignore[misc,no-any-return]
+            except (OSError, urllib3.exceptions.HTTPError):  # urllib3 wraps connect's errors
+                lookups.forget(named, self.port)
+            finally:
+                self._dns_host = named
+            return super()._new_conn()  # type: ignore[misc,no-any-return]
+        finally:
+            callback: Callable[[], None] | None = getattr(_current, "connected", None)
+            if callback is not None:
+                callback()
 
 
 class _Deadline:
@@ -137,11 +212,11 @@ class _Kept:
         return response
 
 
-class _Connection(_Kept, _Deadline, urllib3.connection.HTTPConnection):
+class _Connection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPConnection):
     pass
 
 
-class _TlsConnection(_Kept, _Deadline, urllib3.connection.HTTPSConnection):
+class _TlsConnection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnection):
     pass
 
 

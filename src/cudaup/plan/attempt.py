@@ -11,7 +11,7 @@ line or says why there is none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -43,6 +43,7 @@ from cudaup.plan.lines import (
     line_constraints,
     line_tag,
 )
+from cudaup.plan.next_round import NextRound
 from cudaup.plan.read_ahead import backtracked
 from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
@@ -57,6 +58,7 @@ from cudaup.plan.survey import (
 from cudaup.plan.uv import (
     CompileAnswer,
     CompileJob,
+    Stoppable,
     UvRunner,
     pages_identity,
     write_local_index,
@@ -211,41 +213,70 @@ class LineResolver:
         # versions that lack a requested extra, or excludes what contradicts the line; a
         # project is tried in a few versions at most.
         rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 1
-        for _round in range(rounds):
-            if self.cancel.is_set():
-                raise CudaupError("the search for a line was cancelled")
-            exclusions = [
-                *(e.exclusion() for e in learnt),
+        ahead: NextRound | None = None
+
+        def exclusions_after(fresh: Sequence[Evidence]) -> list[str]:
+            return [
+                *(e.exclusion() for e in [*learnt, *fresh]),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
-            attempt, answer = self._round(
-                requirements, line, routed, exclusions, offline_first, turn
-            )
-            if answer.closure is None:
-                attempt.failure = no_resolution(line, answer, learnt, lacking)
-                return attempt
-            if turn is not None:
-                turn.resolved()
-            newly = {
-                p.name for p in answer.closure if p.name not in routed and self._route(p.name, line)
-            }
-            if newly:
-                routed = self._with_companions(routed | newly, line)
-                continue
-            missing = self._lacking_extras(requirements, attempt)
-            if missing:
-                attempt.failure = extras_given_up(line, lacking, missing)
-                if attempt.failure is not None:
+
+        def start_next(crossed: list[Evidence]) -> None:
+            # The read-back found ``crossed`` by name and reads wheels on: the round they
+            # lead to if the wheels find nothing more starts now, beside the reading.
+            nonlocal ahead
+            fresh = _unlearnt(crossed, learnt)
+            if not fresh or contradictions_given_up(fresh, [*learnt, *fresh]):
+                return  # the rounds would stop here: nothing to start
+            if turn is not None and turn.held():
+                return  # its uv run would wait for a newer line, as the round's would
+            round_ = partial(self._round, requirements, line, routed, offline_first=offline_first)
+            ahead = NextRound.start(exclusions_after(fresh), round_)
+
+        try:
+            for _round in range(rounds):
+                if self.cancel.is_set():
+                    raise CudaupError("the search for a line was cancelled")
+                exclusions = exclusions_after(())
+                if ahead is not None and ahead.exclusions == exclusions:
+                    attempt, answer = ahead.result()  # this very round, started earlier
+                else:
+                    attempt, answer = self._round(
+                        requirements, line, routed, exclusions, offline_first, turn=turn
+                    )
+                if ahead is not None:
+                    ahead.discard()  # used, or the read-back found more: not this round
+                    ahead = None
+                if answer.closure is None:
+                    attempt.failure = no_resolution(line, answer, learnt, lacking)
                     return attempt
-                lacking += missing
-                continue
-            found = self._read_back(attempt, requirements)
-            if not found:
-                return attempt
-            fresh = [e for e in found if e.exclusion() not in {k.exclusion() for k in learnt}]
-            learnt += fresh
-            if contradictions_given_up(fresh, learnt):
-                break
+                if turn is not None:
+                    turn.resolved()
+                newly = {
+                    p.name
+                    for p in answer.closure
+                    if p.name not in routed and self._route(p.name, line)
+                }
+                if newly:
+                    routed = self._with_companions(routed | newly, line)
+                    continue
+                missing = self._lacking_extras(requirements, attempt)
+                if missing:
+                    attempt.failure = extras_given_up(line, lacking, missing)
+                    if attempt.failure is not None:
+                        return attempt
+                    lacking += missing
+                    continue
+                found = self._read_back(attempt, requirements, start_next)
+                if not found:
+                    return attempt
+                fresh = _unlearnt(found, learnt)
+                learnt += fresh
+                if contradictions_given_up(fresh, learnt):
+                    break
+        finally:
+            if ahead is not None:
+                ahead.discard()  # the rounds ended without it
         attempt.failure = Exclusion(
             line, "inconsistent", learnt_words(learnt), tuple(sorted({e.project for e in learnt}))
         )
@@ -317,13 +348,14 @@ class LineResolver:
         exclusions: list[str],
         offline_first: bool,
         turn: Turn | None = None,
+        stoppable: Stoppable | None = None,
     ) -> tuple[Attempt, CompileAnswer]:
         """One resolution on ``line``: the ``routed`` projects' per-line pages, the line's
         constraints and ``exclusions``, uv's answer."""
         pages = self._line_pages(line, routed)
         present = {p: page.files for p, page in pages.items() if page.files is not None}
         job = self._job(requirements, line, present, [*self._forbidden(line, pages), *exclusions])
-        answer = self._compile(job, offline_first, pages_identity(present), turn)
+        answer = self._compile(job, offline_first, pages_identity(present), turn, stoppable)
         origins = {p: Origin(pages[p].index, pages[p].url, line) for p in present}
         return Attempt(line, answer.closure, origins=origins, pages=present, job=job), answer
 
@@ -416,22 +448,35 @@ class LineResolver:
         return wheels
 
     def _compile(
-        self, job: CompileJob, offline_first: bool, identity: str, turn: Turn | None = None
+        self,
+        job: CompileJob,
+        offline_first: bool,
+        identity: str,
+        turn: Turn | None = None,
+        stoppable: Stoppable | None = None,
     ) -> CompileAnswer:
         if offline_first:
             # The plan's own resolutions just refreshed these pages in uv's cache.  Offline,
             # uv takes what its cache holds without saying a newer version exists: a
             # resolution found is a true witness (every file is a published one), a
             # failure proves nothing, so only the network may say "does not resolve".
-            answer = self.runner.compile(replace(job, offline=True), identity=identity)
+            offline = replace(job, offline=True)
+            answer = self.runner.compile(offline, identity=identity, stoppable=stoppable)
             if answer.ok:
                 return answer
         if turn is not None and not self.runner.has_answer(job, identity):
             turn.before_uv()
-        return self.runner.compile(job, identity=identity)
+        return self.runner.compile(job, identity=identity, stoppable=stoppable)
 
-    def _read_back(self, attempt: Attempt, requirements: tuple[Requirement, ...]) -> list[Evidence]:
-        """Every package's evidence; the ones that contradict the attempt's line."""
+    def _read_back(
+        self,
+        attempt: Attempt,
+        requirements: tuple[Requirement, ...],
+        before_wheels: Callable[[list[Evidence]], None] | None = None,
+    ) -> list[Evidence]:
+        """Every package's evidence; the ones that contradict the attempt's line.
+        ``before_wheels`` is handed what contradicts it by name alone before the first
+        wheel is read (the next round may start then: :class:`NextRound`)."""
         closure, line = attempt.closure, attempt.line
         assert closure is not None
         _read_names(attempt, closure)
@@ -448,6 +493,9 @@ class LineResolver:
                 continue
             if any(c.name in attempt.evidence for c in closure.children(asked.name)):
                 continue
+            if before_wheels is not None:
+                before_wheels(crossed)  # once: what the names say is all known now
+                before_wheels = None
             deeper = self._read_deeper(asked, attempt)
             if deeper is not None:
                 attempt.evidence[asked.name] = deeper
@@ -560,6 +608,12 @@ class LineResolver:
         if error := unreachable_error([page]):
             raise error
         return page.files or ()
+
+
+def _unlearnt(found: Sequence[Evidence], learnt: Sequence[Evidence]) -> list[Evidence]:
+    """What ``found`` excludes that ``learnt`` does not yet."""
+    known = {e.exclusion() for e in learnt}
+    return [e for e in found if e.exclusion() not in known]
 
 
 def _read_names(attempt: Attempt, closure: Closure) -> None:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
+from cudaup.net.deadline import Lookups, looking_up_once, when_connected
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
 from cudaup.plan.read_ahead import ReadAhead
 
@@ -99,11 +100,15 @@ class _Ramp:
     queries then stalls them 5 s each (its retry), as this machine's does from about eight.
     Past the client's pool, each extra request would also open a connection that is
     dropped after one use.  A request counts as opening one when every connection opened
-    so far is busy, and the connection counts as open once its request is answered."""
+    so far is busy, and the connection counts as open once it is connected (the lookup
+    and the TCP handshake: a few ms here), not once the request is answered: counted at
+    the answer (~100 ms through this machine's proxy), the memo reached 20 connections
+    only after ten answers, while uv straight to PyPI multiplexes one HTTP/2 connection."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, lookups: Lookups) -> None:
         self._changed = threading.Condition()
         self._most, self._busy, self._opened, self._opening = most, 0, 0, 0
+        self._lookups = lookups
 
     def _may_start(self) -> bool:
         idle = self._busy < self._opened + self._opening
@@ -113,17 +118,26 @@ class _Ramp:
     def slot(self) -> Iterator[None]:
         with self._changed:
             self._changed.wait_for(self._may_start)
-            opens = self._busy >= self._opened + self._opening
-            self._opening += opens
+            opening = self._busy >= self._opened + self._opening
+            self._opening += opening
             self._busy += 1
-        try:
-            yield
-        finally:
+
+        def connected() -> None:
+            nonlocal opening
             with self._changed:
-                self._busy -= 1
-                if opens:
+                if opening:  # once: a request may reconnect (a stale kept connection)
+                    opening = False
                     self._opening -= 1
                     self._opened += 1
+                    self._changed.notify_all()
+
+        try:
+            with when_connected(connected), looking_up_once(self._lookups):
+                yield
+        finally:
+            connected()  # it took a kept connection after all, or failed before connecting
+            with self._changed:
+                self._busy -= 1
                 self._changed.notify_all()
 
 
@@ -164,6 +178,8 @@ class IndexMemo:
         self._starting = threading.Lock()
         self._closed = False
         self._ramps: dict[str, _Ramp] = {}
+        #: Each upstream host looked up once for the plan (see ``Lookups``).
+        self._lookups = Lookups()
         self._token = secrets.token_urlsafe(16)
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -184,6 +200,11 @@ class IndexMemo:
     def answered_ahead(self) -> int:
         """uv's ranges answered from what was read ahead of it."""
         return self._ahead.answered
+
+    @property
+    def walked_ahead(self) -> int:
+        """Wheels read ahead because uv was walking their project down."""
+        return self._ahead.walked
 
     # -- lifetime -----------------------------------------------------------------
     def __enter__(self) -> IndexMemo:
@@ -350,6 +371,7 @@ class IndexMemo:
             with self._lock:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
+                self._ahead.asked(url)  # uv walking a project down: its next versions
                 size = self._ahead.size(url)  # read ahead before uv met it (read_ahead)
                 if size is not None:
                     _send(request, _head_answer(size))
@@ -427,7 +449,7 @@ class IndexMemo:
     def _ramp(self, url: str) -> _Ramp:
         host = urlsplit(url).netloc
         with self._lock:
-            return self._ramps.setdefault(host, _Ramp(POOL_SIZE))
+            return self._ramps.setdefault(host, _Ramp(POOL_SIZE, self._lookups))
 
     def _land(
         self,
@@ -502,11 +524,13 @@ class IndexMemo:
         seen.append(absolute)
         return f"{self._base}/f/{scheme}/{rest}{hashed}{fragment}"
 
-    def _allow(self, seen: list[str]) -> None:
+    def _allow(self, seen: list[str], page_url: str) -> None:
         # One lock for a page's thousands of files, not one each (contended, each wait
         # for the lock is a wait for the GIL).
         with self._lock:
             self._files.update(map(unquote, seen))
+        # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
+        self._ahead.listed(urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1], seen)
 
     def _rewrite_json(self, body: bytes, page_url: str) -> bytes:
         """A PEP 691 page with its files' ``url``\\ s rewritten in place, every other byte
@@ -520,7 +544,7 @@ class IndexMemo:
             return match.group(1) + self._file_url(match.group(2), page_url, seen) + '"'
 
         page = _JSON_URL.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen)
+        self._allow(seen, page_url)
         return page
 
     def _rewrite_html(self, body: bytes, page_url: str) -> bytes:
@@ -533,7 +557,7 @@ class IndexMemo:
             return f'{match.group(1)}"{html.escape(local)}"'
 
         page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen)
+        self._allow(seen, page_url)
         return page
 
 

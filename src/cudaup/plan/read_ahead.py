@@ -30,6 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient, log
@@ -50,6 +55,13 @@ AHEAD = 64 * 1024
 WORKERS = 16
 #: Older versions of a project read ahead when the next round will backtrack through them.
 OLDER_VERSIONS = 10
+#: Older versions of a project read ahead once uv is seen walking it down (see
+#: :meth:`ReadAhead.asked`): each step uv takes then finds the next ones being read.
+WALK_AHEAD = 8
+#: A wheel larger than this is not walked (torch: ~900 MB, a 2.5 MB zip directory a
+#: version): concurrent lines each ask for their own version of it, which looks like a
+#: walk and is not one; the small projects uv does walk are read ahead for little.
+WALK_MOST_BYTES = 100 * 1024 * 1024
 #: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
 SLACK = 64 * 1024
 _METADATA = b".dist-info/METADATA"
@@ -117,6 +129,61 @@ class ReadAhead:
         #: Range requests sent upstream ahead of uv, and uv's ranges answered from them.
         self.requests = 0
         self.answered = 0
+        #: Each project's wheel URLs as its pages listed them (parsed when uv walks it),
+        #: and the versions of it uv asked for (its HEADs).
+        self._listed: dict[str, list[str]] = {}
+        self._wheels: dict[str, list[tuple[Version, frozenset[Tag], str]]] = {}
+        self._asked: dict[str, set[Version]] = {}
+        #: Wheels read ahead because uv walked their project down.
+        self.walked = 0
+
+    def listed(self, project: str, urls: Iterable[str]) -> None:
+        """The wheel URLs a page of ``project`` lists (upstream URLs, as the memo allows them)."""
+        wheels = [url for url in urls if url.endswith(".whl")]
+        if wheels:
+            with self._lock:
+                self._listed.setdefault(canonicalize_name(project), []).extend(wheels)
+                self._wheels.pop(canonicalize_name(project), None)
+
+    def asked(self, url: str) -> None:
+        """uv asked for ``url``'s HEAD (a wheel): when it already asked for a newer version
+        of the same project, it is walking the project down, one version after another
+        (each step a chain of requests: mistral-common's 19 versions took 0.9 s of a cold
+        vllm resolution), so the next :data:`WALK_AHEAD` older versions' wheels are read
+        ahead, each the one whose tags are most like ``url``'s, unless ``url`` is larger
+        than :data:`WALK_MOST_BYTES` (its size from its tail read ahead).  Only bytes
+        are read: a wheel uv never asks for costs its reading, never an answer."""
+        try:
+            name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
+        except (InvalidWheelFilename, InvalidVersion):
+            return
+        with self._lock:
+            asked = self._asked.setdefault(name, set())
+            walking = any(v > version for v in asked)
+            asked.add(version)
+            if walking and not self._closed:  # under the lock: close() shuts the pool after
+                self._pool.submit(self._walk, url, name, version, tags)
+
+    def _walk(self, url: str, name: str, version: Version, tags: frozenset[Tag]) -> None:
+        self.start(url)  # the memo reads it beside uv's HEAD: once
+        with self._lock:
+            begun = self._started.get(url)
+        if begun is not None:
+            begun.wait()  # bounded: set by the tail's request or the reading's end
+        size = self.size(url)
+        if size is None or size > WALK_MOST_BYTES:
+            return
+        with self._lock:
+            wheels = self._wheels.get(name)
+            urls = None if wheels is not None else list(self._listed.get(name, ()))
+        if wheels is None:  # parsed once, outside the lock (numpy's page: 4,000 names)
+            wheels = _parsed(urls or ())
+            with self._lock:
+                self._wheels[name] = wheels
+        for older in older_wheels(wheels, version, tags, WALK_AHEAD):
+            with self._lock:
+                self.walked += older not in self._started
+            self.start(older)
 
     def start(self, url: str) -> None:
         """Read ``url``'s (a wheel's) tail, directory and METADATA ahead, once."""
@@ -279,6 +346,58 @@ class ReadAhead:
             blocks = self._blocks.setdefault(url, [])
             if not any(b.held(start, last) is not None for b in blocks):
                 blocks.append(_Block(start, last, role, reserved=True))
+
+
+def _parsed(urls: Iterable[str]) -> list[tuple[Version, frozenset[Tag], str]]:
+    found = []
+    for url in dict.fromkeys(urls):
+        try:
+            _name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        found.append((version, tags, url))
+    return found
+
+
+def _likeness(tag: Tag) -> tuple[str, str, str, str]:
+    """What makes two wheels' tags alike across versions: the interpreter, the ABI, the
+    platform's family and its architecture (``manylinux_2_28_x86_64`` and
+    ``manylinux2014_x86_64`` are alike)."""
+    family = re.match(r"[a-z]*", tag.platform)
+    arch = re.sub(r"^[a-z]+(?:_?\d+)*_", "", tag.platform)
+    return tag.interpreter, tag.abi, family.group(0) if family else "", arch
+
+
+def older_wheels(
+    wheels: Sequence[tuple[Version, frozenset[Tag], str]],
+    below: Version,
+    tags: frozenset[Tag],
+    count: int,
+) -> list[str]:
+    """The URLs of the wheels uv most likely reads next when it walks a project down from
+    ``below`` (a wheel tagged ``tags``): for each of the ``count`` next older versions (no
+    pre-release unless ``below`` is one), the wheel with the same tags, else the one whose
+    tags are most alike; a version with no alike wheel has none."""
+    like = {_likeness(tag) for tag in tags}
+    pre = below.is_prerelease
+    by_version: dict[Version, list[tuple[frozenset[Tag], str]]] = {}
+    for version, wheel_tags, url in wheels:
+        if version < below and (pre or not version.is_prerelease):
+            by_version.setdefault(version, []).append((wheel_tags, url))
+    urls = []
+    for version in sorted(by_version, reverse=True)[:count]:
+        same = [url for wheel_tags, url in by_version[version] if wheel_tags == tags]
+        alike = sorted(
+            (
+                (-len(like & {_likeness(t) for t in wheel_tags}), position, url)
+                for position, (wheel_tags, url) in enumerate(by_version[version])
+            ),
+        )
+        if same:
+            urls.append(same[0])
+        elif alike and alike[0][0] < 0:
+            urls.append(alike[0][2])
+    return urls
 
 
 def directory_of(tail: bytes, size: int) -> tuple[int, int] | None:

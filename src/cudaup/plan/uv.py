@@ -185,6 +185,29 @@ class CompileAnswer:
         return self.closure is not None
 
 
+class Stoppable:
+    """A caller's hold on one compile's uv process: :meth:`stop` kills it (or it as it
+    starts), the runner's other runs untouched (a round started ahead and not needed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._processes: list[subprocess.Popen[str]] = []
+
+    def started(self, process: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._processes.append(process)
+            if self._stopped:
+                process.kill()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for process in self._processes:
+                if process.poll() is None:
+                    process.kill()
+
+
 @dataclass
 class UvRunner:
     """Runs resolutions; :meth:`cancel` kills the ones still running (this runner's only).
@@ -250,10 +273,16 @@ class UvRunner:
         return environment
 
     def compile(
-        self, job: CompileJob, pylock: Path | None = None, *, identity: str = ""
+        self,
+        job: CompileJob,
+        pylock: Path | None = None,
+        *,
+        identity: str = "",
+        stoppable: Stoppable | None = None,
     ) -> CompileAnswer:
         """Resolve ``job``; ``identity`` names the content of its local indexes (their
-        paths change from run to run, their pages decide the answer)."""
+        paths change from run to run, their pages decide the answer); ``stoppable`` lets
+        the caller kill this run alone."""
         key = None
         if self.answers is not None and pylock is None:
             key = _job_key(job, identity)
@@ -274,7 +303,7 @@ class UvRunner:
                 output = folder / "preferred.txt"
                 output.write_text("\n".join(job.preferences) + "\n")
                 argv += ["-o", str(output)]
-            code, out, err = self._run(argv, self.environment(job))
+            code, out, err = self._run(argv, self.environment(job), stoppable)
             if output is not None and code == 0:
                 out = output.read_text()
             if self.memo is not None:
@@ -323,7 +352,9 @@ class UvRunner:
         with contextlib.suppress(OSError):
             atomic_write(self.answers / key[:2] / f"{key}.json", json.dumps(entry))
 
-    def _run(self, argv: list[str], environment: dict[str, str]) -> tuple[int, str, str]:
+    def _run(
+        self, argv: list[str], environment: dict[str, str], stoppable: Stoppable | None = None
+    ) -> tuple[int, str, str]:
         with self._lock:
             if self._cancelled:
                 raise CudaupError("the plan was cancelled")
@@ -336,6 +367,8 @@ class UvRunner:
                 env=environment,
             )
             self._running.add(process)
+        if stoppable is not None:
+            stoppable.started(process)
         try:
             out, err = process.communicate(timeout=max(120.0, 8 * self.timeout))
         except subprocess.TimeoutExpired:

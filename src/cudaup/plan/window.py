@@ -47,6 +47,11 @@ class UvGate:
         with self._changed:
             self._changed.notify_all()
 
+    def held(self, line: Line) -> bool:
+        """Whether a uv run of ``line`` would wait now (a newer line reads back)."""
+        with self._changed:
+            return any(newer > line for newer in self._reading)
+
     def wait(self, line: Line) -> None:
         """Return when no line newer than ``line`` reads back; raise once cancelled."""
         with self._changed:
@@ -70,6 +75,9 @@ class Turn:
 
     def before_uv(self) -> None:
         self.gate.wait(self.line)
+
+    def held(self) -> bool:
+        return self.gate.held(self.line)
 
     def done(self, *_: object) -> None:
         self.gate.reading(self.line, False)

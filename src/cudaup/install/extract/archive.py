@@ -55,7 +55,8 @@ class Extracted:
 
     #: the top-level entries created in the destination
     tops: list[Path]
-    #: the sha256 of every file, by its path below the destination (``bin/nvcc``)
+    #: the sha256 of every file, by its path below the destination (``bin/nvcc``): computed
+    #: as it was written, or for a wheel the one its RECORD lists (:mod:`.wheel`)
     digests: Digests
     #: whether the archive was a wheel whose RECORD every file was checked against
     record_checked: bool
@@ -69,23 +70,27 @@ def extract_archive(
     strip_top: bool = False,
     opener: Opener | None = None,
     cancel: threading.Event | None = None,
+    hash_wheel: bool = False,
 ) -> Extracted:
     """Extract a .tar.xz/.tar.gz/.tar/.zip/.whl into ``destination``, safely.
 
     ``destination`` must exist and be empty.  Returns the top-level entries created
     in it and the sha256 of every file written (computed on the way, never read
-    back).  With ``strip_top`` the archive must hold exactly one top directory, whose
+    back; a wheel's are its RECORD's, which every file's listing and size must match).  With ``strip_top`` the archive must hold exactly one top directory, whose
     contents land directly in ``destination`` (NVIDIA redist archives:
     ``cuda_nvcc-linux-x86_64-13.0.48-archive/bin/...``).  A hostile or damaged
     archive raises :class:`IntegrityError` and leaves it empty; so does a wheel whose
-    files disagree with its RECORD.
+    files are not the ones its RECORD lists, or not of the sizes it lists.
 
     ``opener`` reads the archive from elsewhere than the file ``archive`` (whose
     name still tells the format): a file still downloading, whose reads wait for
     their bytes (:class:`cudaup.download.Arrival`).  Setting ``cancel`` stops it between
     members (:class:`cudaup.util.parallel.CancelledError`), the destination cleared.
+    ``hash_wheel``: hash a wheel's members too, each compared with its RECORD's sha256
+    (``install --verify``; see :mod:`.wheel` for why an install need not).
     """
     require_empty(archive, destination)
+    wheel = archive.name.lower().endswith(".whl")
     with _reading(archive, opener) as reader:
         try:
             if isinstance(reader, TarReader):
@@ -96,12 +101,15 @@ def extract_archive(
                 assert isinstance(reader, ZipReader)  # _open makes one of the two
                 planned = plan_members(reader, archive, limits, strip_top)
                 check_space(archive, destination, sum(member.size for member in planned))
-                digests = write_members(reader, planned, archive, destination, cancel)
-            wheel = archive.name.lower().endswith(".whl")
+                hashing = hash_wheel or not wheel
+                digests = write_members(
+                    reader, planned, archive, destination, cancel, hashing=hashing
+                )
             links = {"/".join(member.parts) for member in planned if member.kind == "symlink"}
             if wheel:
                 sizes = {"/".join(m.parts): m.size for m in planned if m.kind == "file"}
-                check_record(archive, destination, digests, sizes, links)
+                computed = digests if hash_wheel else None
+                digests = check_record(archive, destination, sizes, links, computed)
             record_checked = wheel
         except BaseException:
             clear(destination)

@@ -1,12 +1,20 @@
 """A wheel's RECORD, checked against the files just written from it.
 
 A wheel lists each of its files with a sha256 and a size in
-``<name>.dist-info/RECORD`` (PEP 376, PEP 427).  The archive's own sha256 was
-already checked against the index, so a mismatch here means a wheel built
-wrong, or rebuilt with a RECORD that no longer tells the truth: either way the
-unpacked tree would not be what the wheel says, and it is refused.  The
-digests compared are the ones computed while the files were written; nothing
-is read twice.
+``<name>.dist-info/RECORD`` (PEP 376, PEP 427).  Every file written must be listed,
+with the size written, and every file listed must have been written; a wheel
+without a RECORD is refused.  RECORD's sha256s are not compared with the files:
+they become the digests of the unpacked tree's manifest, which its later checks
+compare the files with (the first use after each boot, ``--verify``).  Nothing is
+lost: the wheel's own sha256 was checked against the index before anything unpacked
+from it counts, so RECORD is the one its publisher built, and every member's bytes
+are what inflating the verified bytes gives (size and CRC-32 checked as they come).
+Hashing each member too (~0.25 CPU-s for a 270 MB toolkit) would only find a wheel
+its publisher built with a RECORD that does not tell the truth: pip and uv install
+such a wheel, and here its tree fails its first digest check, which says so and
+unpacks it again.  ``install --verify`` hashes every member as it is written and
+compares it with RECORD, as every install did before: such a wheel is then refused.
+See docs/security.md, "An untrusted archive".
 """
 
 from __future__ import annotations
@@ -14,10 +22,12 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import hashlib
 import io
 from pathlib import Path
 
 from cudaup.core.names import check_relative_path, check_size
+from cudaup.download.publish import hash_file
 from cudaup.errors import IntegrityError
 
 #: Signatures of RECORD itself, which RECORD cannot list (PEP 376).
@@ -29,21 +39,26 @@ MAX_RECORD_BYTES = 64 * 2**20
 def check_record(
     archive: Path,
     destination: Path,
-    digests: dict[str, str],
     sizes: dict[str, int],
     links: set[str],
-) -> None:
-    """Compare every written file with the wheel's RECORD, which every wheel has.
+    computed: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Compare every written file with the wheel's RECORD, which every wheel has; the
+    sha256 (hex) of every file, by its path below ``destination``.
 
-    ``digests``: the sha256 (hex) of every file written, by its path below ``destination``;
-    ``sizes``: the size of each (as written: the writer refuses a member of another size
-    than its listing's); ``links``: the symlinks written (RECORD may list them; there is
-    nothing to compare).
+    ``sizes``: the size of every file written, by its path below ``destination`` (as
+    written: the writer refuses a member of another size than its listing's);
+    ``links``: the symlinks written (RECORD may list them; there is nothing to compare);
+    ``computed``: the sha256 of every file as it was written, when its members were
+    hashed (``install --verify``): then each must be the one RECORD lists, and these
+    are returned.  Otherwise a file's sha256 is RECORD's (see the module's docstring);
+    the few RECORD gives none for (RECORD itself, its signatures, a row with no
+    sha256) are read back and hashed.
     A wheel without a RECORD is refused as one with a wrong RECORD is: PEP 427 makes it
     mandatory, and without it nothing says what the wheel should hold.
     """
     records = sorted(
-        path for path in digests if path.count("/") == 1 and path.endswith(".dist-info/RECORD")
+        path for path in sizes if path.count("/") == 1 and path.endswith(".dist-info/RECORD")
     )
     if not records:
         raise IntegrityError(
@@ -53,37 +68,46 @@ def check_record(
     if len(records) > 1:
         raise IntegrityError(f"{archive.name}: more than one RECORD ({', '.join(records)})")
     [record] = records
-    listed = _read(archive, destination / record)
+    listed, record_digest = _read(archive, destination / record)
     info = record.rsplit("/", 1)[0]
     unlisted = {f"{info}/{name}" for name in _UNLISTED}
-    for path, digest in sorted(digests.items()):
+    digests = dict(computed) if computed is not None else {record: record_digest}
+
+    def digest_of(path: str) -> str:
+        return digests.get(path) or hash_file(destination / path, "sha256")
+
+    for path, written in sorted(sizes.items()):
         if path in unlisted:
+            digests[path] = digest_of(path)
             continue
         entry = listed.pop(path, None)
         if entry is None:
             raise IntegrityError(f"{archive.name}: {path} is not listed in the wheel's RECORD")
         expected, size = entry
-        if expected is not None and expected != digest:
+        if computed is not None and expected is not None and expected != computed[path]:
             raise IntegrityError(
                 f"{archive.name}: {path}: its sha256 is not the one the wheel's RECORD lists"
             )
-        if size is not None and size != sizes[path]:
+        if size is not None and size != written:
             raise IntegrityError(
                 f"{archive.name}: {path}: its size is not the one the wheel's RECORD lists"
             )
+        digests[path] = expected or digest_of(path)
     missing = sorted(path for path in listed if path not in unlisted and path not in links)
     if missing:
         raise IntegrityError(
             f"{archive.name}: the wheel's RECORD lists {missing[0]}, which the wheel does not hold"
         )
+    return digests
 
 
-def _read(archive: Path, path: Path) -> dict[str, tuple[str | None, int | None]]:
-    """RECORD's rows: path → (sha256 hex or None, size or None)."""
+def _read(archive: Path, path: Path) -> tuple[dict[str, tuple[str | None, int | None]], str]:
+    """RECORD's rows (path → (sha256 hex or None, size or None)), and RECORD's own sha256."""
     if path.lstat().st_size > MAX_RECORD_BYTES:
         raise IntegrityError(f"{archive.name}: its RECORD is over {MAX_RECORD_BYTES} bytes")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
         rows = list(csv.reader(io.StringIO(text)))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise IntegrityError(f"{archive.name}: its RECORD cannot be read ({exc})") from None
@@ -99,7 +123,7 @@ def _read(archive: Path, path: Path) -> dict[str, tuple[str | None, int | None]]
             name, field="RECORD path", where=f"{archive.name}'s RECORD", error=IntegrityError
         )
         listed[name] = (_sha256(archive, name, hashed), _size(archive, name, size))
-    return listed
+    return listed, hashlib.sha256(data).hexdigest()
 
 
 def _sha256(archive: Path, name: str, hashed: str) -> str | None:

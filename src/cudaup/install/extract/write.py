@@ -142,8 +142,11 @@ def write_members(
     archive: Path,
     destination: Path,
     cancel: threading.Event | None = None,
+    *,
+    hashing: bool = True,
 ) -> Digests:
-    """Write a zip's checked members; the sha256 of each file, computed as it was written.
+    """Write a zip's checked members; the sha256 of each file, computed as it was written
+    (none without ``hashing``: a wheel's come from its RECORD, :func:`.wheel.check_record`).
 
     Every directory first, in this thread; then the files, spread over
     :data:`PARALLEL_WORKERS` threads (:func:`work_batches`): creating a file is kernel
@@ -181,7 +184,9 @@ def write_members(
                     reader.open(member, through) as source,
                 ):
                     path = member_path(destination, member.parts)
-                    digests["/".join(member.parts)] = write_file(source, path, member)
+                    digest = write_file(source, path, member, hashing=hashing)
+                    if hashing:
+                        digests["/".join(member.parts)] = digest
 
     map_concurrently(write_batch, work_batches(files), PARALLEL_WORKERS, cancel=stop)
     for link in links:
@@ -297,13 +302,13 @@ def make_dirs(destination: Path, parts: tuple[str, ...], made: set[tuple[str, ..
         made.add(prefix)
 
 
-def write_file(source: IO[bytes], path: str | Path, member: Member) -> str:
+def write_file(source: IO[bytes], path: str | Path, member: Member, *, hashing: bool = True) -> str:
     """Stream one member into a new file; its size must match the header's.
 
-    Returns the sha256 of what was written: hashing the bytes on their way costs
-    a fraction of reading them back later.
+    Returns the sha256 of what was written (hashing the bytes on their way costs a
+    fraction of reading them back later), or "" without ``hashing``.
     """
-    digest = hashlib.sha256()
+    digest = hashlib.sha256() if hashing else None
     # The descriptor itself, not a buffered file over it: chunks are large already, and
     # a file object per member costs more than a header's write (thousands per wheel).
     fd = os.open(path, _OPEN_FLAGS, 0o600)
@@ -314,7 +319,8 @@ def write_file(source: IO[bytes], path: str | Path, member: Member) -> str:
             if written > member.size:
                 raise UnsafeMemberError(f"holds more than the {member.size} bytes its header says")
             _write_all(fd, chunk)
-            digest.update(chunk)
+            if digest is not None:
+                digest.update(chunk)
         if written != member.size:
             raise UnsafeMemberError(f"truncated: {written} of {member.size} bytes")
         if hasattr(os, "fchmod"):
@@ -323,7 +329,7 @@ def write_file(source: IO[bytes], path: str | Path, member: Member) -> str:
         os.close(fd)
     if not hasattr(os, "fchmod"):  # pragma: no cover - Windows
         os.chmod(path, final_mode(member))  # noqa: PTH101
-    return digest.hexdigest()
+    return digest.hexdigest() if digest is not None else ""
 
 
 def _write_all(fd: int, data: bytes) -> None:
