@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
-from cudaup.net.deadline import Lookups, looking_up_once, when_connected
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
 from cudaup.plan.read_ahead import ReadAhead
 
@@ -52,6 +51,8 @@ if TYPE_CHECKING:  # the server's and the wire's modules load when the memo star
     import socket
 
     import urllib3
+
+    from cudaup.net.deadline import Lookups
 
 #: The largest body kept in memory; a larger one (a whole wheel) streams through.
 MEMO_LIMIT = 16 * 1024 * 1024
@@ -72,9 +73,7 @@ OPENING_AT_ONCE = 2
 
 
 def _server_class() -> type[http.server.ThreadingHTTPServer]:
-    """The memo's server class, made when a memo starts: a plan that runs no uv (a warm
-    one) loads no server module, nor urllib3 (cudaup's client loads it with its first
-    request)."""
+    """The memo's server class, made when a memo starts: a warm plan loads no server module."""
     import http.server  # noqa: PLC0415
 
     class Server(http.server.ThreadingHTTPServer):
@@ -84,8 +83,7 @@ def _server_class() -> type[http.server.ThreadingHTTPServer]:
         request_queue_size = 1024
 
         def handle_error(self, request: object, client_address: object) -> None:
-            """A request that could not be served (most often: uv dropped the connection)
-            goes to the verbose log, never onto the user's terminal in the middle of a plan."""
+            """A request not served (most often: uv hung up) goes to the verbose log only."""
             log.info("index memo: a request from uv failed", exc_info=True)
 
     return Server
@@ -130,6 +128,8 @@ class _Ramp:
                     self._opening -= 1
                     self._opened += 1
                     self._changed.notify_all()
+
+        from cudaup.net.deadline import looking_up_once, when_connected  # noqa: PLC0415
 
         try:
             with when_connected(connected), looking_up_once(self._lookups):
@@ -178,8 +178,8 @@ class IndexMemo:
         self._starting = threading.Lock()
         self._closed = False
         self._ramps: dict[str, _Ramp] = {}
-        #: Each upstream host looked up once for the plan (see ``Lookups``).
-        self._lookups = Lookups()
+        #: Each upstream host looked up once for the plan (``Lookups``; at the first request).
+        self._lookups: Lookups | None = None
         self._token = secrets.token_urlsafe(16)
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -449,6 +449,10 @@ class IndexMemo:
     def _ramp(self, url: str) -> _Ramp:
         host = urlsplit(url).netloc
         with self._lock:
+            if self._lookups is None:
+                from cudaup.net.deadline import Lookups  # noqa: PLC0415 - urllib3 with it
+
+                self._lookups = Lookups()
             return self._ramps.setdefault(host, _Ramp(POOL_SIZE, self._lookups))
 
     def _land(
