@@ -192,6 +192,20 @@ def test_requests_that_conflict_among_themselves(
     assert error["details"]["packages"] == []  # none was resolved alone
 
 
+#: What a plan answered from the cache never loads (``ssl`` comes with http.client; the
+#: probe itself loads it, to count the TLS contexts built).
+NOT_FOR_A_WARM_PLAN = (
+    "urllib3",
+    "http.client",
+    "http.server",
+    "email",
+    "html.parser",
+    "packaging.metadata",
+    "cudaup.net.deadline",
+    "cudaup.plan.elf",
+)
+
+
 def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
     """A warm plan spends most of its time importing: with --driver, no --gpu and no
     --export, neither the driver probe, nor the kernel reader, nor the lock writer load."""
@@ -200,5 +214,16 @@ def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
     assert code == 0 and "cudaup.plan.planner" in modules
     unused = ("cudaup.binaries", "cudaup.machine.driver_probe", "cudaup.plan.export")
     assert not [m for m in modules if m.startswith(unused)]
+    # Warm, every answer comes from the cache: the wire's modules never load (urllib3,
+    # http.client with ssl and email: a fifth of the import time), nor the HTML parser,
+    # the metadata and ELF readers (the pages come from their digests, the wheels' facts
+    # from the plan's cache).  One line, so that
+    # every uv answer was kept (in a window a line's run can be stopped, and is then
+    # resolved again: through the memo, on the wire).
+    one_line = (*asked, "--cuda", "13.0")
+    assert loaded(*one_line)[0] == 0
+    code, modules, contexts = loaded(*one_line)
+    assert code == 0 and not [m for m in modules if m.startswith(NOT_FOR_A_WARM_PLAN)]
+    assert contexts == 0
     code, modules, _ = loaded(*asked, "--gpu", "sm_90")
     assert "cudaup.plan.kernels" in modules and "cudaup.binaries.coverage" in modules

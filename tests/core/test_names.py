@@ -13,6 +13,7 @@ from cudaup.core.names import (
     MAX_PATH,
     check_component,
     check_file_name,
+    check_file_names,
     check_file_url,
     check_label,
     check_relative_path,
@@ -104,6 +105,27 @@ def test_a_relative_path_passes_exactly_when_each_segment_does(value: str) -> No
         assert not expected, value
     else:
         assert expected, value
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="ab.C:/\\\x00\n\x7fé", max_size=6),
+            st.sampled_from(["..", ".", "", "x" * 255, "x" * 256, "é" * 128, "C:", "a:b", "..."]),
+        ),
+        max_size=5,
+    )
+)
+def test_file_names_pass_together_exactly_when_each_does(values: list[str]) -> None:
+    """One match for a page's names accepts nothing the name-by-name rule refuses."""
+    expected = all(_segment_passes(value) for value in values)
+    try:
+        check_file_names(values, field="filename")
+    except SourceFormatError:
+        assert not expected, values
+    else:
+        assert expected, values
 
 
 @pytest.mark.parametrize("value", ["../../tmp/x", "cuda nvcc", "", "-rf", "x" * 200, 3])

@@ -191,6 +191,13 @@ def test_a_warm_plan_asks_nothing(
     assert len(world.requests()) == asked
     assert again.to_json() == first.to_json()
     assert "the release list of" in caplog.text and "HTTP 503" in caplog.text
+    # The warm plan read its pages' digests; without them, parsed again, the same plan.
+    digests = list((tmp_path / "cache" / "http").rglob("*.files"))
+    assert len(digests) >= 3
+    for digest in digests:
+        digest.unlink()
+    parsed = plan(world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"))
+    assert parsed.to_json() == first.to_json() and len(world.requests()) == asked
     fresh = plan(
         world, tmp_path, ["torch", "sgl-kernel"], only=("pypi", "pytorch", "sglang"), refresh=True
     )

@@ -87,6 +87,24 @@ def check_file_name(
     return value
 
 
+def check_file_names(
+    values: list[str], *, field: str, where: str = "", error: type[CudaupError] = SourceFormatError
+) -> None:
+    """Every one of ``values`` (strings) a plain file name, as :func:`check_file_name`
+    checks one: one match for all of them (a project page lists thousands), then one by
+    one only when that fails, to name the one refused."""
+    joined = "/".join(values)
+    if (
+        joined.count("/") == len(values) - 1  # no name holds a separator of its own
+        and joined.isascii()  # so a name's bytes are its characters
+        and max(map(len, values), default=0) <= MAX_NAME
+        and _PLAIN_PATH.match(joined)
+    ):
+        return
+    for value in values:
+        check_file_name(value, field=field, where=where, error=error)
+
+
 def check_relative_path(
     value: object, *, field: str, where: str = "", error: type[CudaupError] = SourceFormatError
 ) -> str:

@@ -7,7 +7,6 @@ does not wait, and a server's ``Retry-After`` is read in one place.
 
 from __future__ import annotations
 
-import email.utils
 import random
 import time
 from collections.abc import Callable
@@ -46,6 +45,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # noqa: PLC0415 - an HTTP date is rare; every command imports this module
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

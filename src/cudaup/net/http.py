@@ -22,12 +22,9 @@ through :meth:`HttpClient.wait_to_retry`).
 from __future__ import annotations
 
 import base64
-import http.client
 import logging
 import os
 import re
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -35,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urljoin, urlsplit
-
-import urllib3
 
 from cudaup import __version__
 from cudaup.config import (
@@ -49,19 +44,13 @@ from cudaup.config import (
 from cudaup.errors import HostUnreachableError, NetworkError, SourceFormatError
 from cudaup.net import backoff as backoff_policy
 from cudaup.net.backoff import Backoff
-from cudaup.net.deadline import (
-    POOL_CLASSES,
-    HeadersTooSlowError,
-    StaleConnectionError,
-    headers_within,
-    on_a_new_connection,
-)
 from cudaup.net.hosts import check_redirect
 from cudaup.net.proxies import Proxy, ProxySettings
-from cudaup.net.tls import default_context
 
 if TYPE_CHECKING:
     import netrc
+
+    import urllib3
 
     from cudaup.net.response_cache import CachedResponse, HttpCache
 
@@ -172,6 +161,11 @@ class HttpClient:
         return proxy
 
     def _manager(self, url: str, proxy: Proxy | None) -> urllib3.PoolManager:
+        import urllib3  # noqa: PLC0415 - the wire's modules load with the first request
+
+        from cudaup.net.deadline import POOL_CLASSES  # noqa: PLC0415
+        from cudaup.net.tls import default_context  # noqa: PLC0415
+
         tls = urlsplit(url).scheme == "https" or (
             proxy is not None and proxy.url.startswith("https:")
         )
@@ -271,6 +265,10 @@ class HttpClient:
         timeout: float | None,
         retry: bool,
     ) -> urllib3.BaseHTTPResponse:
+        import urllib3  # noqa: PLC0415
+
+        from cudaup.net.deadline import headers_within, on_a_new_connection  # noqa: PLC0415
+
         retries = self._retries if retry else 0
         all_headers = {**_IDENTITY, **self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
@@ -396,6 +394,8 @@ class HttpClient:
                 headers["If-Modified-Since"] = entry.last_modified
         if "If-None-Match" in headers or "If-Modified-Since" in headers:
             log.info("cache: revalidating %s (its ETag or Last-Modified)", url)
+        import urllib3  # noqa: PLC0415 - not for an answer from the cache (a warm plan's all)
+
         for attempt in range(self._retries + 1):
             raw = self.open("GET", url, headers)
             try:
@@ -427,6 +427,8 @@ def gave_up(
 ) -> NetworkError:
     """The error after ``attempts`` tries of ``url`` ended with ``failure`` (a status or
     urllib3's exception): it names what failed, the host, the proxy or the answer."""
+    import urllib3  # noqa: PLC0415
+
     host = urlsplit(url).netloc
     tries = f"{attempts} tries" if attempts > 1 else "1 try"
     if isinstance(failure, int):
@@ -461,6 +463,8 @@ def _read_document(raw: urllib3.BaseHTTPResponse, limit: int, url: str) -> bytes
     """A document's body, at most ``limit`` bytes once decoded.  cudaup asks for identity;
     a server that encodes the body anyway (gzip, deflate) gets it decoded, and one whose
     encoding is unknown or whose body is not what the encoding says is refused (exit 8)."""
+    import urllib3  # noqa: PLC0415
+
     encoding = raw.headers.get("Content-Encoding", "").strip()
     codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
     decoders = urllib3.response.HTTPResponse.CONTENT_DECODERS
@@ -503,12 +507,18 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 def kept_then_closed(exc: BaseException) -> bool:
     """Whether ``exc`` is a connection the pool had kept open that the server closed
     before answering (:class:`~cudaup.net.deadline.StaleConnectionError`)."""
+    from cudaup.net.deadline import StaleConnectionError  # noqa: PLC0415
+
     return any(isinstance(cause, StaleConnectionError) for cause in _causes(exc))
 
 
 def unresolved(exc: BaseException) -> bool:
     """Whether ``exc`` is a host name that did not resolve (DNS): worth one retry, as a
     resolver's hiccup may pass, but not a backoff's worth of them."""
+    import socket  # noqa: PLC0415
+
+    import urllib3  # noqa: PLC0415
+
     return any(
         isinstance(cause, (urllib3.exceptions.NameResolutionError, socket.gaierror))
         for cause in _causes(exc)
@@ -523,6 +533,13 @@ def lasting(
     response headers longer than any real server sends (a line over 64 KiB, more than
     100 headers: a header that never ends stops there), and headers that did not end
     within the stall limit (:mod:`cudaup.net.deadline`)."""
+    import http.client  # noqa: PLC0415
+    import ssl  # noqa: PLC0415
+
+    import urllib3  # noqa: PLC0415
+
+    from cudaup.net.deadline import HeadersTooSlowError  # noqa: PLC0415
+
     host = urlsplit(url).netloc
     for cause in _causes(exc):
         if isinstance(cause, ssl.SSLCertVerificationError):
@@ -561,6 +578,8 @@ _TUNNEL_REFUSED = "Tunnel connection failed: "
 
 def _proxy_failure(exc: urllib3.exceptions.ProxyError) -> tuple[bool, str]:
     """Whether the proxy answered but refused the tunnel, and why, in a few words."""
+    import urllib3  # noqa: PLC0415
+
     cause = exc.original_error
     text = str(cause)
     if text.startswith(_TUNNEL_REFUSED):
@@ -588,6 +607,10 @@ def _read_netrc(path: Path) -> netrc.netrc | None:
 def describe(exc: urllib3.exceptions.HTTPError) -> str:
     """urllib3's error in a few words: "Failed to resolve 'host' (name not known)"; a
     proxy's failure names the proxy: "cannot reach the proxy 10.0.0.1:3128 (...)"."""
+    import http.client  # noqa: PLC0415
+
+    import urllib3  # noqa: PLC0415
+
     if isinstance(exc, urllib3.exceptions.ProxyError):
         refused, why = _proxy_failure(exc)
         if refused:

@@ -12,6 +12,13 @@ valid JSON of the right shape, a body of the recorded size and SHA-256, and both
 files owned by this user (or root) and writable by no one else.  Anything else
 (torn, corrupt, nested too deeply, planted by another local user) is a miss:
 the document is fetched again, never trusted and never a crash.
+
+Beside an answer, a caller may keep what it derived from it (a project page's parsed
+files: :meth:`HttpCache.derived`), in one file written atomically: a JSON header line
+(the URL, the kind, the SHA-256 of the body it was derived from, its own size and
+SHA-256), then the payload.  It is used only for the very body the caller holds (the
+caller hashes that body), only when whole and this user's, under the same checks as an
+answer; anything else is a miss, and the caller derives it again.
 """
 
 from __future__ import annotations
@@ -116,6 +123,54 @@ class HttpCache:
             atomic_write(meta_path, json.dumps(meta).encode())
         except (OSError, CudaupError):  # atomic_write may name the path as a CudaupError
             pass  # a read-only or full cache must never fail the command
+
+    def derived(self, url: str, kind: str, source_sha256: str) -> bytes | None:
+        """What was kept as ``kind`` beside ``url``'s answer, when it was derived from the
+        body whose SHA-256 is ``source_sha256``; None when there is none usable (derived
+        from other bytes, torn, corrupt, or not this user's: see the module doc)."""
+        data = _read_own(self._derived_path(url, kind), _MAX_BODY_BYTES)
+        if data is None:
+            return None
+        header, newline, payload = data.partition(b"\n")
+        if not newline or len(header) > _MAX_META_BYTES:
+            return None
+        try:
+            meta = json.loads(header)
+        except (ValueError, RecursionError):
+            return None
+        if (
+            not isinstance(meta, dict)
+            or meta.get("url") != url
+            or meta.get("kind") != kind
+            or meta.get("source_sha256") != source_sha256
+            or meta.get("size") != len(payload)
+            or meta.get("sha256") != hashlib.sha256(payload).hexdigest()
+        ):
+            return None
+        return payload
+
+    def keep_derived(self, url: str, kind: str, source_sha256: str, payload: bytes) -> None:
+        """Keep ``payload``, derived as ``kind`` from the body of ``url`` whose SHA-256 is
+        ``source_sha256``, for :meth:`derived` (replacing what was kept before)."""
+        path = self._derived_path(url, kind)
+        header = {
+            "url": url,
+            "kind": kind,
+            "source_sha256": source_sha256,
+            "size": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._tag()
+            atomic_write(path, json.dumps(header).encode() + b"\n" + payload)
+        except (OSError, CudaupError):
+            pass  # as in store: a read-only or full cache never fails the command
+
+    def _derived_path(self, url: str, kind: str) -> Path:
+        if not kind.isascii() or not kind.isalpha():
+            raise ValueError(f"a derived entry's kind is letters, not {kind!r}")
+        return self._paths(url)[0].with_suffix(f".{kind}")
 
     def touch(self, entry: CachedResponse) -> None:
         """Mark a revalidated (304) entry fresh again."""

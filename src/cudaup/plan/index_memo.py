@@ -33,22 +33,26 @@ from __future__ import annotations
 import contextlib
 import copy
 import html
-import http.server
 import re
 import secrets
-import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
-import urllib3
-
 from cudaup.errors import CudaupError, NetworkError
-from cudaup.net.deadline import Lookups, looking_up_once, when_connected
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
 from cudaup.plan.read_ahead import ReadAhead
+
+if TYPE_CHECKING:  # the server's and the wire's modules load when the memo starts
+    import http.server
+    import socket
+
+    import urllib3
+
+    from cudaup.net.deadline import Lookups
 
 #: The largest body kept in memory; a larger one (a whole wheel) streams through.
 MEMO_LIMIT = 16 * 1024 * 1024
@@ -68,16 +72,21 @@ _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 OPENING_AT_ONCE = 2
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops
-    #: their SYNs under load, and each dropped one waits out TCP's retransmission (1 s,
-    #: 3 s, 7 s … a plan stalled 40 s on it).
-    request_queue_size = 1024
+def _server_class() -> type[http.server.ThreadingHTTPServer]:
+    """The memo's server class, made when a memo starts: a warm plan loads no server module."""
+    import http.server  # noqa: PLC0415
 
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A request that could not be served (most often: uv dropped the connection) goes
-        to the verbose log, never onto the user's terminal in the middle of a plan."""
-        log.info("index memo: a request from uv failed", exc_info=True)
+    class Server(http.server.ThreadingHTTPServer):
+        #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops
+        #: their SYNs under load, and each dropped one waits out TCP's retransmission (1 s,
+        #: 3 s, 7 s … a plan stalled 40 s on it).
+        request_queue_size = 1024
+
+        def handle_error(self, request: object, client_address: object) -> None:
+            """A request not served (most often: uv hung up) goes to the verbose log only."""
+            log.info("index memo: a request from uv failed", exc_info=True)
+
+    return Server
 
 
 class _Ramp:
@@ -119,6 +128,8 @@ class _Ramp:
                     self._opening -= 1
                     self._opened += 1
                     self._changed.notify_all()
+
+        from cudaup.net.deadline import looking_up_once, when_connected  # noqa: PLC0415
 
         try:
             with when_connected(connected), looking_up_once(self._lookups):
@@ -167,10 +178,10 @@ class IndexMemo:
         self._starting = threading.Lock()
         self._closed = False
         self._ramps: dict[str, _Ramp] = {}
-        #: Each upstream host looked up once for the plan (see ``Lookups``).
-        self._lookups = Lookups()
+        #: Each upstream host looked up once for the plan (``Lookups``; at the first request).
+        self._lookups: Lookups | None = None
         self._token = secrets.token_urlsafe(16)
-        self._server: _Server | None = None
+        self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
         #: The loopback port it listens on once started (0 before).
@@ -205,6 +216,7 @@ class IndexMemo:
         if self._closed:
             raise CudaupError("the index memo was used after its plan ended")
         memo = self
+        import http.server  # noqa: PLC0415
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -232,7 +244,7 @@ class IndexMemo:
             def do_HEAD(self) -> None:
                 memo._serve(self, "HEAD")
 
-        server = _Server(("127.0.0.1", 0), Handler)
+        server = _server_class()(("127.0.0.1", 0), Handler)
         # Handler threads are joined on close: none outlives the plan.
         server.daemon_threads, server.block_on_close = False, True
         self._server, self.port = server, server.server_address[1]
@@ -251,6 +263,8 @@ class IndexMemo:
 
     def close(self) -> None:
         """Stop serving, end every connection (uv's kept-alive ones) and join each thread."""
+        import socket  # noqa: PLC0415
+
         with self._starting:
             self._closed = True
             server, thread = self._server, self._thread
@@ -435,6 +449,10 @@ class IndexMemo:
     def _ramp(self, url: str) -> _Ramp:
         host = urlsplit(url).netloc
         with self._lock:
+            if self._lookups is None:
+                from cudaup.net.deadline import Lookups  # noqa: PLC0415 - urllib3 with it
+
+                self._lookups = Lookups()
             return self._ramps.setdefault(host, _Ramp(POOL_SIZE, self._lookups))
 
     def _land(
@@ -467,6 +485,8 @@ class IndexMemo:
 
     def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
         """The whole answer when it is small enough to keep; None to stream it."""
+        import urllib3  # noqa: PLC0415
+
         headers = _passed(raw.headers)
         if method == "HEAD":
             # Read to its (empty) end before the connection goes back: http.client keeps
@@ -606,6 +626,8 @@ def _send(request: http.server.BaseHTTPRequestHandler, answer: _Answer) -> None:
 
 def _stream(request: http.server.BaseHTTPRequestHandler, raw: urllib3.BaseHTTPResponse) -> None:
     """A body too large to keep, passed on as it arrives."""
+    import urllib3  # noqa: PLC0415
+
     request.send_response(raw.status)
     for name, value in _passed(raw.headers):
         request.send_header(name, value)

@@ -57,12 +57,7 @@ from cudaup.plan.result import (
     explain,
     telling,
 )
-from cudaup.plan.survey import (
-    check_requested,
-    fetch_pages,
-    unreachable_error,
-    yank_of,
-)
+from cudaup.plan.survey import check_requested, fetch_pages, unreachable_error, yank_of
 from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
 from cudaup.plan.window import UvGate
@@ -174,11 +169,14 @@ class _Run:
                 raise UsageError(
                     f"{requirement} is a direct reference; plan resolves from package indexes"
                 )
-        find_uv()
+        located = self.ahead_pool.submit(find_uv)  # `uv --version`, 10-40 ms: beside the survey
         self._check_ahead()  # it needs only the pins: beside the survey, as the release list
         try:
             releases = self.ahead_pool.submit(plan_releases, self.settings, self.planner.cache.plan)
-            self._survey()
+            try:
+                self._survey()
+            finally:
+                located.result()  # a uv that cannot run is said first, whatever the survey says
             return self._plan(wanted, compat, allowed, releases.result())
         finally:
             self.ahead_runner.cancel()  # a plan that ends early needs no install check

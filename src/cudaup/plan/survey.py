@@ -80,6 +80,9 @@ def unreachable_error(pages: Sequence[Page]) -> NetworkError | None:
     )
 
 
+_NO_VERSION = Version("0.dev0")
+
+
 def _python_fits(file: DistFile, python: tuple[int, int]) -> bool:
     if not file.requires_python:
         return True
@@ -106,18 +109,24 @@ def check_requested(
     if not present:
         raise PackageNotFoundError(f"no index consulted has a project named {name!r}: {consulted}")
     matching = _matching_versions(requirement, present, consulted, pre=pre)
-    fitting = [
-        f
-        for f in matching
-        if f.is_wheel and wheel_fits(f.filename, platform, python) and _python_fits(f, python)
-    ]
-    if not fitting:
+    # Newest first, and no further than the first that fits: an unpinned torch matches its
+    # ~1,000 files, and each test parses a wheel's tags.
+    if not any(
+        f.is_wheel and wheel_fits(f.filename, platform, python) and _python_fits(f, python)
+        for f in sorted(matching, key=_newest_first, reverse=True)
+    ):
         newest_matching = max(f.version for f in matching if f.version is not None)
         raise PackageNotFoundError(
             f"{requirement} has no wheel for CPython {python[0]}.{python[1]} on "
             f"{describe(platform)} ({platform}) on {consulted} "
             f"(newest matching version: {newest_matching})"
         )
+
+
+def _newest_first(file: DistFile) -> Version:
+    """A sort key (``reverse=True``: newest first); only the order of the search depends on
+    it, so a name without a version (none reaches here) would just come late."""
+    return file.version or _NO_VERSION
 
 
 def _matching_versions(

@@ -28,21 +28,11 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaup.errors import SourceFormatError
 from cudaup.net.http import HttpClient
 from cudaup.net.ranged_file import RangedFile, wheel_archive
-from cudaup.plan.elf import (
-    Layout,
-    NeededStream,
-    NotElfError,
-    dynamic_table,
-    layout,
-    loaded_by_name,
-    names_at,
-    scan,
-)
 from cudaup.plan.lines import (
     Evidence,
     declared_evidence,
@@ -54,6 +44,9 @@ from cudaup.plan.lines import (
 )
 from cudaup.resolve.pypi import DistFile
 from cudaup.util.atomic import atomic_write
+
+if TYPE_CHECKING:  # the ELF reader loads where a wheel is read: a warm plan reads none
+    from cudaup.plan.elf import Layout
 
 SCHEMA = 2
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
@@ -265,6 +258,8 @@ class _LibraryReader:
         """The libraries ``member`` links, whether that is all of them, and the bytes read
         (the start: the dynamic string table in the first segment when it is there alone;
         else the whole ``.dynamic`` section and the names it points at, wherever they lie)."""
+        from cudaup.plan.elf import NeededStream, NotElfError, layout, scan  # noqa: PLC0415
+
         chunks = self._inflated(member)
         data = b""
         want = 4096
@@ -308,6 +303,8 @@ class _LibraryReader:
 
     def _stored_needed(self, member: zipfile.ZipInfo, shape: Layout) -> tuple[str, ...] | None:
         """A stored member's needed names, read exactly: ``.dynamic``, then the strings."""
+        from cudaup.plan.elf import dynamic_table, names_at  # noqa: PLC0415
+
         assert shape.dynamic is not None
         # The member's bytes start after its local header (30 bytes, then its name and
         # extra field, whose lengths the header gives at offset 26).
@@ -397,6 +394,8 @@ class _LibraryReader:
     def _loaded_by_name(self, own: list[zipfile.ZipInfo], starts: dict[str, bytes]) -> set[str]:
         """With no CUDA runtime linked and no toolchain of its own: the runtimes its small
         objects load by name (cuda-bindings dlopens libnvrtc.so.12), read whole."""
+        from cudaup.plan.elf import loaded_by_name  # noqa: PLC0415
+
         loaded: set[str] = set()
         small = [m for m in own if m.file_size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
         for member in small:
