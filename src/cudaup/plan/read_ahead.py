@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import (
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from cudaup.errors import CudaupError
@@ -153,10 +158,10 @@ class ReadAhead:
         ahead, each the one whose tags are most like ``url``'s, unless ``url`` is larger
         than :data:`WALK_MOST_BYTES` (its size from its tail read ahead).  Only bytes
         are read: a wheel uv never asks for costs its reading, never an answer."""
-        try:
-            name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
-        except (InvalidWheelFilename, InvalidVersion):
+        parsed = _wheel_named(url)
+        if parsed is None:
             return
+        name, version, tags = parsed
         with self._lock:
             asked = self._asked.setdefault(name, set())
             walking = any(v > version for v in asked)
@@ -348,14 +353,21 @@ class ReadAhead:
                 blocks.append(_Block(start, last, role, reserved=True))
 
 
+def _wheel_named(url: str) -> tuple[NormalizedName, Version, frozenset[Tag]] | None:
+    """The project, version and tags ``url``'s file name says; None when it is no wheel's."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return name, version, tags
+
+
 def _parsed(urls: Iterable[str]) -> list[tuple[Version, frozenset[Tag], str]]:
     found = []
     for url in dict.fromkeys(urls):
-        try:
-            _name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        found.append((version, tags, url))
+        if (parsed := _wheel_named(url)) is not None:
+            _name, version, tags = parsed
+            found.append((version, tags, url))
     return found
 
 
@@ -387,15 +399,16 @@ def older_wheels(
     urls = []
     for version in sorted(by_version, reverse=True)[:count]:
         same = [url for wheel_tags, url in by_version[version] if wheel_tags == tags]
+        if same:
+            urls.append(same[0])
+            continue
         alike = sorted(
             (
                 (-len(like & {_likeness(t) for t in wheel_tags}), position, url)
                 for position, (wheel_tags, url) in enumerate(by_version[version])
             ),
         )
-        if same:
-            urls.append(same[0])
-        elif alike and alike[0][0] < 0:
+        if alike and alike[0][0] < 0:
             urls.append(alike[0][2])
     return urls
 
