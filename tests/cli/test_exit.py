@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from cudaup.cli.version import VERSION
 
@@ -24,6 +25,8 @@ def command():
         sys.stdout.write("x" * 2_000_000)
         sys.stdout.write("end")  # left in the buffer: run() must flush it
         sys.stderr.write("to stderr")
+    elif case == "full":
+        sys.stdout.write("end")  # left in the buffer, for a stdout that is a full disk
     elif case == "hook":
         atexit.register(lambda: marker.write_text("hook ran"))
     elif case == "thread":
@@ -38,19 +41,30 @@ entry.run()
 """
 
 
-def child(tmp_path: Path, case: str) -> subprocess.CompletedProcess[str]:
+def child(tmp_path: Path, case: str, **redirect: Any) -> subprocess.CompletedProcess[str]:
     # Buffered output, as a user's shell gives it (this machine's environment sets
     # PYTHONUNBUFFERED, under which nothing would be left to flush).
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **redirect}
     return subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path / "marker"), case],
-        capture_output=True, text=True, timeout=60, check=False, env=env,
+        **streams, text=True, timeout=60, check=False, env=env,
     )  # fmt: skip
 
 
 def test_buffered_output_is_written_and_the_exit_code_kept(tmp_path: Path) -> None:
     done = child(tmp_path, "output")
     assert (done.returncode, done.stdout, done.stderr) == (7, "x" * 2_000_000 + "end", "to stderr")
+
+
+def test_output_that_cannot_be_written_ends_as_the_normal_exit_ends_it(tmp_path: Path) -> None:
+    """A full disk under a redirected stdout: the interpreter's own exit reports it
+    (exit 120), as before; never a traceback (exit 1)."""
+    with Path("/dev/full").open("w") as full:
+        done = child(tmp_path, "full", stdout=full)
+    assert done.returncode == 120, done.stderr
+    assert "No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_exit_hooks_run(tmp_path: Path) -> None:

@@ -70,10 +70,13 @@ def run() -> NoReturn:
     """
     code = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
     except BrokenPipeError:
         code = _output_closed()
+    except OSError:
+        raise SystemExit(code) from None  # what the normal exit says of it (a full disk)
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         raise SystemExit(code)
