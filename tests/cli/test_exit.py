@@ -1,6 +1,6 @@
 """The process's exit (:func:`cudaup.cli.main.run`): without the interpreter's teardown,
 yet with all output written, the exit hooks run, the command's exit code, and any thread
-still at work waited for, as the normal exit would (issue #27: the teardown was 35-65 ms
+still at work waited for, as the normal exit would (issue #27: the teardown was 36-67 ms
 of every cold install).  Each case runs in a fresh interpreter, its ``main`` replaced."""
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def run() -> NoReturn:
     exit, without the interpreter's teardown when nothing is left to finish.
 
     Tearing down a cold install's ~350 modules and their objects (a collection, then
-    every dict and object freed one by one) took 35-65 ms of every run on the test
+    every dict and object freed one by one) took 36-67 ms of every run on the test
     machine (issue #27), for memory the kernel takes back at once.  So once the command
     has answered, its output is flushed, the exit hooks run (logging's, tempfile's) and
     the process ends; were any other thread still running (work the normal exit would
