@@ -1,3 +1,3 @@
-from cudaup.cli import main
+from cudaup.cli import run
 
-raise SystemExit(main())
+run()

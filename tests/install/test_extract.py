@@ -20,6 +20,7 @@ import time
 import warnings
 import zipfile
 from collections import namedtuple
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -645,6 +646,35 @@ def test_big_zip_members_inflate_side_by_side(
     assert len(threads) > 1
 
 
+class HookedReader(io.RawIOBase):
+    """An archive read as a part file while it downloads: ``before_read(position,
+    length)`` runs before each read (to hold bytes back, or to record what is asked)."""
+
+    def __init__(self, archive: Path, before_read: Callable[[int, int], None]) -> None:
+        self._file = archive.open("rb")
+        self._before_read = before_read
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        self._before_read(self._file.tell(), len(memoryview(buffer)))
+        return self._file.readinto(buffer)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 def test_a_big_member_whose_bytes_are_in_does_not_wait_for_the_one_before_it(
     tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -657,30 +687,9 @@ def test_a_big_member_whose_bytes_are_in_does_not_wait_for_the_one_before_it(
     held = range(first.header_offset, first.header_offset + 30 + first.compress_size)
     second_written = threading.Event()
 
-    class Held(io.RawIOBase):  # a part file whose first member has not arrived yet
-        def __init__(self) -> None:
-            self._file = archive.open("rb")
-
-        def readable(self) -> bool:
-            return True
-
-        def seekable(self) -> bool:
-            return True
-
-        def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-            return self._file.seek(offset, whence)
-
-        def tell(self) -> int:
-            return self._file.tell()
-
-        def readinto(self, buffer: Any) -> int:
-            if self._file.tell() in held and not second_written.wait(timeout=10):
-                raise AssertionError("the second member was not written while the first waited")
-            return self._file.readinto(buffer)
-
-        def close(self) -> None:
-            self._file.close()
-            super().close()
+    def held_back(position: int, _length: int) -> None:  # the first member has not arrived
+        if position in held and not second_written.wait(timeout=10):
+            raise AssertionError("the second member was not written while the first waited")
 
     real = write.write_file
 
@@ -691,5 +700,7 @@ def test_a_big_member_whose_bytes_are_in_does_not_wait_for_the_one_before_it(
         return digest
 
     monkeypatch.setattr(write, "write_file", spy)
-    extract_archive(archive, dest, opener=lambda: io.BufferedReader(Held()))
+    extract_archive(
+        archive, dest, opener=lambda: io.BufferedReader(HookedReader(archive, held_back))
+    )
     assert {name: (dest / name).read_bytes() for name in members} == members

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -23,7 +24,7 @@ from cudaup.install.extract.policy import (
     refusal,
 )
 from cudaup.install.extract.tar import TarReader
-from cudaup.install.extract.zip import ZipReader, compressed_size
+from cudaup.install.extract.zip import RUN_MEMBER, ZipReader, compressed_size
 from cudaup.util.faults import DENIED, DISK_FULL, denied, full_disk
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
@@ -78,7 +79,7 @@ def _usable_cpus() -> int:
 
 #: Members at least this big are decompressed in parallel when the format allows it (zip):
 #: inflating releases the GIL, and NVIDIA's wheels hold a few 30-80 MB binaries each.
-PARALLEL_MEMBER = 1024 * 1024
+PARALLEL_MEMBER = RUN_MEMBER
 #: At least two, even on 2 CPUs: while a wheel downloads, its members' bytes arrive on
 #: several connections at once, and a member waiting for its bytes holds no core; one
 #: worker left nvvm's second binary (cicc) waiting for the first (libnvvm) to inflate
@@ -174,17 +175,24 @@ def write_members(
     def write_batch(batch: list[Member]) -> None:
         # One handle of its own for a batch of small members: no lock shared with the other
         # workers, no file opened per member; a big member opens its own (zip.ZipReader.open).
-        with contextlib.ExitStack() as stack:
-            through = stack.enter_context(reader.opener()) if len(batch) > 1 else None
+        if len(batch) == 1:
+            (member,) = batch
+            with explained(archive, destination, member, needed), reader.open(member) as source:
+                digest = write_file(
+                    source, member_path(destination, member.parts), member, hashing=hashing
+                )
+                if hashing:
+                    digests["/".join(member.parts)] = digest
+            return
+        with reader.opener() as through:
+            run = reader.read_run(batch, through)
             for member in batch:
                 check_cancelled(cancel)
                 check_cancelled(stop)
-                with (
-                    explained(archive, destination, member, needed),
-                    reader.open(member, through) as source,
-                ):
+                with explained(archive, destination, member, needed):
+                    data = next(run)
                     path = member_path(destination, member.parts)
-                    digest = write_file(source, path, member, hashing=hashing)
+                    digest = write_file(io.BytesIO(data), path, member, hashing=hashing)
                     if hashing:
                         digests["/".join(member.parts)] = digest
 
@@ -219,7 +227,7 @@ def work_batches(files: list[Member]) -> list[list[Member]]:
     run: list[Member] = []
     run_start = run_bytes = 0
     for index, member in enumerate(files):
-        if member.size >= PARALLEL_MEMBER:
+        if max(member.size, compressed_size(member)) >= PARALLEL_MEMBER:
             batches.append((index, [member]))
             continue
         full = len(run) >= BATCH_MEMBERS or run_bytes >= BATCH_BYTES
