@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from cudaup.errors import InsufficientSpaceError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
+from cudaup.util import libc
 from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 
@@ -106,11 +108,49 @@ def test_a_far_server_gets_larger_pieces(fault_server: FaultServer, tmp_path: Pa
     assert max(far[2:]) > BASE_PIECE, far
 
 
-def test_the_state_is_saved_as_the_bytes_arrive_not_only_each_second(
+def test_the_bytes_on_disk_go_to_the_writeback_between_the_saves(
     fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Between two saves of the state (each a sync that holds the writers back), the
+    bytes written since are handed to the kernel's writeback, which does not wait: only
+    bytes already in the part file, and most of the file before its last byte lands."""
+    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)  # not where writeback can start
+    monkeypatch.setattr(parallel, "STATE_INTERVAL", 3600.0)  # never by the clock
+    if not sys.platform.startswith("linux"):
+        pytest.skip("sync_file_range is Linux's")
+    assert libc.can_start_writeback()
+    body = payload(16 * MIB, seed=23)
+    fault_server.add("/f.run", body, Fault(rate=8 * MIB))  # two seconds with two connections
+    state = tmp_path / "out" / "f.run.part.json"
+    handed: list[tuple[int, int, bool]] = []  # (offset, length, they hold the file's bytes)
+    real = libc.start_writeback
+
+    def start_writeback(fd: int, offset: int, length: int) -> None:
+        assert offset % parallel.PAGE == 0 and length % parallel.PAGE == 0
+        handed.append((offset, length, os.pread(fd, length, offset) == body[offset:][:length]))
+        real(fd, offset, length)
+
+    monkeypatch.setattr(libc, "start_writeback", start_writeback)
+    seen: set[int] = set()
+
+    def progress(event: ProgressEvent) -> None:
+        if event.kind == "advance":
+            seen.add(recorded(state))
+
+    get(fault_server, tmp_path, body, connections=2, progress=progress)
+    assert all(holds for _, _, holds in handed), handed
+    assert max(offset + length for offset, length, _ in handed) >= len(body) // 2, handed
+    assert seen <= {0}, seen  # saved at the start only: not every 2 MiB
+
+
+def test_without_writeback_the_state_is_saved_as_the_bytes_arrive(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where writeback cannot be started without waiting, each :data:`FLUSH_BYTES` brings
+    a sync and a save, so that the writeback overlaps the transfer all the same."""
     monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
     monkeypatch.setattr(parallel, "STATE_INTERVAL", 3600.0)  # never by the clock
+    monkeypatch.setattr(libc, "can_start_writeback", lambda: False)
     body = payload(16 * MIB, seed=23)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))  # two seconds with two connections
     state = tmp_path / "out" / "f.run.part.json"
@@ -131,7 +171,7 @@ def test_a_sync_that_finds_the_disk_full_ends_the_download_resumably(
     """A file system that allocates blocks late says "full" when the data is synced, not
     when it is written: the sync that fails names the part file, and the state saved
     before it still resumes."""
-    monkeypatch.setattr(parallel, "FLUSH_BYTES", 2 * MIB)
+    monkeypatch.setattr(parallel, "STATE_INTERVAL", 0.1)  # a second sync comes soon
     body = payload(16 * MIB, seed=24)
     fault_server.add("/f.run", body, Fault(rate=8 * MIB))
     real = os.fdatasync

@@ -11,7 +11,8 @@ How one file is downloaded (:func:`download`):
    (:func:`~cudaup.download.range_plan.probe_range`).
 3. The data goes to ``NAME.part``; ``NAME.part.json`` records which byte
    ranges are on disk, rewritten atomically after the part file is synced, about
-   once a second or every 32 MiB (so the writeback overlaps a fast transfer).  A
+   once a second; in between, what arrived is handed to the kernel's writeback
+   without waiting (so the writeback overlaps a fast transfer).  A
    re-run with matching validators continues where the last one stopped; a changed
    remote (ETag, Last-Modified or size) restarts cleanly, with a message.
 4. Connections take pieces from the front of what is left

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import os
 import shutil
 import stat
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaup.errors import ConflictError, SourceFormatError
+from cudaup.util.libc import libc
 
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES}
 _AT_FDCWD = -100
@@ -228,7 +228,7 @@ def clone_tree(source: Path, destination: Path) -> Fingerprint:
 def exchange(first: Path, second: Path) -> bool:
     """Swap two directories atomically; False where the kernel or filesystem cannot
     (the caller then moves them one after the other)."""
-    function = getattr(_libc(), "renameat2", None)
+    function = getattr(libc(), "renameat2", None)
     if function is None:
         return False
     result = function(
@@ -240,8 +240,3 @@ def exchange(first: Path, second: Path) -> bool:
     if code in _NO_EXCHANGE:
         return False
     raise OSError(code, os.strerror(code), str(first))
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
