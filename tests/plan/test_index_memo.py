@@ -21,6 +21,7 @@ from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
 from cudaup.net.http import HttpClient
 from cudaup.plan.index_memo import IndexMemo
+from cudaup.plan.page_rewrite import rewrite_html, rewrite_json
 from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
 from tests.helpers import run_cli
 from tests.plan import world
@@ -304,7 +305,7 @@ def test_pages_are_rewritten_with_hashes_and_attributes_as_sent(memo: IndexMemo)
         f"<a href='../../p/alpha-0.9.tar.gz#sha256={sha}'>alpha-0.9</a>\n"
         '<a href="mailto:someone@example">not a file</a>\n'
     ).encode()
-    rewritten = memo._rewrite_html(page, page_url).decode()
+    rewritten = rewrite_html(page, page_url, memo._base).body.decode()
     base = memo.local("https://pypi.example/simple").removesuffix("/i/0")
     assert f'href="{base}/f/https/files.example/p/alpha-1.0-py3-none-any.whl#sha256={sha}"' in (
         rewritten
@@ -320,7 +321,7 @@ def test_pages_are_rewritten_with_hashes_and_attributes_as_sent(memo: IndexMemo)
             {"url": "../../p/alpha-0.8.tar.gz", "hashes": {}, "yanked": '"url": "x"'},
         ],
     }
-    answer = json.loads(memo._rewrite_json(json.dumps(document).encode(), page_url))
+    answer = json.loads(rewrite_json(json.dumps(document).encode(), page_url, memo._base).body)
     assert [f["url"] for f in answer["files"]] == [
         f"{base}/f/https/files.example/p/alpha-1.0.tar.gz",
         f"{base}/f/https/pypi.example/p/alpha-0.8.tar.gz",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import html
 import re
 import secrets
 import threading
@@ -40,10 +39,11 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
+from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
 from cudaup.plan.read_ahead import ReadAhead
 
 if TYPE_CHECKING:  # the server's and the wire's modules load when the memo starts
@@ -60,9 +60,6 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-#: Both run in linear time on any page: each quoted value ends at the next quote.
-_JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
-_HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 _CHUNK = 256 * 1024
 #: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
 #: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
@@ -478,9 +475,9 @@ class IndexMemo:
         if response.status == 200:
             base = response.url or url
             if kind.split(";")[0].strip() == _JSON_TYPE:
-                body = self._rewrite_json(body, base)
+                body = self._allow(rewrite_json(body, base, self._base), base)
             elif kind.split(";")[0].strip() in _PAGE_TYPES:
-                body = self._rewrite_html(body, base)
+                body = self._allow(rewrite_html(body, base, self._base), base)
         return _Answer(response.status, _passed(response.headers, exclude="Content-Encoding"), body)
 
     def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
@@ -515,54 +512,16 @@ class IndexMemo:
         return _Answer(raw.status, headers, body)
 
     # -- rewriting pages ----------------------------------------------------------
-    def _file_url(self, href: str, page_url: str, seen: list[str]) -> str:
-        """The memo's URL for a file a page links (absolute or relative to the page),
-        the upstream URL added to ``seen``."""
-        if not href.startswith(("https://", "http://")):
-            href = urljoin(page_url, href)  # urljoin costs more than the rest together
-        absolute, hashed, fragment = href.partition("#")
-        scheme, _, rest = absolute.partition("://")
-        host = rest.split("/", 1)[0]
-        if scheme not in {"http", "https"} or not host or "@" in host:
-            return href  # not one the memo forwards: uv asks for it itself
-        seen.append(absolute)
-        return f"{self._base}/f/{scheme}/{rest}{hashed}{fragment}"
-
-    def _allow(self, seen: list[str], page_url: str) -> None:
+    def _allow(self, rewritten: Rewritten, page_url: str) -> bytes:
+        """``rewritten``'s body, its files now the memo's to forward."""
         # One lock for a page's thousands of files, not one each (contended, each wait
         # for the lock is a wait for the GIL).
         with self._lock:
-            self._files.update(map(unquote, seen))
+            self._files.update(map(unquote, rewritten.files))
         # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
-        self._ahead.listed(urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1], seen)
-
-    def _rewrite_json(self, body: bytes, page_url: str) -> bytes:
-        """A PEP 691 page with its files' ``url``\\ s rewritten in place, every other byte
-        as sent (parsing and writing a page of thousands of files again cost more than
-        the request: a plan's Python time went mostly there).  A URL written with JSON
-        escapes is left as it is: uv then reads it directly, unmemoized."""
-        text = body.decode("utf-8", errors="surrogateescape")
-        seen: list[str] = []
-
-        def rewritten(match: re.Match[str]) -> str:
-            return match.group(1) + self._file_url(match.group(2), page_url, seen) + '"'
-
-        page = _JSON_URL.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen, page_url)
-        return page
-
-    def _rewrite_html(self, body: bytes, page_url: str) -> bytes:
-        text = body.decode("utf-8", errors="surrogateescape")
-        seen: list[str] = []
-
-        def rewritten(match: re.Match[str]) -> str:
-            quoted = match.group(2) if match.group(2) is not None else match.group(3)
-            local = self._file_url(html.unescape(quoted), page_url, seen)
-            return f'{match.group(1)}"{html.escape(local)}"'
-
-        page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen, page_url)
-        return page
+        project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
+        self._ahead.listed(project, rewritten.files)
+        return rewritten.body
 
 
 def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, str], ...]:
