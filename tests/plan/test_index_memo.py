@@ -20,6 +20,7 @@ import pytest
 from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
 from cudaup.net.http import HttpClient
+from cudaup.plan import index_memo
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.page_rewrite import rewrite_html, rewrite_json
 from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
@@ -280,6 +281,38 @@ def test_the_memo_lives_for_one_plan(
     again = run_cli(capsys, "plan", "servellm", "--index", "pypi", *TARGET, "--json")
     assert again.code == 0 and again.json()["uv"] == document["uv"]
     assert len(opened) == 2 and opened[1].port == 0 and opened[1].upstream_requests == 0
+
+
+def test_the_memos_address_is_handed_out_before_its_server_is_made(
+    index_server: IndexServer, http_client: HttpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv may start as soon as the port listens: a request sent while the server is
+    still being made (its modules loading) waits in the backlog and is answered; a memo
+    closed before its server was made closes cleanly."""
+    _publish(index_server)
+    release = threading.Event()
+    made = index_memo._server_on
+
+    def held(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
+        assert release.wait(30), "the test never let the server be made"
+        return made(listener, memo)
+
+    monkeypatch.setattr(index_memo, "_server_on", held)
+    with IndexMemo(http_client) as memo:
+        local = memo.local(index_server.url("pypi"))  # returns while the server is held back
+        path = local.split(str(memo.port), 1)[1]
+        connection = http.client.HTTPConnection("127.0.0.1", memo.port, timeout=30)
+        connection.request("GET", f"{path}/alpha/")  # connected and sent: in the backlog
+        assert index_server.requests() == []
+        release.set()
+        response = connection.getresponse()
+        assert response.status == 200 and b"alpha-1.0" in response.read()
+        connection.close()
+    release.clear()
+    with IndexMemo(http_client) as closed_early:
+        closed_early.local(index_server.url("pypi"))
+        threading.Timer(0.2, release.set).start()  # close() waits for the server, then stops it
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
 
 
 def _only_upstream_ports(server: IndexServer, text: str) -> None:

@@ -69,21 +69,56 @@ _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 OPENING_AT_ONCE = 2
 
 
-def _server_class() -> type[http.server.ThreadingHTTPServer]:
-    """The memo's server class, made when a memo starts: a warm plan loads no server module."""
+#: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops their
+#: SYNs under load, and each dropped one waits out TCP's retransmission (1 s, 3 s, 7 s …
+#: a plan stalled 40 s on it).
+_BACKLOG = 1024
+
+
+def _server_on(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
+    """The memo's server on ``listener``, made in the memo's thread once uv may already be
+    starting: a warm plan loads no server module, and a cold one's first uv run waits for
+    none (importing them costs 50-80 ms, about what uv takes to send its first request,
+    which waits in the listening socket's backlog meanwhile)."""
     import http.server  # noqa: PLC0415
 
     class Server(http.server.ThreadingHTTPServer):
-        #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops
-        #: their SYNs under load, and each dropped one waits out TCP's retransmission (1 s,
-        #: 3 s, 7 s … a plan stalled 40 s on it).
-        request_queue_size = 1024
-
         def handle_error(self, request: object, client_address: object) -> None:
             """A request not served (most often: uv hung up) goes to the verbose log only."""
             log.info("index memo: a request from uv failed", exc_info=True)
 
-    return Server
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body leave in two writes: with Nagle's algorithm the body waits
+        # for the client's delayed ACK (40 ms a response, on every chain uv follows).
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            threading.current_thread().name = "cudaup-index-memo-connection"
+            with memo._lock:
+                memo._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with memo._lock:
+                memo._connections.discard(self.connection)
+            super().finish()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            memo._serve(self, "GET")
+
+        def do_HEAD(self) -> None:
+            memo._serve(self, "HEAD")
+
+    server = Server(listener.getsockname(), Handler, bind_and_activate=False)
+    server.socket.close()  # its own, unbound: the memo's listener serves instead
+    server.socket = listener
+    # Handler threads are joined on close: none outlives the plan.
+    server.daemon_threads, server.block_on_close = False, True
+    return server
 
 
 class _Ramp:
@@ -180,6 +215,8 @@ class IndexMemo:
         self._token = secrets.token_urlsafe(16)
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: Set once the memo's thread has made its server (or failed to).
+        self._ready = threading.Event()
         self._base = ""
         #: The loopback port it listens on once started (0 before).
         self.port = 0
@@ -209,51 +246,31 @@ class IndexMemo:
 
     def _start(self) -> None:
         """Serve from the first URL asked for: a plan that runs no uv (a warm one, its
-        answers kept) starts no server and waits for none to stop."""
+        answers kept) starts no server and waits for none to stop.  The port listens at
+        once; the server is made beside it (:func:`_server_on`)."""
+        import socket  # noqa: PLC0415
+
         if self._closed:
             raise CudaupError("the index memo was used after its plan ended")
-        memo = self
-        import http.server  # noqa: PLC0415
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body leave in two writes: with Nagle's algorithm the body waits
-            # for the client's delayed ACK (40 ms a response, on every chain uv follows).
-            disable_nagle_algorithm = True
-
-            def setup(self) -> None:
-                super().setup()
-                threading.current_thread().name = "cudaup-index-memo-connection"
-                with memo._lock:
-                    memo._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with memo._lock:
-                    memo._connections.discard(self.connection)
-                super().finish()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                memo._serve(self, "GET")
-
-            def do_HEAD(self) -> None:
-                memo._serve(self, "HEAD")
-
-        server = _server_class()(("127.0.0.1", 0), Handler)
-        # Handler threads are joined on close: none outlives the plan.
-        server.daemon_threads, server.block_on_close = False, True
-        self._server, self.port = server, server.server_address[1]
+        listener = socket.create_server(("127.0.0.1", 0), backlog=_BACKLOG)
+        self.port = listener.getsockname()[1]
         self._base = f"http://127.0.0.1:{self.port}/{self._token}"
         self._text_urls = re.compile(re.escape(self._base) + r"/(?:i/(\d+)|f/(https?)/)")
         self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},  # how long closing waits for the loop to see it
-            name="cudaup-index-memo",
-            daemon=True,
+            target=self._serve_on, args=(listener,), name="cudaup-index-memo", daemon=True
         )
         self._thread.start()
+
+    def _serve_on(self, listener: socket.socket) -> None:
+        try:
+            self._server = _server_on(listener, self)
+        except BaseException:
+            listener.close()
+            raise
+        finally:
+            self._ready.set()
+        # How long closing waits for the loop to see it.
+        self._server.serve_forever(poll_interval=0.05)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -264,18 +281,20 @@ class IndexMemo:
 
         with self._starting:
             self._closed = True
-            server, thread = self._server, self._thread
-        if server is None or thread is None:
-            self._ahead.close()
-            return
-        server.shutdown()
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):  # already closed by its client
-                connection.shutdown(socket.SHUT_RDWR)
-        server.server_close()  # joins the handler threads
-        thread.join()
+            thread = self._thread
+        if thread is not None:
+            self._ready.wait()  # the server is made, or failed to be
+        server = self._server
+        if server is not None:
+            server.shutdown()
+            with self._lock:
+                connections = list(self._connections)
+            for connection in connections:
+                with contextlib.suppress(OSError):  # already closed by its client
+                    connection.shutdown(socket.SHUT_RDWR)
+            server.server_close()  # joins the handler threads
+        if thread is not None:
+            thread.join()
         self._ahead.close()
         self._server = self._thread = None
 
@@ -285,7 +304,7 @@ class IndexMemo:
         if not upstream.startswith(("https://", "http://")):
             return upstream
         with self._starting:
-            if self._server is None:
+            if self._thread is None:
                 self._start()
         normal = upstream.rstrip("/")
         with self._lock:
