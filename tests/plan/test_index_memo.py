@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+import cudaup.net.deadline as deadline_module
 from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
+from cudaup.net.deadline import Lookups
 from cudaup.net.http import HttpClient
 from cudaup.plan import index_memo
 from cudaup.plan.index_memo import IndexMemo
@@ -494,3 +496,32 @@ def test_each_upstream_host_is_looked_up_once_for_the_plan(
     base = memo.local(upstream)
     assert _pages_at_once(base, 12) == [200] * 12
     assert lookups == ["localhost"]
+
+
+def test_a_request_handed_a_kept_connection_frees_its_opening_place_at_once() -> None:
+    """Two requests find every connection busy and count as opening one (the most at
+    once), then the pool hands each a kept connection: a third starts while they are
+    still answered, instead of waiting for them to end."""
+    ramp = index_memo._Ramp(48, Lookups())
+    held, started = threading.Event(), threading.Event()
+    inside: list[str] = []
+
+    def request(name: str, kept: bool) -> None:
+        with ramp.slot():
+            if kept:  # what the pool does when it hands this request a kept connection
+                deadline_module._current.connected(False)
+            inside.append(name)
+            if name == "third":
+                started.set()
+            assert held.wait(30)
+
+    threads = [threading.Thread(target=request, args=(n, True)) for n in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: len(inside) == 2)
+    third = threading.Thread(target=request, args=("third", False))
+    third.start()
+    assert started.wait(30), "the third request waited for the first two to be answered"
+    held.set()
+    for thread in [*threads, third]:
+        thread.join(30)

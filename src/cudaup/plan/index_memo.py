@@ -133,7 +133,10 @@ class _Ramp:
     so far is busy, and the connection counts as open once it is connected (the lookup
     and the TCP handshake: a few ms here), not once the request is answered: counted at
     the answer (~100 ms through this machine's proxy), the memo reached 20 connections
-    only after ten answers, while uv straight to PyPI multiplexes one HTTP/2 connection."""
+    only after ten answers, while uv straight to PyPI multiplexes one HTTP/2 connection.
+    A request counted as opening that the pool hands a kept connection opens none: its
+    place is free as soon as it has that connection, and each connection a request does
+    open counts, whether or not it was counted as opening one."""
 
     def __init__(self, most: int, lookups: Lookups) -> None:
         self._changed = threading.Condition()
@@ -152,14 +155,22 @@ class _Ramp:
             self._opening += opening
             self._busy += 1
 
-        def connected() -> None:
-            nonlocal opening
+        reported = False
+
+        def connected(new: bool) -> None:
+            nonlocal opening, reported
             with self._changed:
-                if opening:  # once: a request may reconnect (a stale kept connection)
-                    opening = False
-                    self._opening -= 1
-                    self._opened += 1
-                    self._changed.notify_all()
+                if reported:  # once: a request may reconnect (a stale kept connection)
+                    return
+                reported = True
+                # A request that found every connection busy may still be handed a kept
+                # one (another request's, just returned): it opens nothing, and must not
+                # hold an opening place for its whole answer (a page of megabytes held
+                # one 0.5 s, and uv's ~45 pages waited up to 1.3 s for connections).
+                self._opening -= opening
+                self._opened += new
+                opening = False
+                self._changed.notify_all()
 
         from cudaup.net.deadline import looking_up_once, when_connected  # noqa: PLC0415
 
@@ -167,7 +178,7 @@ class _Ramp:
             with when_connected(connected), looking_up_once(self._lookups):
                 yield
         finally:
-            connected()  # it took a kept connection after all, or failed before connecting
+            connected(False)  # it failed before it had a connection
             with self._changed:
                 self._busy -= 1
                 self._changed.notify_all()
