@@ -25,6 +25,7 @@ from cudaup.net.http import HttpClient
 from cudaup.plan import index_memo
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.page_rewrite import rewrite_html, rewrite_json
+from cudaup.plan.ramp import Ramp
 from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
 from tests.helpers import run_cli
 from tests.plan import world
@@ -502,7 +503,7 @@ def test_a_request_handed_a_kept_connection_frees_its_opening_place_at_once() ->
     """Two requests find every connection busy and count as opening one (the most at
     once), then the pool hands each a kept connection: a third starts while they are
     still answered, instead of waiting for them to end."""
-    ramp = index_memo._Ramp(48, Lookups())
+    ramp = Ramp(48, Lookups())
     held, started = threading.Event(), threading.Event()
     inside: list[str] = []
 

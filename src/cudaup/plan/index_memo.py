@@ -38,12 +38,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
 from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
+from cudaup.plan.ramp import Ramp
 from cudaup.plan.read_ahead import ReadAhead
 
 if TYPE_CHECKING:  # the server's and the wire's modules load when the memo starts
@@ -51,6 +53,8 @@ if TYPE_CHECKING:  # the server's and the wire's modules load when the memo star
     import socket
 
     import urllib3
+    from packaging.utils import NormalizedName
+    from packaging.version import Version
 
     from cudaup.net.deadline import Lookups
 
@@ -60,13 +64,14 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+#: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
+#: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
+UV_ACCEPT = f"{_JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _CHUNK = 256 * 1024
 #: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
 #: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
 #: pages, and the metadata they read from wheels, from it without asking at all.
 _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
-#: New connections to one upstream host being opened at once (see :class:`_Ramp`).
-OPENING_AT_ONCE = 2
 
 
 #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops their
@@ -121,69 +126,6 @@ def _server_on(listener: socket.socket, memo: IndexMemo) -> http.server.Threadin
     return server
 
 
-class _Ramp:
-    """How many requests to one host run at once: one per connection opened so far, and
-    at most :data:`OPENING_AT_ONCE` opening a new one, up to ``most`` connections.
-
-    uv asks ~50 things at once.  Sent at once, that many requests each open a connection,
-    and each looks the host up at the same instant: a resolver that drops simultaneous
-    queries then stalls them 5 s each (its retry), as this machine's does from about eight.
-    Past the client's pool, each extra request would also open a connection that is
-    dropped after one use.  A request counts as opening one when every connection opened
-    so far is busy, and the connection counts as open once it is connected (the lookup
-    and the TCP handshake: a few ms here), not once the request is answered: counted at
-    the answer (~100 ms through this machine's proxy), the memo reached 20 connections
-    only after ten answers, while uv straight to PyPI multiplexes one HTTP/2 connection.
-    A request counted as opening that the pool hands a kept connection opens none: its
-    place is free as soon as it has that connection, and each connection a request does
-    open counts, whether or not it was counted as opening one."""
-
-    def __init__(self, most: int, lookups: Lookups) -> None:
-        self._changed = threading.Condition()
-        self._most, self._busy, self._opened, self._opening = most, 0, 0, 0
-        self._lookups = lookups
-
-    def _may_start(self) -> bool:
-        idle = self._busy < self._opened + self._opening
-        return idle or (self._opening < OPENING_AT_ONCE and self._opened < self._most)
-
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        with self._changed:
-            self._changed.wait_for(self._may_start)
-            opening = self._busy >= self._opened + self._opening
-            self._opening += opening
-            self._busy += 1
-
-        reported = False
-
-        def connected(new: bool) -> None:
-            nonlocal opening, reported
-            with self._changed:
-                if reported:  # once: a request may reconnect (a stale kept connection)
-                    return
-                reported = True
-                # A request that found every connection busy may still be handed a kept
-                # one (another request's, just returned): it opens nothing, and must not
-                # hold an opening place for its whole answer (a page of megabytes held
-                # one 0.5 s, and uv's ~45 pages waited up to 1.3 s for connections).
-                self._opening -= opening
-                self._opened += new
-                opening = False
-                self._changed.notify_all()
-
-        from cudaup.net.deadline import looking_up_once, when_connected  # noqa: PLC0415
-
-        try:
-            with when_connected(connected), looking_up_once(self._lookups):
-                yield
-        finally:
-            connected(False)  # it failed before it had a connection
-            with self._changed:
-                self._busy -= 1
-                self._changed.notify_all()
-
-
 @dataclass(frozen=True, slots=True)
 class _Answer:
     status: int
@@ -220,7 +162,7 @@ class IndexMemo:
         self._lock = threading.Lock()
         self._starting = threading.Lock()
         self._closed = False
-        self._ramps: dict[str, _Ramp] = {}
+        self._ramps: dict[str, Ramp] = {}
         #: Each upstream host looked up once for the plan (``Lookups``; at the first request).
         self._lookups: Lookups | None = None
         self._token = secrets.token_urlsafe(16)
@@ -446,7 +388,7 @@ class IndexMemo:
         try:
             with self._ramp(url).slot():
                 if page and method == "GET" and not ranged:
-                    answer = self._page(url, accept)
+                    answer, _ = self._page(url, accept)
                 else:
                     raw = self.http.open(method, url, headers)
                     answer = self._kept_body(raw, method, url)
@@ -473,14 +415,14 @@ class IndexMemo:
         finally:
             raw.release_conn()
 
-    def _ramp(self, url: str) -> _Ramp:
+    def _ramp(self, url: str) -> Ramp:
         host = urlsplit(url).netloc
         with self._lock:
             if self._lookups is None:
                 from cudaup.net.deadline import Lookups  # noqa: PLC0415 - urllib3 with it
 
                 self._lookups = Lookups()
-            return self._ramps.setdefault(host, _Ramp(POOL_SIZE, self._lookups))
+            return self._ramps.setdefault(host, Ramp(POOL_SIZE, self._lookups))
 
     def _land(
         self,
@@ -497,18 +439,68 @@ class IndexMemo:
                 self._flights.pop(key, None)
         flight.done.set()
 
-    def _page(self, url: str, accept: str) -> _Answer:
-        """An index page with its file URLs pointed at the memo."""
+    def _page(self, url: str, accept: str) -> tuple[_Answer, list[str]]:
+        """An index page with its file URLs pointed at the memo, and their upstream URLs."""
         response = self.http.get(url, accept=accept or None, max_bytes=self.limit)
-        kind = dict(_passed(response.headers)).get("Content-Type", "")
-        body = response.body
-        if response.status == 200:
+        kind = dict(_passed(response.headers)).get("Content-Type", "").split(";")[0].strip()
+        body, files = response.body, []
+        if response.status == 200 and (kind == _JSON_TYPE or kind in _PAGE_TYPES):
             base = response.url or url
-            if kind.split(";")[0].strip() == _JSON_TYPE:
-                body = self._allow(rewrite_json(body, base, self._base), base)
-            elif kind.split(";")[0].strip() in _PAGE_TYPES:
-                body = self._allow(rewrite_html(body, base, self._base), base)
-        return _Answer(response.status, _passed(response.headers, exclude="Content-Encoding"), body)
+            rewrite = rewrite_json if kind == _JSON_TYPE else rewrite_html
+            rewritten = rewrite(body, base, self._base)
+            body, files = self._allow(rewritten, base), rewritten.files
+        headers = _passed(response.headers, exclude="Content-Encoding")
+        return _Answer(response.status, headers, body), files
+
+    def read_pinned(
+        self,
+        upstream: str,
+        pins: Mapping[NormalizedName, Version],
+        choose: Callable[[list[str], Version], str | None],
+    ) -> list[Future[None]]:
+        """Read ahead, beside the first uv run's start, what a resolution of exact pins
+        asks for first: each pinned project's page of the index at ``upstream`` (as uv
+        asks for it: :data:`UV_ACCEPT`), then the metadata of the wheel ``choose`` picks
+        among its files for the pinned version (uv's HEAD of it then finds it read).
+        Each future is done once its wheel's tail is being read."""
+        if not upstream.startswith(("https://", "http://")):
+            return []
+        self.local(upstream)  # the pages are the memo's, as if uv had asked
+        found = (
+            self._ahead.later(partial(self._pinned, f"{upstream.rstrip('/')}/{name}/", v, choose))
+            for name, v in pins.items()
+        )
+        return [future for future in found if future is not None]
+
+    def _pinned(
+        self, url: str, version: Version, choose: Callable[[list[str], Version], str | None]
+    ) -> list[str]:
+        chosen = choose(self._page_ahead(url), version)
+        return [chosen] if chosen is not None else []
+
+    def _page_ahead(self, url: str) -> list[str]:
+        """``url``'s page read and kept as uv will ask for it, its files' URLs; nothing
+        when uv (or another) asked first.  A failure is kept as uv's own would be: a uv
+        request that waited for this one is answered as if it had failed itself."""
+        key = ("GET", url, UV_ACCEPT, "")
+        with self._lock:
+            if key in self._flights:
+                return []
+            flight = self._flights[key] = _Flight()
+            self._forwarded += 1
+        answer: _Answer | None = None
+        files: list[str] = []
+        try:
+            with self._ramp(url).slot():
+                answer, files = self._page(url, UV_ACCEPT)
+            if answer.status == 200:
+                answer = replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
+        except CudaupError as exc:
+            with self._lock:
+                self.failures.setdefault(url, exc)
+        finally:
+            self._land(flight, key, answer, False)
+        return files
 
     def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
         """The whole answer when it is small enough to keep; None to stream it."""
