@@ -3,6 +3,7 @@ PEP 658 metadata, whose log says which ranges went upstream."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import threading
 import time
@@ -325,3 +326,38 @@ def test_exact_pins_are_read_ahead_as_uv_will_ask_for_them(
     assert len([r for r in index_server.requests("/pypi/alpha/") if r.method == "GET"]) == 1
     assert [r.method for r in index_server.requests(chosen)] == ["GET"]  # no HEAD of uv's
     assert memo.answered_ahead >= 1
+
+
+def test_closing_with_reads_still_queued_ends_what_waits_for_them(
+    memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker but one busy, the last waiting for a read still queued (a round's
+    wheels): the memo closing cancels that read, and what waited for its start goes on,
+    so the close ends instead of waiting for it forever."""
+    hold, busy = threading.Event(), threading.Semaphore(0)
+    ahead = memo._ahead
+    real_slot = ahead._slot
+
+    @contextlib.contextmanager
+    def held(url: str) -> Iterator[None]:
+        busy.release()
+        assert hold.wait(30)
+        with real_slot(url):
+            yield
+
+    monkeypatch.setattr(ahead, "_slot", held)
+    unreachable = "http://127.0.0.1:9/files/alpha-{}-py3-none-any.whl"
+    for n in range(read_ahead.WORKERS - 1):
+        ahead.start(unreachable.format(n))
+    for _ in range(read_ahead.WORKERS - 1):
+        assert busy.acquire(timeout=30)
+    waiting = ahead.later(lambda: [unreachable.format("queued")])
+    assert waiting is not None
+    closing = threading.Thread(target=memo.close)
+    closing.start()
+    try:
+        waiting.result(timeout=30)  # the queued read was cancelled: its start is over
+    finally:
+        hold.set()
+    closing.join(30)
+    assert not closing.is_alive()

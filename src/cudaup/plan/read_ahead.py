@@ -199,8 +199,11 @@ class ReadAhead:
         with self._lock:
             if self._closed or url in self._started:
                 return
-            self._started[url] = threading.Event()
-        self._pool.submit(self._read, url)
+            begun = self._started[url] = threading.Event()
+            # Under the lock: close() shuts the pool after.  A read close() cancels before
+            # it ran ends too: a walk or a round waiting for its start goes on (it waited
+            # forever, and close() with it, when a plan ended with reads still queued).
+            self._pool.submit(self._read, url).add_done_callback(lambda _read: begun.set())
 
     def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
@@ -209,7 +212,7 @@ class ReadAhead:
         with self._lock:
             if self._closed:
                 return None
-        return self._pool.submit(self._found, find)
+            return self._pool.submit(self._found, find)
 
     def _found(self, find: Callable[[], list[str]]) -> None:
         try:
