@@ -154,3 +154,24 @@ def test_a_request_a_reset_kept_connection_could_not_send_is_stale() -> None:
         connection.getresponse()
     connection.close()
     listener.close()
+
+
+def test_each_request_says_whether_its_connection_is_new_or_kept(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """``when_connected``: a request on a connection it opened reports True, one the pool
+    handed a kept connection False (the index memo's ramp frees that request's opening
+    place then); one whose kept connection the server had closed reports both, the kept
+    one and then the new one it sends again on (the ramp counts a request's first)."""
+    fault_server.add("/doc", DOCUMENT)
+    fault_server.add("/dropped", DOCUMENT, Fault(drop="kept"))
+    http = client(tmp_path, [])
+    reported: list[bool] = []
+    with deadline_module.when_connected(reported.append):
+        http.get(fault_server.url + "/doc")
+        http.get(fault_server.url + "/doc")
+    assert reported == [True, False] and fault_server.accepted == 1
+    calls: list[bool] = []
+    with deadline_module.when_connected(calls.append):
+        assert http.get(fault_server.url + "/dropped").body == DOCUMENT
+    assert calls == [False, True] and fault_server.accepted == 2

@@ -17,10 +17,15 @@ from typing import Any
 
 import pytest
 
+import cudaup.net.deadline as deadline_module
 from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
+from cudaup.net.deadline import Lookups
 from cudaup.net.http import HttpClient
+from cudaup.plan import index_memo
 from cudaup.plan.index_memo import IndexMemo
+from cudaup.plan.page_rewrite import rewrite_html, rewrite_json
+from cudaup.plan.ramp import Ramp
 from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
 from tests.helpers import run_cli
 from tests.plan import world
@@ -281,6 +286,38 @@ def test_the_memo_lives_for_one_plan(
     assert len(opened) == 2 and opened[1].port == 0 and opened[1].upstream_requests == 0
 
 
+def test_the_memos_address_is_handed_out_before_its_server_is_made(
+    index_server: IndexServer, http_client: HttpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv may start as soon as the port listens: a request sent while the server is
+    still being made (its modules loading) waits in the backlog and is answered; a memo
+    closed before its server was made closes cleanly."""
+    _publish(index_server)
+    release = threading.Event()
+    made = index_memo._server_on
+
+    def held(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
+        assert release.wait(30), "the test never let the server be made"
+        return made(listener, memo)
+
+    monkeypatch.setattr(index_memo, "_server_on", held)
+    with IndexMemo(http_client) as memo:
+        local = memo.local(index_server.url("pypi"))  # returns while the server is held back
+        path = local.split(str(memo.port), 1)[1]
+        connection = http.client.HTTPConnection("127.0.0.1", memo.port, timeout=30)
+        connection.request("GET", f"{path}/alpha/")  # connected and sent: in the backlog
+        assert index_server.requests() == []
+        release.set()
+        response = connection.getresponse()
+        assert response.status == 200 and b"alpha-1.0" in response.read()
+        connection.close()
+    release.clear()
+    with IndexMemo(http_client) as closed_early:
+        closed_early.local(index_server.url("pypi"))
+        threading.Timer(0.2, release.set).start()  # close() waits for the server, then stops it
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
+
+
 def _only_upstream_ports(server: IndexServer, text: str) -> None:
     """Every loopback URL in ``text`` is the upstream's: the memo's port never shows."""
     ports = set(re.findall(r"127\.0\.0\.1:(\d+)", text))
@@ -304,7 +341,7 @@ def test_pages_are_rewritten_with_hashes_and_attributes_as_sent(memo: IndexMemo)
         f"<a href='../../p/alpha-0.9.tar.gz#sha256={sha}'>alpha-0.9</a>\n"
         '<a href="mailto:someone@example">not a file</a>\n'
     ).encode()
-    rewritten = memo._rewrite_html(page, page_url).decode()
+    rewritten = rewrite_html(page, page_url, memo._base).body.decode()
     base = memo.local("https://pypi.example/simple").removesuffix("/i/0")
     assert f'href="{base}/f/https/files.example/p/alpha-1.0-py3-none-any.whl#sha256={sha}"' in (
         rewritten
@@ -320,7 +357,7 @@ def test_pages_are_rewritten_with_hashes_and_attributes_as_sent(memo: IndexMemo)
             {"url": "../../p/alpha-0.8.tar.gz", "hashes": {}, "yanked": '"url": "x"'},
         ],
     }
-    answer = json.loads(memo._rewrite_json(json.dumps(document).encode(), page_url))
+    answer = json.loads(rewrite_json(json.dumps(document).encode(), page_url, memo._base).body)
     assert [f["url"] for f in answer["files"]] == [
         f"{base}/f/https/files.example/p/alpha-1.0.tar.gz",
         f"{base}/f/https/pypi.example/p/alpha-0.8.tar.gz",
@@ -460,3 +497,32 @@ def test_each_upstream_host_is_looked_up_once_for_the_plan(
     base = memo.local(upstream)
     assert _pages_at_once(base, 12) == [200] * 12
     assert lookups == ["localhost"]
+
+
+def test_a_request_handed_a_kept_connection_frees_its_opening_place_at_once() -> None:
+    """Two requests find every connection busy and count as opening one (the most at
+    once), then the pool hands each a kept connection: a third starts while they are
+    still answered, instead of waiting for them to end."""
+    ramp = Ramp(48, Lookups())
+    held, started = threading.Event(), threading.Event()
+    inside: list[str] = []
+
+    def request(name: str, kept: bool) -> None:
+        with ramp.slot():
+            if kept:  # what the pool does when it hands this request a kept connection
+                deadline_module._current.connected(False)
+            inside.append(name)
+            if name == "third":
+                started.set()
+            assert held.wait(30)
+
+    threads = [threading.Thread(target=request, args=(n, True)) for n in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: len(inside) == 2)
+    third = threading.Thread(target=request, args=("third", False))
+    third.start()
+    assert started.wait(30), "the third request waited for the first two to be answered"
+    held.set()
+    for thread in [*threads, third]:
+        thread.join(30)

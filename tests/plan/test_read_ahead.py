@@ -3,14 +3,17 @@ PEP 658 metadata, whose log says which ranges went upstream."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -20,9 +23,10 @@ from cudaup.net.http import HttpClient
 from cudaup.plan import read_ahead
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.read_ahead import AHEAD, older_wheels
+from cudaup.plan.result import PlanTarget
 from cudaup.plan.uv import CompileJob, UvRunner
 from tests.plan import world
-from tests.plan.builders import PURE, shared_object, wheel
+from tests.plan.builders import PURE, X86, shared_object, wheel
 from tests.plan.pyindex import IndexServer
 
 PLATFORM = "x86_64-manylinux_2_39"
@@ -287,3 +291,73 @@ def test_the_next_round_starts_while_a_requested_wheel_is_read(
     assert {p.name: p.version for p in result.packages}["dsl"] == "1.5"
     assert held and all(held)  # every read of kern's wheel began after that run started
     assert len(rounds) == 1
+
+
+def test_exact_pins_are_read_ahead_as_uv_will_ask_for_them(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """``alpha==1.0``: before uv runs, the memo reads alpha's page as uv asks for it and
+    the tail of the 1.0 wheel uv picks for the target (the x86 one, not the pure one nor
+    another version's); uv's own requests of that page and HEAD then send nothing
+    upstream, and the plan's answer is uv's as before."""
+    index_server.root("pypi")
+    for version, tag in (("1.0", PURE), ("1.0", X86), ("0.9", X86)):
+        index_server.add("pypi", *wheel("alpha", version, ["beta>=1"], tag=tag), pep658=False)
+    index_server.add("pypi", *wheel("beta", "2.0", tag=PURE), pep658=False)
+    target = PlanTarget((3, 12), "linux-x86_64", None, None)
+    pins = [Requirement("Alpha==1.0")]
+    futures = read_ahead.pins_ahead(memo, pins, index_server.url("pypi"), target)
+    for future in futures:
+        future.result(timeout=30)  # done once the tail is being read: wait for it to be
+    chosen = f"/pypi/files/alpha-1.0-{X86}.whl"
+    deadline = time.monotonic() + 30
+    while not _ranges(index_server, chosen):
+        assert time.monotonic() < deadline, "the pinned wheel's tail was never read"
+        time.sleep(0.01)
+    assert len([r for r in index_server.requests("/pypi/alpha/") if r.method == "GET"]) == 1
+    assert _ranges(index_server, chosen) == [f"bytes=-{AHEAD}"]
+    assert _ranges(index_server, "/pypi/files/alpha-1.0-py3-none-any.whl") == []
+    assert _ranges(index_server, f"/pypi/files/alpha-0.9-{X86}.whl") == []
+    job = CompileJob(("alpha==1.0",), (), (3, 12), PLATFORM, (), index_server.url("pypi"))
+    answer = UvRunner(tmp_path / "uv", tmp_path, 30.0, memo=memo).compile(job)
+    assert answer.closure is not None
+    alpha = answer.closure.get("alpha")
+    assert alpha is not None and str(alpha.version) == "1.0"
+    assert len([r for r in index_server.requests("/pypi/alpha/") if r.method == "GET"]) == 1
+    assert [r.method for r in index_server.requests(chosen)] == ["GET"]  # no HEAD of uv's
+    assert memo.answered_ahead >= 1
+
+
+def test_closing_with_reads_still_queued_ends_what_waits_for_them(
+    memo: IndexMemo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker but one busy, the last waiting for a read still queued (a round's
+    wheels): the memo closing cancels that read, and what waited for its start goes on,
+    so the close ends instead of waiting for it forever."""
+    hold, busy = threading.Event(), threading.Semaphore(0)
+    ahead = memo._ahead
+    real_slot = ahead._slot
+
+    @contextlib.contextmanager
+    def held(url: str) -> Iterator[None]:
+        busy.release()
+        assert hold.wait(30)
+        with real_slot(url):
+            yield
+
+    monkeypatch.setattr(ahead, "_slot", held)
+    unreachable = "http://127.0.0.1:9/files/alpha-{}-py3-none-any.whl"
+    for n in range(read_ahead.WORKERS - 1):
+        ahead.start(unreachable.format(n))
+    for _ in range(read_ahead.WORKERS - 1):
+        assert busy.acquire(timeout=30)
+    waiting = ahead.later(lambda: [unreachable.format("queued")])
+    assert waiting is not None
+    closing = threading.Thread(target=memo.close)
+    closing.start()
+    try:
+        waiting.result(timeout=30)  # the queued read was cancelled: its start is over
+    finally:
+        hold.set()
+    closing.join(30)
+    assert not closing.is_alive()

@@ -74,9 +74,11 @@ def headers_within(seconds: float | None) -> contextlib.AbstractContextManager[N
     return _for_this_thread("seconds", seconds)
 
 
-def when_connected(callback: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
-    """Each connection this thread opens in the block calls ``callback`` once its name is
-    looked up and its TCP connection made, or that failed (before TLS and the request)."""
+def when_connected(callback: Callable[[bool], None]) -> contextlib.AbstractContextManager[None]:
+    """Each request this thread sends in the block calls ``callback`` once it has its
+    connection: ``callback(True)`` for one it opened, once its name is looked up and its
+    TCP connection made, or that failed (before TLS and the request); ``callback(False)``
+    for a kept one the pool handed it."""
     return _for_this_thread("connected", callback)
 
 
@@ -144,9 +146,9 @@ class _Reports:
                 self._dns_host = named
             return super()._new_conn()  # type: ignore[misc,no-any-return]
         finally:
-            callback: Callable[[], None] | None = getattr(_current, "connected", None)
+            callback: Callable[[bool], None] | None = getattr(_current, "connected", None)
             if callback is not None:
-                callback()
+                callback(True)
 
 
 class _Deadline:
@@ -222,12 +224,17 @@ class _TlsConnection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnect
 
 class _NewWhenAsked:
     """What both pools add: inside :func:`on_a_new_connection`, a kept connection taken
-    from the pool is closed first, so that the request opens a new one."""
+    from the pool is closed first, so that the request opens a new one; one kept and
+    used is said to :func:`when_connected`'s callback."""
 
     def _get_conn(self, timeout: float | None = None) -> Any:
         conn = super()._get_conn(timeout)  # type: ignore[misc]
         if getattr(_current, "fresh", False) and conn.sock is not None:
             conn.close()
+        if conn.sock is not None:  # kept and alive (the pool closed it if it was dropped)
+            callback: Callable[[bool], None] | None = getattr(_current, "connected", None)
+            if callback is not None:
+                callback(False)
         return conn
 
 

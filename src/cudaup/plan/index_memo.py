@@ -32,18 +32,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import html
 import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
+from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
+from cudaup.plan.ramp import Ramp
 from cudaup.plan.read_ahead import ReadAhead
 
 if TYPE_CHECKING:  # the server's and the wire's modules load when the memo starts
@@ -51,6 +53,8 @@ if TYPE_CHECKING:  # the server's and the wire's modules load when the memo star
     import socket
 
     import urllib3
+    from packaging.utils import NormalizedName
+    from packaging.version import Version
 
     from cudaup.net.deadline import Lookups
 
@@ -60,85 +64,66 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-#: Both run in linear time on any page: each quoted value ends at the next quote.
-_JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
-_HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
+#: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
+#: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
+UV_ACCEPT = f"{_JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _CHUNK = 256 * 1024
 #: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
 #: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
 #: pages, and the metadata they read from wheels, from it without asking at all.
 _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
-#: New connections to one upstream host being opened at once (see :class:`_Ramp`).
-OPENING_AT_ONCE = 2
 
 
-def _server_class() -> type[http.server.ThreadingHTTPServer]:
-    """The memo's server class, made when a memo starts: a warm plan loads no server module."""
+#: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops their
+#: SYNs under load, and each dropped one waits out TCP's retransmission (1 s, 3 s, 7 s …
+#: a plan stalled 40 s on it).
+_BACKLOG = 1024
+
+
+def _server_on(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
+    """The memo's server on ``listener``, made in the memo's thread once uv may already be
+    starting: a warm plan loads no server module, and a cold one's first uv run waits for
+    none (importing them costs 50-80 ms, about what uv takes to send its first request,
+    which waits in the listening socket's backlog meanwhile)."""
     import http.server  # noqa: PLC0415
 
     class Server(http.server.ThreadingHTTPServer):
-        #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops
-        #: their SYNs under load, and each dropped one waits out TCP's retransmission (1 s,
-        #: 3 s, 7 s … a plan stalled 40 s on it).
-        request_queue_size = 1024
-
         def handle_error(self, request: object, client_address: object) -> None:
             """A request not served (most often: uv hung up) goes to the verbose log only."""
             log.info("index memo: a request from uv failed", exc_info=True)
 
-    return Server
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body leave in two writes: with Nagle's algorithm the body waits
+        # for the client's delayed ACK (40 ms a response, on every chain uv follows).
+        disable_nagle_algorithm = True
 
+        def setup(self) -> None:
+            super().setup()
+            threading.current_thread().name = "cudaup-index-memo-connection"
+            with memo._lock:
+                memo._connections.add(self.connection)
 
-class _Ramp:
-    """How many requests to one host run at once: one per connection opened so far, and
-    at most :data:`OPENING_AT_ONCE` opening a new one, up to ``most`` connections.
+        def finish(self) -> None:
+            with memo._lock:
+                memo._connections.discard(self.connection)
+            super().finish()
 
-    uv asks ~50 things at once.  Sent at once, that many requests each open a connection,
-    and each looks the host up at the same instant: a resolver that drops simultaneous
-    queries then stalls them 5 s each (its retry), as this machine's does from about eight.
-    Past the client's pool, each extra request would also open a connection that is
-    dropped after one use.  A request counts as opening one when every connection opened
-    so far is busy, and the connection counts as open once it is connected (the lookup
-    and the TCP handshake: a few ms here), not once the request is answered: counted at
-    the answer (~100 ms through this machine's proxy), the memo reached 20 connections
-    only after ten answers, while uv straight to PyPI multiplexes one HTTP/2 connection."""
+        def log_message(self, *args: object) -> None:
+            pass
 
-    def __init__(self, most: int, lookups: Lookups) -> None:
-        self._changed = threading.Condition()
-        self._most, self._busy, self._opened, self._opening = most, 0, 0, 0
-        self._lookups = lookups
+        def do_GET(self) -> None:
+            memo._serve(self, "GET")
 
-    def _may_start(self) -> bool:
-        idle = self._busy < self._opened + self._opening
-        return idle or (self._opening < OPENING_AT_ONCE and self._opened < self._most)
+        def do_HEAD(self) -> None:
+            memo._serve(self, "HEAD")
 
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        with self._changed:
-            self._changed.wait_for(self._may_start)
-            opening = self._busy >= self._opened + self._opening
-            self._opening += opening
-            self._busy += 1
-
-        def connected() -> None:
-            nonlocal opening
-            with self._changed:
-                if opening:  # once: a request may reconnect (a stale kept connection)
-                    opening = False
-                    self._opening -= 1
-                    self._opened += 1
-                    self._changed.notify_all()
-
-        from cudaup.net.deadline import looking_up_once, when_connected  # noqa: PLC0415
-
-        try:
-            with when_connected(connected), looking_up_once(self._lookups):
-                yield
-        finally:
-            connected()  # it took a kept connection after all, or failed before connecting
-            with self._changed:
-                self._busy -= 1
-                self._changed.notify_all()
+    server = Server(listener.getsockname(), Handler, bind_and_activate=False)
+    server.socket.close()  # its own, unbound: the memo's listener serves instead
+    server.socket = listener
+    # Handler threads are joined on close: none outlives the plan.
+    server.daemon_threads, server.block_on_close = False, True
+    return server
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +162,14 @@ class IndexMemo:
         self._lock = threading.Lock()
         self._starting = threading.Lock()
         self._closed = False
-        self._ramps: dict[str, _Ramp] = {}
+        self._ramps: dict[str, Ramp] = {}
         #: Each upstream host looked up once for the plan (``Lookups``; at the first request).
         self._lookups: Lookups | None = None
         self._token = secrets.token_urlsafe(16)
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: Set once the memo's thread has made its server (or failed to).
+        self._ready = threading.Event()
         self._base = ""
         #: The loopback port it listens on once started (0 before).
         self.port = 0
@@ -212,51 +199,31 @@ class IndexMemo:
 
     def _start(self) -> None:
         """Serve from the first URL asked for: a plan that runs no uv (a warm one, its
-        answers kept) starts no server and waits for none to stop."""
+        answers kept) starts no server and waits for none to stop.  The port listens at
+        once; the server is made beside it (:func:`_server_on`)."""
+        import socket  # noqa: PLC0415
+
         if self._closed:
             raise CudaupError("the index memo was used after its plan ended")
-        memo = self
-        import http.server  # noqa: PLC0415
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body leave in two writes: with Nagle's algorithm the body waits
-            # for the client's delayed ACK (40 ms a response, on every chain uv follows).
-            disable_nagle_algorithm = True
-
-            def setup(self) -> None:
-                super().setup()
-                threading.current_thread().name = "cudaup-index-memo-connection"
-                with memo._lock:
-                    memo._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with memo._lock:
-                    memo._connections.discard(self.connection)
-                super().finish()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                memo._serve(self, "GET")
-
-            def do_HEAD(self) -> None:
-                memo._serve(self, "HEAD")
-
-        server = _server_class()(("127.0.0.1", 0), Handler)
-        # Handler threads are joined on close: none outlives the plan.
-        server.daemon_threads, server.block_on_close = False, True
-        self._server, self.port = server, server.server_address[1]
+        listener = socket.create_server(("127.0.0.1", 0), backlog=_BACKLOG)
+        self.port = listener.getsockname()[1]
         self._base = f"http://127.0.0.1:{self.port}/{self._token}"
         self._text_urls = re.compile(re.escape(self._base) + r"/(?:i/(\d+)|f/(https?)/)")
         self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},  # how long closing waits for the loop to see it
-            name="cudaup-index-memo",
-            daemon=True,
+            target=self._serve_on, args=(listener,), name="cudaup-index-memo", daemon=True
         )
         self._thread.start()
+
+    def _serve_on(self, listener: socket.socket) -> None:
+        try:
+            self._server = _server_on(listener, self)
+        except BaseException:
+            listener.close()
+            raise
+        finally:
+            self._ready.set()
+        # How long closing waits for the loop to see it.
+        self._server.serve_forever(poll_interval=0.05)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -267,18 +234,20 @@ class IndexMemo:
 
         with self._starting:
             self._closed = True
-            server, thread = self._server, self._thread
-        if server is None or thread is None:
-            self._ahead.close()
-            return
-        server.shutdown()
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):  # already closed by its client
-                connection.shutdown(socket.SHUT_RDWR)
-        server.server_close()  # joins the handler threads
-        thread.join()
+            thread = self._thread
+        if thread is not None:
+            self._ready.wait()  # the server is made, or failed to be
+        server = self._server
+        if server is not None:
+            server.shutdown()
+            with self._lock:
+                connections = list(self._connections)
+            for connection in connections:
+                with contextlib.suppress(OSError):  # already closed by its client
+                    connection.shutdown(socket.SHUT_RDWR)
+            server.server_close()  # joins the handler threads
+        if thread is not None:
+            thread.join()
         self._ahead.close()
         self._server = self._thread = None
 
@@ -288,7 +257,7 @@ class IndexMemo:
         if not upstream.startswith(("https://", "http://")):
             return upstream
         with self._starting:
-            if self._server is None:
+            if self._thread is None:
                 self._start()
         normal = upstream.rstrip("/")
         with self._lock:
@@ -419,7 +388,7 @@ class IndexMemo:
         try:
             with self._ramp(url).slot():
                 if page and method == "GET" and not ranged:
-                    answer = self._page(url, accept)
+                    answer, _ = self._page(url, accept)
                 else:
                     raw = self.http.open(method, url, headers)
                     answer = self._kept_body(raw, method, url)
@@ -446,14 +415,14 @@ class IndexMemo:
         finally:
             raw.release_conn()
 
-    def _ramp(self, url: str) -> _Ramp:
+    def _ramp(self, url: str) -> Ramp:
         host = urlsplit(url).netloc
         with self._lock:
             if self._lookups is None:
                 from cudaup.net.deadline import Lookups  # noqa: PLC0415 - urllib3 with it
 
                 self._lookups = Lookups()
-            return self._ramps.setdefault(host, _Ramp(POOL_SIZE, self._lookups))
+            return self._ramps.setdefault(host, Ramp(POOL_SIZE, self._lookups))
 
     def _land(
         self,
@@ -470,18 +439,68 @@ class IndexMemo:
                 self._flights.pop(key, None)
         flight.done.set()
 
-    def _page(self, url: str, accept: str) -> _Answer:
-        """An index page with its file URLs pointed at the memo."""
+    def _page(self, url: str, accept: str) -> tuple[_Answer, list[str]]:
+        """An index page with its file URLs pointed at the memo, and their upstream URLs."""
         response = self.http.get(url, accept=accept or None, max_bytes=self.limit)
-        kind = dict(_passed(response.headers)).get("Content-Type", "")
-        body = response.body
-        if response.status == 200:
+        kind = dict(_passed(response.headers)).get("Content-Type", "").split(";")[0].strip()
+        body, files = response.body, []
+        if response.status == 200 and (kind == _JSON_TYPE or kind in _PAGE_TYPES):
             base = response.url or url
-            if kind.split(";")[0].strip() == _JSON_TYPE:
-                body = self._rewrite_json(body, base)
-            elif kind.split(";")[0].strip() in _PAGE_TYPES:
-                body = self._rewrite_html(body, base)
-        return _Answer(response.status, _passed(response.headers, exclude="Content-Encoding"), body)
+            rewrite = rewrite_json if kind == _JSON_TYPE else rewrite_html
+            rewritten = rewrite(body, base, self._base)
+            body, files = self._allow(rewritten, base), rewritten.files
+        headers = _passed(response.headers, exclude="Content-Encoding")
+        return _Answer(response.status, headers, body), files
+
+    def read_pinned(
+        self,
+        upstream: str,
+        pins: Mapping[NormalizedName, Version],
+        choose: Callable[[list[str], Version], str | None],
+    ) -> list[Future[None]]:
+        """Read ahead, beside the first uv run's start, what a resolution of exact pins
+        asks for first: each pinned project's page of the index at ``upstream`` (as uv
+        asks for it: :data:`UV_ACCEPT`), then the metadata of the wheel ``choose`` picks
+        among its files for the pinned version (uv's HEAD of it then finds it read).
+        Each future is done once its wheel's tail is being read."""
+        if not upstream.startswith(("https://", "http://")):
+            return []
+        self.local(upstream)  # the pages are the memo's, as if uv had asked
+        found = (
+            self._ahead.later(partial(self._pinned, f"{upstream.rstrip('/')}/{name}/", v, choose))
+            for name, v in pins.items()
+        )
+        return [future for future in found if future is not None]
+
+    def _pinned(
+        self, url: str, version: Version, choose: Callable[[list[str], Version], str | None]
+    ) -> list[str]:
+        chosen = choose(self._page_ahead(url), version)
+        return [chosen] if chosen is not None else []
+
+    def _page_ahead(self, url: str) -> list[str]:
+        """``url``'s page read and kept as uv will ask for it, its files' URLs; nothing
+        when uv (or another) asked first.  A failure is kept as uv's own would be: a uv
+        request that waited for this one is answered as if it had failed itself."""
+        key = ("GET", url, UV_ACCEPT, "")
+        with self._lock:
+            if key in self._flights:
+                return []
+            flight = self._flights[key] = _Flight()
+            self._forwarded += 1
+        answer: _Answer | None = None
+        files: list[str] = []
+        try:
+            with self._ramp(url).slot():
+                answer, files = self._page(url, UV_ACCEPT)
+            if answer.status == 200:
+                answer = replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
+        except CudaupError as exc:
+            with self._lock:
+                self.failures.setdefault(url, exc)
+        finally:
+            self._land(flight, key, answer, False)
+        return files
 
     def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
         """The whole answer when it is small enough to keep; None to stream it."""
@@ -515,54 +534,16 @@ class IndexMemo:
         return _Answer(raw.status, headers, body)
 
     # -- rewriting pages ----------------------------------------------------------
-    def _file_url(self, href: str, page_url: str, seen: list[str]) -> str:
-        """The memo's URL for a file a page links (absolute or relative to the page),
-        the upstream URL added to ``seen``."""
-        if not href.startswith(("https://", "http://")):
-            href = urljoin(page_url, href)  # urljoin costs more than the rest together
-        absolute, hashed, fragment = href.partition("#")
-        scheme, _, rest = absolute.partition("://")
-        host = rest.split("/", 1)[0]
-        if scheme not in {"http", "https"} or not host or "@" in host:
-            return href  # not one the memo forwards: uv asks for it itself
-        seen.append(absolute)
-        return f"{self._base}/f/{scheme}/{rest}{hashed}{fragment}"
-
-    def _allow(self, seen: list[str], page_url: str) -> None:
+    def _allow(self, rewritten: Rewritten, page_url: str) -> bytes:
+        """``rewritten``'s body, its files now the memo's to forward."""
         # One lock for a page's thousands of files, not one each (contended, each wait
         # for the lock is a wait for the GIL).
         with self._lock:
-            self._files.update(map(unquote, seen))
+            self._files.update(map(unquote, rewritten.files))
         # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
-        self._ahead.listed(urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1], seen)
-
-    def _rewrite_json(self, body: bytes, page_url: str) -> bytes:
-        """A PEP 691 page with its files' ``url``\\ s rewritten in place, every other byte
-        as sent (parsing and writing a page of thousands of files again cost more than
-        the request: a plan's Python time went mostly there).  A URL written with JSON
-        escapes is left as it is: uv then reads it directly, unmemoized."""
-        text = body.decode("utf-8", errors="surrogateescape")
-        seen: list[str] = []
-
-        def rewritten(match: re.Match[str]) -> str:
-            return match.group(1) + self._file_url(match.group(2), page_url, seen) + '"'
-
-        page = _JSON_URL.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen, page_url)
-        return page
-
-    def _rewrite_html(self, body: bytes, page_url: str) -> bytes:
-        text = body.decode("utf-8", errors="surrogateescape")
-        seen: list[str] = []
-
-        def rewritten(match: re.Match[str]) -> str:
-            quoted = match.group(2) if match.group(2) is not None else match.group(3)
-            local = self._file_url(html.unescape(quoted), page_url, seen)
-            return f'{match.group(1)}"{html.escape(local)}"'
-
-        page = _HREF.sub(rewritten, text).encode("utf-8", errors="surrogateescape")
-        self._allow(seen, page_url)
-        return page
+        project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
+        self._ahead.listed(project, rewritten.files)
+        return rewritten.body
 
 
 def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, str], ...]:

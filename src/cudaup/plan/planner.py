@@ -47,6 +47,7 @@ from cudaup.plan.lines import (
     release_line,
 )
 from cudaup.plan.listing import plan_releases
+from cudaup.plan.read_ahead import pins_ahead
 from cudaup.plan.result import (
     Alone,
     Exclusion,
@@ -184,12 +185,11 @@ class _Run:
             self.ahead_pool.shutdown(wait=True)
 
     def _check_ahead(self) -> None:
-        """When every request is an exact pin, the install check's first resolution (the
-        printed lines, unconstrained) is known before any line is: start it now, beside
-        the search, on its own runner (the search cancels its own).  Its answer is kept
-        with uv's other answers, where :func:`install_pins` finds it when the plan's
-        closure has no package from a per-line index; otherwise it is not asked for, and
-        only its time was spent."""
+        """With exact pins only, the install check's first resolution (the printed lines,
+        unconstrained) is known before any line is: start it now, beside the search, on its
+        own runner (the search cancels its own), the memo reading its first requests ahead.
+        Its answer is kept with uv's other answers, where :func:`install_pins` finds it when
+        the closure has no package from a per-line index; otherwise only its time was spent."""
         pins = exact_pins(self.requirements)
         if pins is None or self.settings.refresh:
             return
@@ -205,6 +205,8 @@ class _Run:
         )
         self.ahead_job = job
         self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=EMPTY)
+        if not self.ahead_runner.has_answer(job, EMPTY):  # a warm plan starts no memo
+            pins_ahead(self.ahead_runner.memo, self.requirements, job.default_index, self.target)
 
     def _plan(
         self,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -41,6 +41,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from cudaup.core.wheels import tag_rank
 from cudaup.errors import CudaupError
 from cudaup.net.http import HttpClient, log
 from cudaup.net.ranged_file import RangedFile, RangeWatch
@@ -50,6 +51,9 @@ from cudaup.plan.survey import best_wheel
 from cudaup.resolve.pypi import DistFile
 
 if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
+    from packaging.requirements import Requirement
+
+    from cudaup.plan.index_memo import IndexMemo
     from cudaup.plan.result import PlanTarget
 
 #: The tail read beside uv's HEAD: uv asks for the last 16 KiB, and a wheel's central
@@ -195,8 +199,11 @@ class ReadAhead:
         with self._lock:
             if self._closed or url in self._started:
                 return
-            self._started[url] = threading.Event()
-        self._pool.submit(self._read, url)
+            begun = self._started[url] = threading.Event()
+            # Under the lock: close() shuts the pool after.  A read close() cancels before
+            # it ran ends too: a walk or a round waiting for its start goes on (it waited
+            # forever, and close() with it, when a plan ended with reads still queued).
+            self._pool.submit(self._read, url).add_done_callback(lambda _read: begun.set())
 
     def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
@@ -205,7 +212,7 @@ class ReadAhead:
         with self._lock:
             if self._closed:
                 return None
-        return self._pool.submit(self._found, find)
+            return self._pool.submit(self._found, find)
 
     def _found(self, find: Callable[[], list[str]]) -> None:
         try:
@@ -499,3 +506,34 @@ def backtracked(
             if wheel is not None and not wheel.core_metadata:
                 urls.append(wheel.url)
     return urls
+
+
+def pins_ahead(
+    memo: IndexMemo | None, pins: Sequence[Requirement], index_url: str, target: PlanTarget
+) -> list[Future[None]]:
+    """Exact pins (``vllm==0.20.0``, checked by the caller): their pages of the plan's
+    default index and the pinned wheels' metadata read by the memo while the first uv
+    run starts (:meth:`~cudaup.plan.index_memo.IndexMemo.read_pinned`): uv's first
+    requests, each after the one before, then find them read.  No memo: nothing."""
+    if memo is None:
+        return []
+    versions = {canonicalize_name(p.name): Version(next(iter(p.specifier)).version) for p in pins}
+    rank = tag_rank(target.python, target.platform)
+    return memo.read_pinned(index_url, versions, lambda urls, v: pinned_wheel(urls, v, rank))
+
+
+def pinned_wheel(urls: Iterable[str], version: Version, rank: Mapping[Tag, int]) -> str | None:
+    """The wheel of ``version`` among ``urls`` an installer would pick by ``rank`` (the
+    target's tags, most specific first); None when none fits."""
+    best: tuple[int, str] | None = None
+    spelled = str(version)
+    for url in urls:
+        if not url.endswith(".whl") or spelled not in url.rsplit("/", 1)[-1]:
+            continue  # most of a page's files, left unparsed (torch's: thousands)
+        parsed = _wheel_named(url)
+        if parsed is None or parsed[1] != version:
+            continue
+        score = min((rank[tag] for tag in parsed[2] if tag in rank), default=None)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, url)
+    return best[1] if best else None
