@@ -157,6 +157,29 @@ def test_a_cap_per_connection_gets_more_connections(
     assert fault_server.connections("/f.run") >= 8
 
 
+def test_a_rate_is_taken_between_the_times_its_bytes_were_counted() -> None:
+    """A read of an 8 MiB/s link brings 1 MiB every 1/8 s, and the ticks come every
+    tenth: counted against the ticks, one connection's window of 0.2 s held one read
+    (5 MiB/s) and eight connections' two (10 MiB/s), and the added connections that
+    brought nothing looked like a doubling, and stayed."""
+
+    def run(counting: bool) -> ConnectionRamp:
+        ramp = ConnectionRamp(8)
+        reads = [0.06 + k / 8 for k in range(40)]  # the link's reads land, 1 MiB each
+        for tick in (0.1, 0.2, 0.3001, 0.4, 0.5002):  # a window is 0.2001 s
+            landed = [at for at in reads if at <= tick]
+            counted_at = landed[-1] if counting else None
+            ramp.observe(tick, len(landed) * MiB, counted_at=counted_at)
+        return ramp
+
+    counted = run(counting=True)
+    assert [step.rate for step in counted.steps] == [pytest.approx(8 * MiB)] * 2
+    assert counted.settled and counted.count == 1  # eight brought nothing: back to one
+    ticked = run(counting=False)
+    assert [step.connections for step in ticked.steps] == [1, 8]
+    assert ticked.count == 8  # what the ticks alone measured: a rise, kept
+
+
 def test_a_shared_pipe_is_not_split_for_nothing(fault_server: FaultServer, tmp_path: Path) -> None:
     # 8 MiB/s for every connection together: the added ones bring nothing, so the
     # download goes back to one (having tried more).  12 MiB leave pieces to steal for

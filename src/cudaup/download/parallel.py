@@ -274,7 +274,7 @@ class Transfer:
             if allowed:
                 offset = segment.pos
                 self._write(chunk[:allowed], offset)
-                self.plan.advance(segment, allowed)
+                self.plan.advance(segment, allowed, time.monotonic())
                 self.watchdog.progressed(allowed)
                 self._thread_cpu[name] = time.thread_time()
                 self._connecting.discard(name)
@@ -508,7 +508,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
 
     def every_tick() -> None:
         nonlocal told
-        completed = plan.completed
+        completed, counted_at = plan.counted()
         if completed == size and hasher is not None:
             # The last byte is here, the verdict is not (it comes after the hash, the sync
             # and the comparison): say how far the hash is.
@@ -526,6 +526,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
                 transfer.cpu(),
                 plan.round_trip,
                 transfer.connecting(),
+                counted_at,
             )
             plan.connections = min(transfer.wanted, transfer.connections)
             plan.may_grow_to = 0 if ramp.settled else ramp.most

@@ -78,6 +78,8 @@ class SegmentPlan:
         self.speed: float | None = None
         #: bytes per second the hasher reads back and hashes; None until it told
         self.hash_speed: float | None = None
+        #: when the last bytes were counted (the clock a caller of :meth:`advance` gave)
+        self._counted_at: float | None = None
 
     @classmethod
     def split(cls, size: int, connections: int, tail_first: int = 0) -> SegmentPlan:
@@ -127,6 +129,12 @@ class SegmentPlan:
     def completed(self) -> int:
         with self._lock:
             return sum(s.pos - s.start for s in self.segments)
+
+    def counted(self) -> tuple[int, float | None]:
+        """The bytes on disk and when the last of them were counted (None: no
+        :meth:`advance` said), read together."""
+        with self._lock:
+            return sum(s.pos - s.start for s in self.segments), self._counted_at
 
     # -- handing out work ---------------------------------------------------------
     def take(self) -> Segment | None:
@@ -235,10 +243,15 @@ class SegmentPlan:
             segment.reserved = segment.pos + allowed
             return allowed
 
-    def advance(self, segment: Segment, length: int) -> None:
+    def advance(self, segment: Segment, length: int, at: float | None = None) -> None:
+        """``length`` more bytes of ``segment`` are on disk, counted at ``at`` (seconds of
+        the caller's clock; None: do not say when, as for bytes that came before the
+        transfer)."""
         with self._lock:
             at_watermark = segment.pos == self._watermark()
             segment.pos = min(segment.end, segment.pos + length)
+            if at is not None:
+                self._counted_at = at
             # Only the segment at the watermark can move it; waking the hasher for
             # every other chunk costs a context switch for nothing (unless a reader
             # waits for a range elsewhere).
