@@ -281,7 +281,6 @@ class _MemberReader(io.RawIOBase):
             raise
         self._left_in = info.compress_size
         self._left_out = info.file_size
-        self._expected_crc = info.CRC
         self._crc = 0
         self._inflate: _Inflate | None = None
         self._crc32: Callable[[bytes, int], int] = zlib.crc32
