@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,19 @@ _real_connect = socket.socket.connect
 #: with uv (``tests/upgrade/conftest.py``).  The Action, Ansible and nginx tests carry
 #: the mark themselves; a test marked ``pypi`` talks to the live index, so it is slow too.
 SLOW_FIXTURES = frozenset({"make_env", "uv_cache"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C works as in a terminal, however the suite was started.
+
+    A shell without job control starts a background command (``.ci/run &``, ``nohup``)
+    with SIGINT ignored, and what is ignored stays ignored across ``exec``: Python then
+    installs no KeyboardInterrupt, and every test of what a Ctrl-C does (in this process
+    or in a ``cudaup`` it starts) would wait for an interrupt that never comes.  A handler
+    is reset by ``exec``, so the processes the tests start get the default again.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
