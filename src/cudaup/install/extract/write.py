@@ -173,26 +173,23 @@ def write_members(
     stop = threading.Event()  # this archive's first failure: its other workers stop
 
     def write_batch(batch: list[Member]) -> None:
-        # One handle of its own for a batch of small members: no lock shared with the other
-        # workers, no file opened per member; a big member opens its own (zip.ZipReader.open).
-        if len(batch) == 1:
-            (member,) = batch
-            with explained(archive, destination, member, needed), reader.open(member) as source:
-                digest = write_file(
-                    source, member_path(destination, member.parts), member, hashing=hashing
-                )
-                if hashing:
-                    digests["/".join(member.parts)] = digest
-            return
-        with reader.opener() as through:
-            run = reader.read_run(batch, through)
+        # A run of small members is read through one handle of the worker's own, a block at
+        # a time (zip.ZipReader.read_run): no lock shared with the other workers, no reader
+        # per member; a member alone (a big one, or a run of one) is read by ZipReader.open.
+        with contextlib.ExitStack() as stack:
+            run = (
+                reader.read_run(batch, stack.enter_context(reader.opener()))
+                if len(batch) > 1
+                else None
+            )
             for member in batch:
                 check_cancelled(cancel)
                 check_cancelled(stop)
                 with explained(archive, destination, member, needed):
-                    data = next(run)
-                    path = member_path(destination, member.parts)
-                    digest = write_file(io.BytesIO(data), path, member, hashing=hashing)
+                    source = io.BytesIO(next(run)) if run is not None else reader.open(member)
+                    with source:
+                        path = member_path(destination, member.parts)
+                        digest = write_file(source, path, member, hashing=hashing)
                     if hashing:
                         digests["/".join(member.parts)] = digest
 

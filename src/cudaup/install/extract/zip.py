@@ -95,18 +95,14 @@ class ZipReader:
         except UnicodeDecodeError:
             raise refusal(self.archive, info.filename, "symlink target is not UTF-8") from None
 
-    def open(self, member: Member, through: BinaryIO | None = None) -> IO[bytes]:
-        """A reader of one member's bytes, checked as they are read.
-
-        ``through``: a handle of the caller's own (from :attr:`opener`), which a worker
-        writing a batch of members reads them all through, one after the other, with no
-        lock; without it a small member is read through the archive's shared handle, a
-        bigger one through a handle of its own (so big ones can inflate side by side).
+    def open(self, member: Member) -> IO[bytes]:
+        """A reader of one member's bytes, checked as they are read: a small member read
+        through the archive's shared handle, a bigger one through a handle of its own (so
+        big ones can inflate side by side).  A worker's run of small members is read
+        through its own handle by :meth:`read_run`.
         """
         info = member.ref
         assert isinstance(info, zipfile.ZipInfo)
-        if through is not None:
-            return _MemberReader(through, info, owned=False)  # type: ignore[return-value]
         if info.compress_size <= SMALL_MEMBER and info.file_size <= SMALL_MEMBER:
             return io.BytesIO(self._read_small(info))
         return _MemberReader(self.opener(), info)  # type: ignore[return-value]
