@@ -392,8 +392,8 @@ class IndexMemo:
                 else:
                     raw = self.http.open(method, url, headers)
                     answer = self._kept_body(raw, method, url)
-            if answer is not None and answer.status in {200, 206}:
-                answer = replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
+            if answer is not None:
+                answer = _for_the_plan(answer)
         except CudaupError as exc:
             failure = exc
             with self._lock:
@@ -493,8 +493,7 @@ class IndexMemo:
         try:
             with self._ramp(url).slot():
                 answer, files = self._page(url, UV_ACCEPT)
-            if answer.status == 200:
-                answer = replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
+            answer = _for_the_plan(answer)
         except CudaupError as exc:
             with self._lock:
                 self.failures.setdefault(url, exc)
@@ -544,6 +543,14 @@ class IndexMemo:
         project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
         self._ahead.listed(project, rewritten.files)
         return rewritten.body
+
+
+def _for_the_plan(answer: _Answer) -> _Answer:
+    """A success as the memo keeps and serves it: said to stay the same for the rest of the
+    plan (:data:`_FRESH_FOR_THE_PLAN`); any other answer as it came."""
+    if answer.status not in {200, 206}:
+        return answer
+    return replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
 
 
 def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, str], ...]:
