@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,37 @@ def test_what_a_server_gets_wrong_is_refused(
         remote = RangedFile(_http(tmp_path), server.url + "/f.bin")
         with pytest.raises(SourceFormatError, match="asks for more than 1048576"):
             remote.read(2 * 1024 * 1024)  # a directory that claims more than any wheel has
+
+
+def test_prefetched_spans_come_at_once_and_later_reads_ask_for_nothing(tmp_path: Path) -> None:
+    with FaultServer() as server:
+        server.add("/f.bin", BODY)
+        remote = RangedFile(_http(tmp_path), server.url + "/f.bin")
+        held = threading.Event()
+        server.add("/f.bin", BODY, Fault(hang="headers", until=held))
+        mib = 1024 * 1024
+        spans = [(20 * mib, 20 * mib + 500), (1000, 2000), (5000, 9000), (30 * mib, 31 * mib)]
+        prefetching = threading.Thread(target=remote.prefetch, args=(spans,))
+        prefetching.start()
+        # Three ranges (1000-9000 joined: 3000 bytes apart) are asked for before any is
+        # answered: they are in flight together, not one after another.
+        server.wait_for_requests(4, "/f.bin")
+        assert len(server.requests("/f.bin")) == 4
+        held.set()
+        prefetching.join()
+        asked = sorted(r.range or "" for r in server.requests("/f.bin")[1:])
+        assert asked == sorted(
+            [
+                "bytes=1000-8999",
+                f"bytes={20 * mib}-{20 * mib + 499}",
+                f"bytes={30 * mib}-{31 * mib - 1}",
+            ]
+        )
+        for start, end in spans:
+            remote.seek(start)
+            assert remote.read(end - start) == BODY[start:end]
+        assert remote.exactly(6000, 100) == BODY[6000:6100]
+        assert len(server.requests("/f.bin")) == 4  # every read was inside a kept span
+        assert remote.fetched == sum(r.sent for r in server.requests("/f.bin"))
+        remote.seek(10_000)  # outside them: a range of its own, as before
+        assert remote.read(10) == BODY[10_000:10_010] and len(server.requests("/f.bin")) == 5

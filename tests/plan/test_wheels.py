@@ -265,3 +265,23 @@ def test_a_read_budget_bounds_what_one_wheel_costs(
     assert "not all of them to the end of their string tables" in linked.describe()
     served = sum(_length(r.range) for r in index_server.requests(f"/pypi/files/{name}"))
     assert served < 2 * 1024 * 1024 + ranged_file.STREAM_CHUNK + ranged_file.CHUNK
+
+
+def test_small_objects_read_whole_come_in_a_few_ranges(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    # cuda-python 12.6's shape: many small objects, none linking a CUDA runtime, one
+    # loading it by name; each is read whole, and one range after another cost a round
+    # trip each (1.1 s of a live plan).  Members next to each other come as one range.
+    objects = {
+        f"cuda/_lib/mod{i}.so": shared_object(["libc.so.6"], f"mod{i}.so", code=200_000, seed=i)
+        for i in range(8)
+    }
+    objects["cuda/_lib/mod7.so"] += b"\x00libnvrtc.so.12\x00"
+    name, body = wheel("cuda-python", "12.6.2", shared=objects)
+    assert len(body) > 8 * 200_000
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body))
+    assert linked.loaded == ("libnvrtc.so.12",) and len(linked.members_read) == 4
+    served = index_server.requests(f"/pypi/files/{name}")
+    # The tail, the four objects whose links are read, the other four: three ranges.
+    assert len(served) == 3 and all(r.range for r in served), [r.range for r in served]

@@ -10,16 +10,20 @@ Every answer is checked: a 206 must carry the range asked for and exactly its by
 No single read asks for more than :data:`MAX_READ` bytes (a hostile directory that
 claims gigabytes is refused, not fetched).  :attr:`RangedFile.fetched` counts the bytes
 received; a ``watch`` is told of each range before it is asked for and of its answer (the
-index memo serves uv from what it reads ahead).  Range reads cannot be checked against the file's hash (that needs every
-byte): they are evidence, never bytes installed.
+index memo serves uv from what it reads ahead).  :meth:`RangedFile.prefetch` asks for
+several known spans at once (a wheel's small members, scattered over it), so that the
+reads that follow find them kept instead of waiting one round trip each.  Range reads
+cannot be checked against the file's hash (that needs every byte): they are evidence,
+never bytes installed.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
@@ -35,6 +39,10 @@ CHUNK = 256 * 1024
 STREAM_CHUNK = 8 * 1024 * 1024
 #: The most one read may ask for (a central directory, a whole small member).
 MAX_READ = 64 * 1024 * 1024
+#: Spans handed to :meth:`RangedFile.prefetch` this close are asked for as one range.
+PREFETCH_GAP = 256 * 1024
+#: Ranges :meth:`RangedFile.prefetch` asks for at once (the HTTP client's pool per host).
+PREFETCH_WORKERS = 8
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 #: Told of a range before it is asked for: its first byte (None: the file's last ``last``
 #: bytes) and its last; what it returns is told the answer, ``(first, body, file size)``,
@@ -55,6 +63,9 @@ class RangedFile(io.RawIOBase):
         #: The ranges kept: the tail (the central directory) and the latest one read.
         self._tail = (0, b"")
         self._latest = (0, b"")
+        #: Ranges :meth:`prefetch` fetched, kept for the reads that follow.
+        self._prefetched: list[tuple[int, bytes]] = []
+        self._counting = threading.Lock()  # prefetch's threads add to ``fetched`` at once
         self._chunk = self._step = chunk
         start, body = self._get(None, chunk)
         self.size = start + len(body)
@@ -105,9 +116,31 @@ class RangedFile(io.RawIOBase):
         kept = self._kept(start, end)
         return kept if kept is not None else self._get(start, end - 1)[1]
 
+    def prefetch(self, spans: Sequence[tuple[int, int]]) -> None:
+        """Fetch the spans ``(start, end)`` (end exclusive) together, up to
+        :data:`PREFETCH_WORKERS` ranges at once, spans closer than :data:`PREFETCH_GAP`
+        joined into one; they are kept for the reads that follow.  Only a shortcut: a
+        later read that is not wholly inside one of them asks for its own range."""
+        from cudaup.util.parallel import map_concurrently  # noqa: PLC0415 - rarely needed
+
+        joined: list[list[int]] = []
+        for start, end in sorted((max(0, s), min(e, self.size)) for s, e in spans):
+            if start >= end or self._kept(start, end) is not None:
+                continue
+            if joined and start - joined[-1][1] <= PREFETCH_GAP:
+                joined[-1][1] = max(joined[-1][1], end)
+            else:
+                joined.append([start, end])
+        ranges = []  # split so that no range asks for more than one read may
+        for start, end in joined:
+            ranges += [(at, min(end, at + MAX_READ)) for at in range(start, end, MAX_READ)]
+        self._prefetched += map_concurrently(
+            lambda span: self._get(span[0], span[1] - 1), ranges, PREFETCH_WORKERS
+        )
+
     # -- ranges ------------------------------------------------------------------
     def _kept(self, start: int, end: int) -> bytes | None:
-        for first, body in (self._latest, self._tail):
+        for first, body in (self._latest, self._tail, *self._prefetched):
             if first <= start and end <= first + len(body):
                 return body[start - first : end - first]
         return None
@@ -173,7 +206,8 @@ class RangedFile(io.RawIOBase):
                     f"{self.url} sent {len(body)} bytes for a range of {final - first + 1}"
                 )
             done = True
-            self.fetched += len(body)
+            with self._counting:
+                self.fetched += len(body)
             return first, body, total
         finally:
             if not done:

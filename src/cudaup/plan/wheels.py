@@ -381,6 +381,7 @@ class _LibraryReader:
         read: list[str] = []
         complete = True
         starts: dict[str, bytes] = {}
+        self._prefetch([m for m in own[:MEMBERS] if m.file_size <= LOADED_MEMBER_LIMIT])
         for member in own[:MEMBERS]:
             libraries, whole, start = self._needed(member)
             read.append(member.filename)
@@ -391,6 +392,13 @@ class _LibraryReader:
                 return read, complete, starts
         return read, complete and len(own) <= MEMBERS, starts
 
+    def _prefetch(self, members: list[zipfile.ZipInfo]) -> None:
+        """Fetch small ``members`` whole at once, not one round trip after another
+        (cuda-python's 12 scattered objects took 1.1 s of a plan that way): each one's
+        local header, name and extra field (the directory's lengths, with room for a
+        longer local extra) and its compressed bytes."""
+        self.ranged.prefetch([(m.header_offset, m.header_offset + _local_span(m)) for m in members])
+
     def _loaded_by_name(self, own: list[zipfile.ZipInfo], starts: dict[str, bytes]) -> set[str]:
         """With no CUDA runtime linked and no toolchain of its own: the runtimes its small
         objects load by name (cuda-bindings dlopens libnvrtc.so.12), read whole."""
@@ -398,9 +406,17 @@ class _LibraryReader:
 
         loaded: set[str] = set()
         small = [m for m in own if m.file_size <= LOADED_MEMBER_LIMIT][:LOADED_MEMBERS]
+        self._prefetch([m for m in small if len(starts.get(m.filename, b"")) < m.file_size])
         for member in small:
             data = starts.get(member.filename, b"")
             if len(data) < member.file_size:
                 data = self._whole(member)
             loaded.update(loaded_by_name(data))
         return loaded
+
+
+def _local_span(member: zipfile.ZipInfo) -> int:
+    """Bytes from ``member``'s local header to the end of its compressed data, as the
+    central directory suggests them (a local extra field longer by more than 1 KiB just
+    costs the read one more range)."""
+    return 30 + len(member.filename.encode()) + len(member.extra) + 1024 + member.compress_size
