@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -285,3 +287,24 @@ def test_small_objects_read_whole_come_in_a_few_ranges(
     served = index_server.requests(f"/pypi/files/{name}")
     # The tail, the four objects whose links are read, the other four: three ranges.
     assert len(served) == 3 and all(r.range for r in served), [r.range for r in served]
+
+
+def test_a_directory_that_claims_a_huge_compressed_size_costs_no_big_prefetch(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    # A small object whose directory entry claims 2 GB of compressed bytes: the prefetch
+    # would take its word and ask for the rest of the wheel (a 24 MiB data file here).
+    small = shared_object(["libc.so.6"], "mod.so", code=4096) + b"\x00libnvrtc.so.12\x00"
+    name, body = wheel(
+        "cuda-python",
+        "12.6.2",
+        shared={"cuda/mod.so": small, "cuda/data.bin": os.urandom(24 << 20)},
+    )
+    entry = body.index(b"PK\x01\x02")  # the central directory's first entry
+    while body[entry + 46 : entry + 46 + len(b"cuda/mod.so")] != b"cuda/mod.so":
+        entry = body.index(b"PK\x01\x02", entry + 4)
+    body = body[: entry + 20] + (0x7FFF_FFF0).to_bytes(4, "little") + body[entry + 24 :]
+    with contextlib.suppress(SourceFormatError):  # zipfile may see the entries overlap
+        _facts(tmp_path).libraries(_file(index_server, name, body))
+    served = sum(_length(r.range) for r in index_server.requests(f"/pypi/files/{name}"))
+    assert served < 4 * 1024 * 1024 < len(body)

@@ -120,7 +120,9 @@ class RangedFile(io.RawIOBase):
         """Fetch the spans ``(start, end)`` (end exclusive) together, up to
         :data:`PREFETCH_WORKERS` ranges at once, spans closer than :data:`PREFETCH_GAP`
         joined into one; they are kept for the reads that follow.  Only a shortcut: a
-        later read that is not wholly inside one of them asks for its own range."""
+        later read that is not wholly inside one of them asks for its own range.  Nothing
+        here bounds the bytes beyond the file's size: the caller asks only for spans it
+        has bounded."""
         from cudaup.util.parallel import map_concurrently  # noqa: PLC0415 - rarely needed
 
         joined: list[list[int]] = []

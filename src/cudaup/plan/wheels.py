@@ -396,8 +396,16 @@ class _LibraryReader:
         """Fetch small ``members`` whole at once, not one round trip after another
         (cuda-python's 12 scattered objects took 1.1 s of a plan that way): each one's
         local header, name and extra field (the directory's lengths, with room for a
-        longer local extra) and its compressed bytes."""
-        self.ranged.prefetch([(m.header_offset, m.header_offset + _local_span(m)) for m in members])
+        longer local extra) and its compressed bytes.  The sizes are the directory's word:
+        a member that claims more compressed bytes than a small one can have is left to
+        the reads that stop where its data ends, so a hostile directory costs no more."""
+        self.ranged.prefetch(
+            [
+                (m.header_offset, m.header_offset + _local_span(m))
+                for m in members
+                if m.compress_size <= LOADED_MEMBER_LIMIT
+            ]
+        )
 
     def _loaded_by_name(self, own: list[zipfile.ZipInfo], starts: dict[str, bytes]) -> set[str]:
         """With no CUDA runtime linked and no toolchain of its own: the runtimes its small
