@@ -17,9 +17,14 @@ Three cases, each a random file served by nginx (Debian's package, ``sendfile on
 cudaup verifies (md5 and sha256 rows; once without a checksum on the uncapped
 case); aria2c, curl and wget do not, except the rows that say so (aria2c
 ``--checksum``, ``curl && sha256sum``).  Every output's SHA-256 is checked after
-each run, outside the timing.  The tools take turns within each run, so a change
-in the machine's load falls on all of them alike; the speed ratio against the
-reference is taken within each run, and the table gives the median and the range
+each run, outside the timing.  Before each run the machine's free memory settles
+(``report.settle_memory``): where the kernel hands freed memory back to its host, as
+this machine's does, writing 1 GiB into memory freed a moment before took 0.22 s of
+system time and into memory already handed back 2.3-2.8 s, so without the wait a tool
+ran fast or slow by how soon it started after the last one deleted its output.  The
+tools take turns within each run, each run starting one tool later than the last, so
+a change in the machine's load falls on all of them alike; the speed ratio against
+the reference is taken within each run, and the table gives the median and the range
 across runs.  cudaup runs from compiled bytecode, as installed from its wheel.
 CPU is the process's user+system time (its children's included), not nginx's nor
 the relay's.
@@ -54,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from latency import LinkRelay  # noqa: E402
-from report import parser_for, publish  # noqa: E402
+from report import parser_for, publish, settle_memory  # noqa: E402
 from tests.nginx import Nginx  # noqa: E402
 
 import cudaup as package_under_test  # noqa: E402
@@ -223,6 +228,7 @@ def run_once(command: list[str], file: File, env: dict[str, str]) -> tuple[float
     """Wall and CPU seconds of one download; its output's SHA-256 is checked afterwards."""
     shutil.rmtree(file.out, ignore_errors=True)
     file.out.mkdir(parents=True)
+    settle_memory()
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     _pid, status, usage = os.wait4(process.pid, 0)
@@ -253,9 +259,14 @@ def measure(
         and (not only or any(name == part or name.startswith(part + ",") for part in only))
     }
     samples = {name: Samples() for name in available}
+    names = list(available)
     for run in range(runs):
         times: dict[str, float] = {}
-        for name, command in available.items():
+        # Each run starts one tool later, so that no tool always runs first (the first
+        # after the previous run's last) or always after the same one.
+        shift = run % len(names) if names else 0
+        for name in names[shift:] + names[:shift]:
+            command = available[name]
             seconds, cpu = run_once(command(file), file, env)
             times[name] = seconds
             samples[name].seconds.append(seconds)
@@ -361,8 +372,8 @@ def main() -> None:
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} CPUs "
         f"(load average {load_before:.1f} before, {load_after:.1f} after), Python "
         f"{sys.version.split()[0]}: whole-process wall time, {args.runs} runs, the tools taking "
-        "turns within each run; speed ratios are taken within each run (above 1: faster than the "
-        "reference).",
+        "turns within each run (each run starting one tool later), each from settled free memory; "
+        "speed ratios are taken within each run (above 1: faster than the reference).",
         "",
         *results,
         END,

@@ -11,7 +11,8 @@ a fresh interpreter and reports, from wrappers around the downloader's own funct
 - ``syncs``: the part file's ``fdatasync`` calls and their seconds;
 - the CPU seconds of each of the download's threads.
 
-With ``--baseline DIR`` (the ``src/`` of another cudaup) the two trees take turns.
+With ``--baseline DIR`` (the ``src/`` of another cudaup) the two trees take turns.  Each
+run starts from settled free memory (see ``benchmarks/report.py``).
 
     .venv/bin/python benchmarks/download_phases.py --runs 6 --baseline /tmp/before/src
 """
@@ -99,6 +100,8 @@ def main() -> None:
         print(json.dumps(child(sha, url, Path(out))))
         return
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from report import settle_memory
     from tests.nginx import Nginx
 
     trees = {"this checkout": ROOT / "src"}
@@ -127,6 +130,7 @@ def main() -> None:
                     env = {**os.environ, "PYTHONPATH": f"{src}:{ROOT}"}
                     command = [sys.executable, __file__, "--child", digest.hexdigest()]
                     command += [server.url("plain") + "/file.bin", str(out)]
+                    settle_memory()
                     answer = subprocess.run(command, env=env, check=True, capture_output=True)
                     found = json.loads(answer.stdout)
                     rows[name].append(found)

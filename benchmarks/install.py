@@ -11,7 +11,8 @@ wheels and no CCCL: 168 files.)  Cold: an empty cache for each tool; warm: the
 same cache again, into a fresh target.  pip runs with its configuration file
 disabled and PyPI as its only index, so no local mirror helps it.  The tools
 take turns within each run, so a change in the network's speed over the
-minutes of a run falls on all of them alike.
+minutes of a run falls on all of them alike, and each starts from settled free
+memory (see ``benchmarks/report.py``).
 
 cudaup's bytecode is compiled first, as pip does when it installs cudaup's
 wheel: an editable checkout under ``PYTHONDONTWRITEBYTECODE`` (set on some CI
@@ -40,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from packaging.utils import parse_wheel_filename
-from report import parser_for, publish
+from report import parser_for, publish, settle_memory
 
 import cudaup as package_under_test
 
@@ -145,6 +146,7 @@ def main() -> None:
                 }
                 for phase in ("cold", "warm"):
                     target = work / f"target-{slug}-{run}-{phase}"
+                    settle_memory()
                     seconds, used = timed(command(cache, target), env)
                     wall.setdefault((name, phase), []).append(seconds)
                     cpu.setdefault((name, phase), []).append(used)
