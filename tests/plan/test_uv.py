@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -152,6 +154,33 @@ def test_finding_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         with pytest.raises(UsageError, match=r"is uv 0.1.0; plan needs uv ≥ 0.13.9"):
             find_uv()
+    finally:
+        uv._located.cache_clear()
+
+
+def test_uv_is_asked_its_version_once_by_concurrent_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan's first lines find uv at once: one ``uv --version`` between them."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "uv"
+    # Slow to answer, so that every caller arrives while the first one waits for it.
+    fake.write_text(f"#!/bin/sh\necho . >> {calls}\nsleep 0.3\necho 'uv 0.13.9 (0 2025-01-01)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    together = threading.Barrier(6)
+
+    def locate() -> str:
+        together.wait()
+        return find_uv()
+
+    uv._located.cache_clear()
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            found = list(pool.map(lambda _: locate(), range(6)))
+        assert found == [str(fake)] * 6
+        assert calls.read_text().count(".") == 1
     finally:
         uv._located.cache_clear()
 

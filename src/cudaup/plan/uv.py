@@ -61,12 +61,22 @@ _NETWORK = (
 
 
 def uv_version() -> Version:
-    return _located()[1]
+    return _located_once()[1]
 
 
 def find_uv() -> str:
     """uv beside cudaup's interpreter (the dependency installed with it), else on PATH."""
-    return _located()[0]
+    return _located_once()[0]
+
+
+#: The lines of a plan's first window start their uv runs at once: unlocked, each found
+#: the cache empty and spawned ``uv --version`` of its own.
+_LOCATING = threading.Lock()
+
+
+def _located_once() -> tuple[str, Version]:
+    with _LOCATING:
+        return _located()
 
 
 @cache
