@@ -13,7 +13,7 @@ from pathlib import Path
 #: page cache took 0.22 s of system time here from memory freed a moment before and
 #: 2.3-2.8 s from memory handed back (``benchmarks/`` runs, 2026-12-04, in
 #: docs/performance.md), so a tool that started right after the previous one deleted its
-#: output ran up to ten times faster than one that started a second later.
+#: output wrote its own up to ten times faster than one that started a second later.
 REPORTED = Path("/sys/module/page_reporting/parameters/reported_kib")
 #: Seconds the count must stay still to call the hand-back done (it comes in rounds
 #: about half a second to a second and a half apart after a large free).
@@ -51,18 +51,17 @@ def publish(lines: list[str], output: Path | None, begin: str, end: str) -> None
         replace_section(output, begin, end, text)
 
 
-def settle_memory(reported: Path = REPORTED) -> float:
+def settle_memory(reported: Path = REPORTED) -> None:
     """Wait until the kernel has handed the memory freed so far back to its host (where it
-    does: :data:`REPORTED`), so that every timed run writes into memory in the same state;
-    the seconds waited (0 on a machine that does not hand memory back)."""
+    does: :data:`REPORTED`; elsewhere at once), so that every timed run writes into memory
+    in the same state."""
     try:
         last = reported.read_text()
     except OSError:
-        return 0.0
+        return
     began = quiet_since = time.monotonic()
     while (now := time.monotonic()) - quiet_since < QUIET and now - began < MOST:
         time.sleep(0.1)
         count = reported.read_text()
         if count != last:
             last, quiet_since = count, time.monotonic()
-    return time.monotonic() - began
