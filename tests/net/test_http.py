@@ -275,6 +275,27 @@ def test_oversized_documents_are_refused(tmp_path: Path) -> None:
         client(tmp_path).get(server.url + "/big", max_bytes=1000)
 
 
+def test_a_stated_length_beside_chunking_does_not_lift_the_limit(tmp_path: Path) -> None:
+    """A document of a stated length is read whole, in one call; one whose length is
+    stated beside chunked transfer (which HTTP forbids, and urllib3 then ignores the
+    length) is read as it comes and still refused past the limit, whatever it stated."""
+    from cudaup.errors import SourceFormatError
+
+    def lying(request: http.server.BaseHTTPRequestHandler) -> None:
+        request.send_response(200)
+        request.send_header("Content-Length", "10")
+        request.send_header("Transfer-Encoding", "chunked")
+        request.end_headers()
+        for _ in range(4):
+            request.wfile.write(b"%x\r\n%s\r\n" % (1000, b"x" * 1000))
+        request.wfile.write(b"0\r\n\r\n")
+
+    with ScriptedServer({"/lying": lying, "*": reply(200, b"y" * 3000)}) as server:
+        assert client(tmp_path).get(server.url + "/said", max_bytes=3000).body == b"y" * 3000
+        with pytest.raises(SourceFormatError, match="larger than 2500 bytes"):
+            client(tmp_path).get(server.url + "/lying", max_bytes=2500)
+
+
 def test_cache_survives_a_read_only_directory(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
