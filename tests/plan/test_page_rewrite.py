@@ -55,6 +55,8 @@ NOT_PLAIN = [
     _page("ftp://files.example/p/alpha-1.0.tar.gz"),
     _page(None),
     b'{"files": [{"url": "https://files.example/p/alpha-1.0.tar.gz',  # cut off
+    # A key whose opening quote is the one that closed the URL before it.
+    b'{"files": [{"url": "https://files.example/p/a-1.0.tar.gz"url": "https://b.example/x"}]}',
 ]
 
 

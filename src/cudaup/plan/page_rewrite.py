@@ -28,6 +28,9 @@ _JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
 _HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 #: PyPI's spelling of a file's key and value start (``json.dumps``' default separators).
 _JSON_KEY, _JSON_VALUE = b'"url"', b'"url": "'
+#: ... and every such value, cut at its closing quote, in one C scan of the page (a loop
+#: over a split's pieces in Python cost numpy's 1.9 MB page 4,400 iterations).
+_PLAIN_URLS = re.compile(rb'"url": "([^"]*)"')
 #: What the exact path treats otherwise than the fast path's replacement of a URL's
 #: scheme (escapes, credentials, no host), found in the quote-joined URLs.
 _NOT_PLAIN = (b"\\", b"@", b":///", b'://"', b"://#")
@@ -79,16 +82,13 @@ def _plain_json(body: bytes, base: str) -> Rewritten | None:
     """:func:`exact_json`'s answer for a page whose every ``"url"`` is written
     ``"url": "http[s]://host/…"`` with no escape, ``@`` or empty host in any of them;
     None for any other page."""
-    pieces = body.split(_JSON_VALUE)
-    if len(pieces) - 1 != body.count(_JSON_KEY):
-        return None  # a "url" written otherwise (spacing, not a string): the exact path
-    urls = []
-    for piece in pieces[1:]:
-        end = piece.find(b'"')
-        if end < 0:
-            return None
-        urls.append(piece[:end])
-    # Each URL after a quote (no URL holds one: each was cut at its first): one C scan
+    urls = _PLAIN_URLS.findall(body)
+    # Every "url" key must start one of them: one written otherwise (spacing, not a
+    # string, a value left open) is the exact path's, and so is a page where a key's
+    # quote is the one that closed a URL before it, which a split would still have cut.
+    if len(urls) != body.count(_JSON_KEY):
+        return None
+    # Each URL after a quote (no URL holds one: each ends at its first): one C scan
     # each for what the exact path would treat otherwise than a prefix's replacement.
     joined = b'"' + b'"'.join(urls) + b'"'
     absolute = joined.count(b'"https://') + joined.count(b'"http://')
