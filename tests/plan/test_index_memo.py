@@ -318,6 +318,25 @@ def test_the_memos_address_is_handed_out_before_its_server_is_made(
     assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
 
 
+def test_closing_does_not_wait_for_the_servers_next_look(
+    index_server: IndexServer, http_client: HttpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's loop looks for a stop between waits; closing wakes it instead of
+    waiting for the next look (an hour here: a close that waited would not return)."""
+    _publish(index_server)
+    monkeypatch.setattr(index_memo, "POLL_INTERVAL", 3600.0)
+    memo = IndexMemo(http_client)
+    local = memo.local(index_server.url("pypi"))
+    assert _get(f"{local}/alpha/")[0] == 200  # served: the loop is in its wait
+    closing = threading.Thread(target=memo.close, daemon=True)
+    closing.start()
+    closing.join(60)
+    assert not closing.is_alive(), "close() waited for the server loop's next look"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", memo.port), timeout=5).close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudaup-index-memo")]
+
+
 def _only_upstream_ports(server: IndexServer, text: str) -> None:
     """Every loopback URL in ``text`` is the upstream's: the memo's port never shows."""
     ports = set(re.findall(r"127\.0\.0\.1:(\d+)", text))

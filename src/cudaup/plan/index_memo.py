@@ -66,6 +66,9 @@ _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 #: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
 #: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
+#: How long the server's loop waits between looks for a stop: what closing waits where
+#: shutting the listener down does not wake it (:meth:`IndexMemo.close`).
+POLL_INTERVAL = 0.05
 UV_ACCEPT = f"{_JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _CHUNK = 256 * 1024
 #: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
@@ -222,8 +225,7 @@ class IndexMemo:
             raise
         finally:
             self._ready.set()
-        # How long closing waits for the loop to see it.
-        self._server.serve_forever(poll_interval=0.05)
+        self._server.serve_forever(poll_interval=POLL_INTERVAL)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -239,6 +241,11 @@ class IndexMemo:
             self._ready.wait()  # the server is made, or failed to be
         server = self._server
         if server is not None:
+            # The loop sees the stop only between its waits (POLL_INTERVAL: up to 50 ms at
+            # the end of every plan that ran uv): a listener shut down wakes it at once,
+            # its accept fails, and it stops.
+            with contextlib.suppress(OSError):
+                server.socket.shutdown(socket.SHUT_RDWR)
             server.shutdown()
             with self._lock:
                 connections = list(self._connections)
