@@ -24,7 +24,7 @@ from cudaup.net.deadline import Lookups
 from cudaup.net.http import HttpClient
 from cudaup.plan import index_memo
 from cudaup.plan.index_memo import IndexMemo
-from cudaup.plan.page_rewrite import rewrite_html, rewrite_json
+from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
 from cudaup.plan.ramp import Ramp
 from cudaup.plan.uv import CompileJob, UvRunner, write_local_index
 from tests.helpers import run_cli
@@ -187,6 +187,22 @@ def test_it_forwards_only_what_it_was_given(
         assert connection.getresponse().status == 404, path
         connection.close()
     assert len(index_server.requests()) == asked  # nothing of it went upstream
+
+
+def test_a_listed_file_is_forwarded_quoted_or_not(memo: IndexMemo) -> None:
+    """uv may quote what a page did not, or the reverse: a file a page listed is the
+    memo's to forward either way, whether that page escaped any of its URLs or none."""
+    memo.local("https://pypi.example/simple")  # started: its token is handed out
+    listed = {
+        "alpha": "https://files.example/p/alpha-1.0+local-py3-none-any.whl",
+        "beta": "https://files.example/p/beta-1.0%2Blocal-py3-none-any.whl",
+    }
+    for project, url in listed.items():
+        memo._allow(Rewritten(b"", [url]), f"https://pypi.example/simple/{project}/")
+    files = f"/{memo._token}/f/https/files.example/p"
+    for name in ("alpha-1.0+local", "alpha-1.0%2Blocal", "beta-1.0+local", "beta-1.0%2Blocal"):
+        assert memo._target(f"{files}/{name}-py3-none-any.whl") is not None, name
+    assert memo._target(f"{files}/gamma-1.0-py3-none-any.whl") is None
 
 
 def test_ranges_are_kept_and_large_bodies_stream_through(

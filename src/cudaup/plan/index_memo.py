@@ -542,10 +542,15 @@ class IndexMemo:
     # -- rewriting pages ----------------------------------------------------------
     def _allow(self, rewritten: Rewritten, page_url: str) -> bytes:
         """``rewritten``'s body, its files now the memo's to forward."""
+        # Kept unquoted, as uv may quote what the page did not (see _target); a page with
+        # no escape in any URL (PyPI's, almost always) is kept as it is, without a call
+        # per URL (a vllm plan's first round lists 72,000 files).
+        files = rewritten.files
+        named = map(unquote, files) if "%" in "".join(files) else files
         # One lock for a page's thousands of files, not one each (contended, each wait
         # for the lock is a wait for the GIL).
         with self._lock:
-            self._files.update(map(unquote, rewritten.files))
+            self._files.update(named)
         # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
         project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
         self._ahead.listed(project, rewritten.files)
