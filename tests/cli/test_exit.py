@@ -34,6 +34,13 @@ def command():
             time.sleep(0.3)  # still working when the command returns
             marker.write_text("thread finished")
         threading.Thread(target=late).start()
+    elif case == "daemon":
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+        shutdown = threading._shutdown  # what the interpreter's exit calls first
+        def noted():
+            marker.write_text("the interpreter's exit")
+            shutdown()
+        threading._shutdown = noted
     return 7
 
 entry.main = command
@@ -77,6 +84,14 @@ def test_a_thread_still_at_work_is_waited_for(tmp_path: Path) -> None:
     done = child(tmp_path, "thread")
     assert done.returncode == 7, done.stderr
     assert (tmp_path / "marker").read_text() == "thread finished"
+
+
+def test_a_daemon_thread_does_not_hold_the_exit_back(tmp_path: Path) -> None:
+    """Python's own exit does not wait for a daemon thread (the request deadlines' one
+    stays for the process): the exit without the teardown is taken all the same."""
+    done = child(tmp_path, "daemon")
+    assert done.returncode == 7, done.stderr
+    assert not (tmp_path / "marker").exists()
 
 
 def test_python_m_cudaup_exits_through_it() -> None:

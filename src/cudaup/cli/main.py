@@ -65,8 +65,8 @@ def run() -> NoReturn:
     every dict and object freed one by one) took 36-67 ms of every run on the test
     machine (issue #27), for memory the kernel takes back at once.  So once the command
     has answered, its output is flushed, the exit hooks run (logging's, tempfile's) and
-    the process ends; were any other thread still running (work the normal exit would
-    wait for), it exits the normal way.
+    the process ends; were any other thread still running that is not a daemon (work the
+    normal exit would wait for), it exits the normal way.
     """
     code = main()
     try:
@@ -78,8 +78,11 @@ def run() -> NoReturn:
     except OSError:
         raise SystemExit(code) from None  # what the normal exit says of it (a full disk)
     threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
-        raise SystemExit(code)
+    if threading is not None and any(
+        not thread.daemon and thread is not threading.current_thread()
+        for thread in threading.enumerate()
+    ):
+        raise SystemExit(code)  # the interpreter's exit waits for them; not for daemons
     import atexit  # noqa: PLC0415 - built in: costs nothing, needed only here
 
     atexit._run_exitfuncs()  # what the interpreter's exit would run first

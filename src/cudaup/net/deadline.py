@@ -23,9 +23,12 @@ the thread that sends it.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import http.client
+import itertools
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -151,6 +154,80 @@ class _Reports:
                 callback(True)
 
 
+class Alarms:
+    """Deadlines kept by one thread for the whole process: arming one is a push onto a
+    heap, not a thread started.  A ``threading.Timer`` per request had cost ~150 µs of
+    CPU each (a thread started, woken and ended), ~700 of them in a cold plan's index
+    memo, whose threads share one core through the GIL.
+
+    The thread is a daemon and stays: waiting costs nothing, and an exit does not wait
+    for it (:func:`cudaup.cli.main.run` waits only for non-daemon threads, as Python does).
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        #: (when, key, action), the earliest first; a cancelled one stays until it is due
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        #: keys armed and neither due yet nor cancelled; keys cancelled still in the heap
+        self._armed: set[int] = set()
+        self._cancelled: set[int] = set()
+        self._keys = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, action: Callable[[], None]) -> int:
+        """Call ``action`` (in the alarms' thread) in ``seconds`` unless :meth:`cancel`
+        is given the key returned first."""
+        with self._changed:
+            key = next(self._keys)
+            heapq.heappush(self._due, (time.monotonic() + seconds, key, action))
+            self._armed.add(key)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="cudaup-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0][1] == key:
+                self._changed.notify()  # earlier than what the thread waits for
+        return key
+
+    def cancel(self, key: int) -> None:
+        """The alarm ``key`` does not go off (an action already under way ends as it
+        would have)."""
+        with self._changed:
+            if key in self._armed:
+                self._armed.discard(key)
+                self._cancelled.add(key)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                action = self._next_due()
+            # One action's failure must not end every deadline after it.
+            with contextlib.suppress(Exception):
+                action()
+
+    def _next_due(self) -> Callable[[], None]:
+        """Wait (holding the condition) for the next alarm due that was not cancelled."""
+        while True:
+            while self._due and self._due[0][1] in self._cancelled:
+                self._cancelled.discard(heapq.heappop(self._due)[1])
+            if not self._due:
+                self._changed.wait()
+                continue
+            when, key, action = self._due[0]
+            left = when - time.monotonic()
+            if left > 0:
+                self._changed.wait(left)
+                continue
+            heapq.heappop(self._due)
+            self._armed.discard(key)
+            return action
+
+
+#: The deadlines of every request's headers (:func:`headers_within`).
+_alarms = Alarms()
+
+
 class _Deadline:
     """What both connection classes add to ``getresponse``."""
 
@@ -174,9 +251,7 @@ class _Deadline:
             with contextlib.suppress(OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
-        timer = threading.Timer(seconds, give_up)
-        timer.daemon = True
-        timer.start()
+        alarm = _alarms.arm(seconds, give_up)
         try:
             response = super().getresponse()  # type: ignore[misc]
         except (OSError, ValueError, http.client.HTTPException) as exc:
@@ -186,7 +261,7 @@ class _Deadline:
         finally:
             with lock:
                 state["answered"] = True
-            timer.cancel()
+            _alarms.cancel(alarm)
         if state["passed"]:  # the socket was shut as the last header arrived
             response.close()
             raise HeadersTooSlowError(seconds)
