@@ -64,11 +64,11 @@ MEMO_LIMIT = 16 * 1024 * 1024
 PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-#: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
-#: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
 #: How long the server's loop waits between looks for a stop: what closing waits where
 #: shutting the listener down does not wake it (:meth:`IndexMemo.close`).
 POLL_INTERVAL = 0.05
+#: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
+#: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
 UV_ACCEPT = f"{_JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _CHUNK = 256 * 1024
 #: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
