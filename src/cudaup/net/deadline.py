@@ -166,11 +166,10 @@ class Alarms:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        #: (when, key, action), the earliest first; a cancelled one stays until it is due
+        #: (when, key, action), the earliest first; a cancelled one stays until it is first
         self._due: list[tuple[float, int, Callable[[], None]]] = []
-        #: keys armed and neither due yet nor cancelled; keys cancelled still in the heap
+        #: the keys armed, neither gone off nor cancelled
         self._armed: set[int] = set()
-        self._cancelled: set[int] = set()
         self._keys = itertools.count()
         self._thread: threading.Thread | None = None
 
@@ -194,9 +193,7 @@ class Alarms:
         """The alarm ``key`` does not go off (an action already under way ends as it
         would have)."""
         with self._changed:
-            if key in self._armed:
-                self._armed.discard(key)
-                self._cancelled.add(key)
+            self._armed.discard(key)
 
     def _run(self) -> None:
         while True:
@@ -209,8 +206,8 @@ class Alarms:
     def _next_due(self) -> Callable[[], None]:
         """Wait (holding the condition) for the next alarm due that was not cancelled."""
         while True:
-            while self._due and self._due[0][1] in self._cancelled:
-                self._cancelled.discard(heapq.heappop(self._due)[1])
+            while self._due and self._due[0][1] not in self._armed:
+                heapq.heappop(self._due)  # cancelled
             if not self._due:
                 self._changed.wait()
                 continue
