@@ -155,7 +155,9 @@ def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
         ]
     # the version the first round took was uv's own: its HEAD, then one tail read ahead
     newest = index_server.requests("/pypi/files/dsl-2.0-py3-none-any.whl")
-    assert sorted(r.method for r in newest) == ["GET", "HEAD"]
+    assert sorted(r.method for r in newest) == ["GET", "HEAD"], [
+        (r.method, r.range) for r in newest
+    ]
 
 
 def _publish_walk(server: IndexServer) -> None:
@@ -355,8 +357,19 @@ def test_closing_with_reads_still_queued_ends_what_waits_for_them(
     assert waiting is not None
     closing = threading.Thread(target=memo.close)
     closing.start()
+    queued = unreachable.format("queued")
     try:
         waiting.result(timeout=30)  # the queued read was cancelled: its start is over
+        # ... and its tail, reserved when it was queued, holds nothing: a request of uv's
+        # that came meanwhile goes upstream instead of waiting for it forever.
+        found: list[object] = []
+        asking = threading.Thread(
+            target=lambda: found.extend([ahead.answer(queued, "bytes=0-10"), ahead.size(queued)]),
+            daemon=True,
+        )
+        asking.start()
+        asking.join(30)
+        assert found == [None, None], "a cancelled read's reserved tail was waited for"
     finally:
         hold.set()
     closing.join(30)

@@ -199,11 +199,18 @@ class ReadAhead:
         with self._lock:
             if self._closed or url in self._started:
                 return
-            begun = self._started[url] = threading.Event()
+            self._started[url] = threading.Event()
+            # The tail is reserved now, not once a worker asks for it: uv, sending its
+            # first range right after this HEAD's answer, finds it being read.  On a busy
+            # machine uv's range came first and went upstream beside the tail's (1 run in
+            # 8-20 of tests/plan/test_read_ahead.py's backtracking test, under load).
+            self._blocks.setdefault(url, []).append(_Block(None, AHEAD, reserved=True))
             # Under the lock: close() shuts the pool after.  A read close() cancels before
             # it ran ends too: a walk or a round waiting for its start goes on (it waited
             # forever, and close() with it, when a plan ended with reads still queued).
-            self._pool.submit(self._read, url).add_done_callback(lambda _read: begun.set())
+            self._pool.submit(self._read, url).add_done_callback(
+                lambda _read: self._end_left(url)  # its reserved tail too, had it never run
+            )
 
     def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
         """Read ahead the wheels ``find`` names, found in a thread of the memo's own (it may
@@ -280,11 +287,16 @@ class ReadAhead:
         except CudaupError as exc:
             log.info("index memo: %s not read ahead (%s): uv reads it itself", url, exc)
         finally:
-            with self._lock:
-                left = [b for b in self._blocks.get(url, ()) if not b.done.is_set()]
-                self._started[url].set()
-            for block in left:  # reserved, never asked for: it holds nothing, none waits
-                self._end(block)
+            self._end_left(url)
+
+    def _end_left(self, url: str) -> None:
+        """``url``'s reading is over: it has started, as far as anyone waits for that, and
+        a block reserved but never asked for holds nothing, so none waits for it."""
+        with self._lock:
+            left = [b for b in self._blocks.get(url, ()) if not b.done.is_set()]
+            self._started[url].set()
+        for block in left:
+            self._end(block)
 
     def _end(self, block: _Block) -> None:
         with self._lock:
