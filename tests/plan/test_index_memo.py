@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -561,3 +562,63 @@ def test_a_request_handed_a_kept_connection_frees_its_opening_place_at_once() ->
     held.set()
     for thread in [*threads, third]:
         thread.join(30)
+
+
+def _chunked_beside_a_length(
+    server: IndexServer, path: str, stated: int, sent: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``path`` on ``server`` answers ``sent`` chunked, with a ``Content-Length`` of
+    ``stated`` beside the chunking (RFC 9112 6.3: the chunking is the framing)."""
+    served = server.handle
+
+    def lying(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path.split("?")[0] != path:
+            served(request, body)
+            return
+        request.send_response(200)
+        request.send_header("Content-Type", "application/octet-stream")
+        request.send_header("Content-Length", str(stated))
+        request.send_header("Transfer-Encoding", "chunked")
+        request.end_headers()
+        for start in range(0, len(sent), 64 * 1024):
+            chunk = sent[start : start + 64 * 1024]
+            request.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        request.wfile.write(b"0\r\n\r\n")
+
+    monkeypatch.setattr(server, "handle", lying)
+
+
+@pytest.mark.parametrize(
+    "stated", [10, 4096], ids=["stated-below-the-limit", "stated-above-the-limit"]
+)
+def test_a_length_beside_chunking_neither_frames_nor_bounds_what_is_passed_on(
+    index_server: IndexServer,
+    http_client: HttpClient,
+    monkeypatch: pytest.MonkeyPatch,
+    stated: int,
+) -> None:
+    """An upstream that sends ``Content-Length`` beside chunked transfer: the chunks frame
+    the body.  Passing the stated length on to uv (above the memo's limit: the body
+    streamed) framed uv's answer by it, so the bytes past it, here a whole forged
+    answer, were read by uv as the answer to its next request on that connection; below
+    the limit the memo read the whole chunked body, of any size, into memory before
+    refusing it for its length.  Now the body is passed on whole, without the length,
+    the connection closed after it, as RFC 9112 asks of an intermediary."""
+    _publish(index_server)
+    path = "/pypi/files/alpha-1.0-py3-none-any.whl"
+    forged = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
+    body = b"w" * 4096 + forged + b"z" * (2 * 1024 * 1024)
+    _chunked_beside_a_length(index_server, path, stated, body, monkeypatch)
+    with IndexMemo(http_client, limit=1024) as memo:
+        _get(memo.local(index_server.url("pypi")) + "/alpha/", {"Accept": JSON})
+        local = urlsplit(memo.local(index_server.url("pypi")))
+        files = local.path.removesuffix("/i/0") + "/f/http/"
+        connection = http.client.HTTPConnection(local.netloc, timeout=30)
+        try:
+            connection.request("GET", files + index_server.base.removeprefix("http://") + path)
+            answer = connection.getresponse()
+            assert (answer.status, answer.getheader("Content-Length")) == (200, None)
+            assert answer.read() == body
+            assert answer.will_close  # the body ends where the connection does
+        finally:
+            connection.close()

@@ -14,8 +14,8 @@ request.  Index pages name their files by absolute URL, so their file URLs (HTML
 through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are
 read once as well, and where an index offers no PEP 658 metadata a wheel's tail, central
 directory and METADATA are read ahead of uv's own ranges from its HEAD on
-(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel) streams through
-and is not kept.  What is kept is fresh for the plan (``Cache-Control``), so the plan's
+(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel), or of no
+stated length, streams through and is not kept.  What is kept is fresh for the plan (``Cache-Control``), so the plan's
 uv runs, which share a uv cache of the plan's own, ask for each thing once at all.
 
 It is no open proxy: it forwards only below the indexes it was given and to the file
@@ -509,7 +509,8 @@ class IndexMemo:
         return files
 
     def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
-        """The whole answer when it is small enough to keep; None to stream it."""
+        """The whole answer when its length is stated and small enough to keep; None to
+        stream it."""
         import urllib3  # noqa: PLC0415
 
         headers = _passed(raw.headers)
@@ -522,7 +523,7 @@ class IndexMemo:
             announced = raw.headers.get("Content-Length")
             extra = (("Content-Length", announced),) if announced is not None else ()
             return _Answer(raw.status, headers + extra, b"")
-        length = _length(raw.headers)
+        length = raw.length_remaining  # the body's framing: see _stream
         if length is None or length > self.limit:
             return None
         try:
@@ -575,13 +576,6 @@ def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, s
     )
 
 
-def _length(headers: Mapping[str, str]) -> int | None:
-    try:
-        return int(headers["Content-Length"])
-    except (KeyError, ValueError):
-        return None
-
-
 def _head_answer(size: int) -> _Answer:
     """A wheel's HEAD answered from its tail read ahead: the size its 206 gave."""
     headers = (
@@ -628,12 +622,17 @@ def _stream(request: http.server.BaseHTTPRequestHandler, raw: urllib3.BaseHTTPRe
     """A body too large to keep, passed on as it arrives."""
     import urllib3  # noqa: PLC0415
 
+    # urllib3's reading of the framing, before any of the body is read: the Content-Length,
+    # or None where there is none, it is unusable, or it stands beside chunked transfer
+    # (RFC 9112 6.3: the chunks frame the body, and an intermediary drops the length).
+    # Passing such a length on would frame uv's answer by it: the bytes past it would be
+    # read by uv as the answer to its next request on the connection.
+    length = raw.length_remaining
     request.send_response(raw.status)
     for name, value in _passed(raw.headers):
         request.send_header(name, value)
-    length = raw.headers.get("Content-Length")
     if length is not None:
-        request.send_header("Content-Length", length)
+        request.send_header("Content-Length", str(length))
     else:
         request.send_header("Connection", "close")
         request.close_connection = True
