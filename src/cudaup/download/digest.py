@@ -93,7 +93,7 @@ class PrefixHasher:
         """The hex digest of the whole file, or None if the download stopped first."""
         digest = hashlib.new(self.algorithm)
         size = self._plan.size
-        readback = memoryview(bytearray(HASH_BLOCK))
+        readback: memoryview | None = None  # made when first needed: most runs need none
         while self.hashed < size:
             job = self._next_job()
             if job is None:
@@ -107,6 +107,8 @@ class PrefixHasher:
                     self._changed.notify_all()  # a connection may wait for a spare
                 self.hashed += length
             else:
+                if readback is None:
+                    readback = memoryview(bytearray(HASH_BLOCK))
                 self._read_back(digest, readback, job)
             # how fast the hash goes sizes the last pieces (see range_plan)
             self._plan.observe_hash(self.hashed - start, time.perf_counter() - began)
