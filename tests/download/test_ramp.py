@@ -68,6 +68,63 @@ def test_a_connection_that_keeps_its_core_busy_stays_alone() -> None:
         assert ramp.settled == (count == 1)
 
 
+class Windows:
+    """Windows fed to ``ramp`` one by one, each with what its connections and the whole
+    process did in it."""
+
+    def __init__(self, ramp: ConnectionRamp) -> None:
+        self.ramp = ramp
+        self.now, self.completed, self.cpu, self.process_cpu = 0.0, 0, 0.0, 0.0
+        ramp.observe(0.0, 0, 1000 * MiB, cpu=0.0, process_cpu=0.0)
+
+    def next(self, rate: float, busy: float, process: float) -> int:
+        """A window in which each connection moved ``rate`` bytes per second using ``busy``
+        of a core, and the process used ``process`` cores; the count wanted."""
+        count = self.ramp.count
+        self.now += WINDOW
+        self.completed += int(rate * count * WINDOW)
+        self.cpu += busy * count * WINDOW
+        self.process_cpu += process * WINDOW
+        return self.ramp.observe(
+            self.now, self.completed, 1000 * MiB, cpu=self.cpu, process_cpu=self.process_cpu
+        )
+
+
+def test_a_process_that_keeps_its_cores_busy_holds_the_count() -> None:
+    # A cold pypi install on 2 CPUs: 60 MiB/s on the one connection, its thread using a
+    # tenth of a core, the process 1.6 cores (the other downloads, their hashes, the
+    # extraction of what lands).  Another connection would take its CPU from them: the
+    # count holds, unsettled, and the download runs as a lone one (held) ...
+    ramp = ConnectionRamp(8, cores=2)
+    windows = Windows(ramp)
+    assert windows.next(60 * MiB, 0.1, 1.6) == 1
+    assert ramp.held and not ramp.settled
+    # ... a slower window while held is measured again, not judged as an addition ...
+    assert windows.next(40 * MiB, 0.1, 1.7) == 1
+    assert ramp.held and not ramp.settled
+    # ... and once the process leaves cores idle, the connections they can run are added.
+    assert windows.next(60 * MiB, 0.1, 0.4) == 8
+    assert not ramp.held and [s.connections for s in ramp.steps] == [1, 1, 1]
+
+
+def test_the_idle_cpu_caps_the_connections_added() -> None:
+    # 0.9 of a core idle, a fifth of one per connection: four more, not the eight that
+    # would pass the hash speed; without the process's CPU, the eight.
+    ramp = ConnectionRamp(8, cores=2)
+    assert Windows(ramp).next(60 * MiB, 0.2, 1.1) == 5
+    unmeasured = ConnectionRamp(8)
+    unmeasured.observe(0.0, 0, 1000 * MiB, cpu=0.0)
+    assert unmeasured.observe(WINDOW, int(60 * MiB * WINDOW), 1000 * MiB, cpu=0.2 * WINDOW) == 8
+
+
+def test_a_connection_its_link_caps_goes_wide_in_a_busy_process() -> None:
+    # 6 MiB/s, 2 % of a core each: connections that cost next to nothing are added
+    # however busy the process is (an extraction beside a capped download).
+    ramp = ConnectionRamp(8, cores=2)
+    assert Windows(ramp).next(6 * MiB, 0.02, 1.95) == 8
+    assert not ramp.held
+
+
 def test_connections_that_bring_nothing_are_taken_back() -> None:
     # The CPUs are the limit: eight connections move what one did (a little less).
     rates = {1: 600 * MiB, **dict.fromkeys(range(2, 9), 560 * MiB)}
@@ -285,3 +342,31 @@ def test_a_far_server_gets_the_other_connections_at_the_second_tick(
     assert before and (len(before) == 1 or before[-1] > 0), (connecting, ramp.steps)
     assert result.connections > 1
     assert fault_server.connections("/f.run") > 2
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held", "measuring"])
+def test_a_held_download_asks_for_the_rest_in_one_request(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    # A ramp that keeps one connection and never settles: held (the process keeps the
+    # cores busy), the connection takes the rest of the file in one request; still
+    # measuring, it takes pieces cut for connections that may join, a request each
+    # (PyPI's wheels through this machine's proxy: nvvm's 61 MB in 36 requests on one
+    # connection, each a round trip the connection stood idle).
+    class Kept(ConnectionRamp):
+        def observe(self, *args: Any, **kwargs: Any) -> int:
+            self.held = held
+            return self.count
+
+    monkeypatch.setattr(parallel, "ConnectionRamp", Kept)
+    body = payload(48 * MiB, seed=7)
+    fault_server.add("/f.run", body, Fault(latency=0.01, rate=48 * MiB))
+    result = download(
+        request(fault_server, size=len(body), sha256=_sha(body)), tmp_path / "out",
+        http=client(tmp_path),
+    )  # fmt: skip
+    assert result.path.read_bytes() == body and result.connections == 1
+    asked = [s.range or "" for s in fault_server.requests("/f.run")]
+    spans = [int(last) - int(first) + 1 for first, last in (a[6:].split("-") for a in asked)]
+    # The ramp's first look comes a tick or two into the transfer, 5-10 MiB here.
+    assert (max(spans) >= len(body) // 2) if held else (max(spans) < len(body) // 4), asked

@@ -51,7 +51,7 @@ from cudaup.download.target import DownloadPaths, PartFile, PartFileClosedError,
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
-from cudaup.util.parallel import CancelledError
+from cudaup.util.parallel import CancelledError, usable_cpus
 
 #: How often the resume state is rewritten while the download runs, in seconds (progress
 #: is reported every :data:`~cudaup.download.watch.TICK`).  Each save first syncs the
@@ -489,7 +489,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     hasher = PrefixHasher(checksum[0], plan, part) if checksum is not None else None
     transfer = Transfer(http, request, remote, target, part, plan, slots, watchdog, most, hasher)
     # An explicit count is used from the start; the default adapts (see ramp).
-    ramp = ConnectionRamp(most, start=connections or 1, size=size)
+    ramp = ConnectionRamp(most, start=connections or 1, size=size, cores=usable_cpus())
     transfer.wanted = plan.connections = ramp.count
     plan.may_grow_to = 0 if ramp.settled else ramp.most
     digests: list[str] = []
@@ -527,9 +527,10 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
                 plan.round_trip,
                 transfer.connecting(),
                 counted_at,
+                time.process_time(),
             )
             plan.connections = min(transfer.wanted, transfer.connections)
-            plan.may_grow_to = 0 if ramp.settled else ramp.most
+            plan.may_grow_to = 0 if ramp.settled or ramp.held else ramp.most
             transfer.widen(threads)
         if transfer.connections < told:
             told = transfer.connections

@@ -19,7 +19,14 @@ So a download starts with one connection and, after each :data:`WINDOW` of trans
   (its CPU time): what holds a connection back is the CPU, not the link, and one more
   would take a core from the hash;
 - otherwise it adds as many connections as would reach the ceiling at the speed of
-  one (all that are allowed when nothing bounds the download), and measures again;
+  one (all that are allowed when nothing bounds the download), but no more than the CPU
+  the process left idle can run, at the share of a core each connection used, and none
+  while less than :data:`SPARE` of a core is idle (it holds the count and measures
+  again; a connection that its link caps uses too little CPU to count).  The
+  download then shares its process with work that needs the cores too (an install's
+  extraction of the file as it lands, other downloads, their hashes), and a connection
+  more would take its CPU from them (a cold pypi install of nvcc on 2 CPUs: 1.16 s with
+  each wheel's download going wide, 1.04 with one connection each);
 - connections that were added keep their place while each brought at least
   :data:`MIN_GAIN` of the speed of the ones before; if together they raised the
   throughput by less than :data:`MIN_RISE`, the download goes back to the count before
@@ -59,6 +66,14 @@ HEADROOM = 0.5
 #: at 6 MiB/s uses 1-3 % of one; one on loopback 30-50 % on a loaded 2-core machine
 #: (where it waits for a core besides), more on an idle one.
 BUSY = 0.25
+#: What one connection's thread must use of a core to be counted against the CPU the
+#: process left idle (a connection capped by its link uses 1-3 %: it always fits).
+HUNGRY = 0.05
+#: ... and the least idle CPU, in cores, for such connections to be added: below it the
+#: cores the process keeps busy are all it gets (on 2 CPUs, a cold pypi install's
+#: downloads met their first step with 0.3-0.45 of a core idle, each connection using a
+#: tenth of one: two or three more each brought nothing and were taken back).
+SPARE = 0.5
 #: Seconds a count waits for its connections' first bytes before it is measured anyway
 #: (what has not come by then counts as nothing brought).
 PATIENCE = 1.0
@@ -75,17 +90,32 @@ class Step:
 class ConnectionRamp:
     """The number of connections wanted now, from the throughput each count reached."""
 
-    def __init__(self, most: int, *, start: int = 1, window: float = WINDOW, size: int = 0) -> None:
+    def __init__(
+        self,
+        most: int,
+        *,
+        start: int = 1,
+        window: float = WINDOW,
+        size: int = 0,
+        cores: int | None = None,
+    ) -> None:
         self.most = max(1, most)
+        #: the CPUs the process may use (None: not known, the idle CPU is not measured)
+        self.cores = cores
         self.count = max(1, min(start, self.most))
         self.window = window
         #: the file's size: a large one from a far server takes its first step sooner
         self.size = size
         #: no more steps: the count stays (lowered only by the server, see :meth:`cap`)
         self.settled = self.count >= self.most
+        #: the last count measured was kept for want of idle CPU: while so, the download
+        #: runs as if no connection will join (its pieces are not cut for them)
+        self.held = False
         #: what each count reached, in order (for the tests and the debugging eye)
         self.steps: list[Step] = []
-        self._since: tuple[float, int, float | None, float | None] | None = None
+        #: (time, bytes, the connections' CPU, counting time, the process's CPU) at the
+        #: window's start
+        self._since: tuple[float, int, float | None, float | None, float | None] | None = None
         #: since when the count has waited for connections that have not brought a byte
         self._waiting_since: float | None = None
 
@@ -105,6 +135,7 @@ class ConnectionRamp:
         round_trip: float | None = None,
         connecting: int = 0,
         counted_at: float | None = None,
+        process_cpu: float | None = None,
     ) -> int:
         """``completed`` bytes are on disk at ``now`` (seconds); the connections wanted.
 
@@ -120,20 +151,22 @@ class ConnectionRamp:
         two tenths moved one read more or less than it did, which measured one connection
         of an 8 MiB/s link anywhere from 7.5 to 9.4 MiB/s.  Between two counting times
         the bytes counted are exactly those that arrived, so the rate is taken over those
-        times where both are known.
+        times where both are known.  ``process_cpu``: the CPU seconds the whole process
+        has used so far, every thread's (None: not measured); with :attr:`cores` it says
+        what CPU the process left idle.
         """
         if self.settled:
             return self.count
         if self._since is None:
-            self._since = (now, completed, cpu, counted_at)
+            self._since = (now, completed, cpu, counted_at, process_cpu)
             return self.count
         if connecting:
             if self._waiting_since is None:
                 self._waiting_since = now
             if now - self._waiting_since < PATIENCE:
-                self._since = (now, completed, cpu, counted_at)
+                self._since = (now, completed, cpu, counted_at, process_cpu)
                 return self.count
-        began, base, base_cpu, base_counted_at = self._since
+        began, base, base_cpu, base_counted_at, base_process_cpu = self._since
         if now - began < self._window(round_trip):
             return self.count
         if counted_at is not None and base_counted_at is not None and counted_at > base_counted_at:
@@ -145,10 +178,16 @@ class ConnectionRamp:
             if cpu is not None and base_cpu is not None
             else 0.0
         )
-        self._since = (now, completed, cpu, counted_at)
+        idle = (
+            self.cores - (process_cpu - base_process_cpu) / (now - began)
+            if self.cores is not None and process_cpu is not None and base_process_cpu is not None
+            else None
+        )
+        self._since = (now, completed, cpu, counted_at, process_cpu)
         before = self.steps[-1] if self.steps else None
         self.steps.append(Step(self.count, rate))
-        if before is not None and not self._keep(before, rate):
+        # A count held for want of idle CPU is measured again, not judged as an addition.
+        if before is not None and not self.held and not self._keep(before, rate):
             return self.count
         past_ceiling = ceiling is not None and rate >= HEADROOM * ceiling
         if self.count >= self.most or rate <= 0 or past_ceiling or busy >= BUSY:
@@ -156,6 +195,11 @@ class ConnectionRamp:
             return self.count
         one = rate / self.count
         wanted = self.most if ceiling is None else math.ceil(ceiling / one)
+        self.held = idle is not None and busy >= HUNGRY and idle < SPARE
+        if self.held:
+            return self.count  # the process keeps the cores busy: see again next window
+        if idle is not None and busy >= HUNGRY:
+            wanted = min(wanted, self.count + math.floor(idle / busy))
         self.count = max(self.count + 1, min(self.most, wanted))
         self._waiting_since = None
         return self.count

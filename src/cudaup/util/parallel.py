@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -11,6 +12,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), where the system says."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - macOS, Windows
 
 
 class CancelledError(Exception):

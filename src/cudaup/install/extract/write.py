@@ -27,7 +27,7 @@ from cudaup.install.extract.tar import TarReader
 from cudaup.install.extract.zip import RUN_MEMBER, ZipReader, compressed_size
 from cudaup.util.faults import DENIED, DISK_FULL, denied, full_disk
 from cudaup.util.parallel import check as check_cancelled
-from cudaup.util.parallel import map_concurrently
+from cudaup.util.parallel import map_concurrently, usable_cpus
 
 #: The sha256 of every file written, by its path below the destination (``bin/nvcc``).
 Digests = dict[str, str]
@@ -71,12 +71,6 @@ def final_mode(member: Member) -> int:
     return 0o644
 
 
-def _usable_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1  # pragma: no cover - macOS, Windows
-
-
 #: Members at least this big are decompressed in parallel when the format allows it (zip):
 #: inflating releases the GIL, and NVIDIA's wheels hold a few 30-80 MB binaries each.
 PARALLEL_MEMBER = RUN_MEMBER
@@ -84,7 +78,7 @@ PARALLEL_MEMBER = RUN_MEMBER
 #: several connections at once, and a member waiting for its bytes holds no core; one
 #: worker left nvvm's second binary (cicc) waiting for the first (libnvvm) to inflate
 #: although its bytes were on disk (issue #27: a cold pypi install, 2 CPUs, phases tool).
-PARALLEL_WORKERS = max(2, min(4, _usable_cpus() - 1))
+PARALLEL_WORKERS = max(2, min(4, usable_cpus() - 1))
 
 
 def extract_in_one_pass(
