@@ -24,6 +24,16 @@ With ``--baseline DIR`` (the ``src/`` of another cudaup, for instance ``git arch
 COMMIT src | tar -x -C /tmp/before``) a "cudaup, baseline" row runs that cudaup too,
 first on ``PYTHONPATH``, taking its turn within every run: before and after under the
 same load, as ``benchmarks/download.py --baseline`` does.
+
+With ``--scratch DIR`` the caches and targets go under ``DIR``.  Each install creates
+~1,900 files, and what a file's creation costs is the file system's: this project's
+machines' root file system (ext4 without a journal, after the churn of tests and
+benchmarks) spends 100-600 µs of kernel time on each, a fresh journaled ext4 about 20,
+and that cost, the same for every tool, hides the tools' own.  A fresh one, for instance::
+
+    truncate -s 30G /tmp/fs.img && mkfs.ext4 -q /tmp/fs.img && mkdir -p /mnt/fs
+    mount -o loop /tmp/fs.img /mnt/fs
+    .venv/bin/python benchmarks/install.py --scratch /mnt/fs
 """
 
 from __future__ import annotations
@@ -85,6 +95,26 @@ def curl_all(wheels: list[tuple[str, str, int]], directory: Path) -> list[str]:
     return command
 
 
+def file_system(directory: Path) -> str:
+    """The file system ``directory`` is on, in words: its device, type, and whether ext4
+    keeps a journal there (without one, ext4 checks every inode it considers for a new
+    file against the ones freed in the last minutes: see docs/performance.md)."""
+    best: tuple[str, str, str] = ("?", "?", "")
+    resolved = str(directory.resolve())
+    for line in Path("/proc/mounts").read_text().splitlines():
+        device, mount, kind = line.split()[:3]
+        inside = resolved == mount or resolved.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best[1]):
+            best = (device, mount, kind)
+    device, mount, kind = best
+    words = f"{kind} on {device} (mounted at {mount})"
+    if kind == "ext4":
+        name = Path(device).name
+        journaled = any(Path("/proc/fs/jbd2").glob(f"{name}-*"))
+        words += ", with a journal" if journaled else ", without a journal"
+    return words
+
+
 def spread(values: list[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
@@ -97,6 +127,12 @@ def main() -> None:
         help="the src/ directory of another cudaup (e.g. an older commit's, from git archive): "
         "it runs too, taking turns with this one",
     )
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        help="where the caches and targets go (default: the system's temporary directory): "
+        "each install creates ~1,900 files, whose cost is the file system's",
+    )
     args = parser.parse_args()
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
@@ -107,8 +143,9 @@ def main() -> None:
         subprocess.run(
             [python, "-m", "compileall", "-q", str(args.baseline / "cudaup")], check=True
         )
-    with tempfile.TemporaryDirectory(prefix="cudaup-install-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cudaup-install-bench-", dir=args.scratch) as tmp:
         work = Path(tmp)
+        where = file_system(work)
 
         def cudaup(cache: Path, target: Path) -> list[str]:
             return [python, "-m", "cudaup", "install", "13.0.1", "--channel", "pypi",
@@ -172,6 +209,7 @@ def main() -> None:
         "Command: `.venv/bin/python benchmarks/install.py"
         + (f" --runs {args.runs}" if args.runs != 3 else "")
         + (f" --baseline {args.baseline}" if args.baseline else "")
+        + (f" --scratch {args.scratch}" if args.scratch else "")
         + " --output docs/performance.md`",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this 2-core machine, "
@@ -182,7 +220,7 @@ def main() -> None:
         "again into a fresh target). CPU is user + system time of the process and its children. "
         "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
         "version.json); pip and uv only unpack them. cudaup runs from compiled bytecode, as "
-        "installed from its wheel."
+        f"installed from its wheel. Caches and targets: {where}."
         + (f" The baseline row runs the cudaup in `{args.baseline}`." if args.baseline else ""),
         "",
         "| tool | cold s | cold CPU s | warm s | cold x uv | warm x uv |",
