@@ -11,8 +11,8 @@ wheels and no CCCL: 168 files.)  Cold: an empty cache for each tool; warm: the
 same cache again, into a fresh target.  pip runs with its configuration file
 disabled and PyPI as its only index, so no local mirror helps it.  The tools
 take turns within each run, so a change in the network's speed over the
-minutes of a run falls on all of them alike, and each starts from settled free
-memory (see ``benchmarks/report.py``).
+minutes of a run falls on all of them alike, each run starting one tool later, and each
+starts from settled free memory (see ``benchmarks/report.py``).
 
 cudaup's bytecode is compiled first, as pip does when it installs cudaup's
 wheel: an editable checkout under ``PYTHONDONTWRITEBYTECODE`` (set on some CI
@@ -173,7 +173,13 @@ def main() -> None:
         wall: dict[tuple[str, str], list[float]] = {}
         cpu: dict[tuple[str, str], list[float]] = {}
         for run in range(args.runs):
-            for name, command in tools.items():
+            # Each run starts one tool later: a tool's cleanup frees thousands of inodes,
+            # which the next tool's file creation pays for on a file system without a
+            # journal (see --scratch); the first run starts with cudaup (its record names
+            # the wheels).
+            names = list(tools)
+            for name in names[run % len(names) :] + names[: run % len(names)]:
+                command = tools[name]
                 slug = name.replace(", ", "-")
                 cache = work / f"cache-{slug}-{run}"
                 env = {
@@ -216,7 +222,7 @@ def main() -> None:
         "shared with other work (load varies run to run: read the ratios), live PyPI, "
         f"the wheels cudaup installs for nvcc and cudart, pinned for pip and uv "
         f"(`{' '.join(pins(wheels))}`, `--no-deps`); whole-process wall time, median (range) of {args.runs} runs, "
-        "the tools taking turns within each run (cold: an empty cache; warm: the same command "
+        "the tools taking turns within each run, each run starting one tool later (cold: an empty cache; warm: the same command "
         "again into a fresh target). CPU is user + system time of the process and its children. "
         "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
         "version.json); pip and uv only unpack them. cudaup runs from compiled bytecode, as "
