@@ -43,6 +43,30 @@ def test_a_changed_ssl_cert_file_gets_its_own_context(monkeypatch: pytest.Monkey
     assert tls.default_context() is default
 
 
+def test_a_usable_ssl_cert_file_is_read_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """OpenSSL's default paths read SSL_CERT_FILE already (in place of its own default
+    file): reading it again cost ~20 ms of every first HTTPS request where it is set."""
+    # Three of the system's own (the suite reaches PyPI over TLS: there are some).
+    certificates = ssl.create_default_context().get_ca_certs(binary_form=True)[:3]
+    assert certificates
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("".join(ssl.DER_cert_to_PEM_cert(der) for der in certificates))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    read: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: object, **kwargs: object) -> None:
+        read.append(kwargs.get("cafile", args[0] if args else None))
+        load(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    context = tls.default_context()
+    assert [c for c in read if c] == []
+    assert context.get_ca_certs(binary_form=True) == certificates  # those, and only those
+
+
 def test_trust_anchors_that_are_not_certificates_are_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
