@@ -82,7 +82,8 @@ def _unusable(cafile: str, capath: str, exc: OSError | ssl.SSLError) -> UsageErr
 
 
 def _build(background: bool) -> _Build:
-    # SSL_CERT_FILE/SSL_CERT_DIR (as curl, pip and uv honour them) add trust anchors.
+    # SSL_CERT_FILE/SSL_CERT_DIR (as curl, pip and uv honour them) name the trust anchors,
+    # each in place of OpenSSL's default file or directory.
     key = os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
     with _lock:
         build = _builds.get(key)
