@@ -14,9 +14,10 @@ request.  Index pages name their files by absolute URL, so their file URLs (HTML
 through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are
 read once as well, and where an index offers no PEP 658 metadata a wheel's tail, central
 directory and METADATA are read ahead of uv's own ranges from its HEAD on
-(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel), or of no
-stated length, streams through and is not kept.  What is kept is fresh for the plan (``Cache-Control``), so the plan's
-uv runs, which share a uv cache of the plan's own, ask for each thing once at all.
+(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel), or of
+no stated length, streams through and is not kept.  What is kept is fresh for the plan
+(``Cache-Control``), so the plan's uv runs, which share a uv cache of the plan's own, ask
+for each thing once at all.
 
 It is no open proxy: it forwards only below the indexes it was given and to the file
 URLs it rewrote from their pages, only under its random prefix (another local user
