@@ -209,7 +209,7 @@ class ReadAhead:
             # it ran ends too: a walk or a round waiting for its start goes on (it waited
             # forever, and close() with it, when a plan ended with reads still queued).
             self._pool.submit(self._read, url).add_done_callback(
-                lambda _read: self._end_left(url)  # its reserved tail too, had it never run
+                lambda _read: self._end_left(url)  # run or cancelled, what it left ends
             )
 
     def later(self, find: Callable[[], list[str]]) -> Future[None] | None:
@@ -286,8 +286,7 @@ class ReadAhead:
                         self._end(block)
         except CudaupError as exc:
             log.info("index memo: %s not read ahead (%s): uv reads it itself", url, exc)
-        finally:
-            self._end_left(url)
+        # What is left of it is ended by the future's callback (see :meth:`start`).
 
     def _end_left(self, url: str) -> None:
         """``url``'s reading is over: it has started, as far as anyone waits for that, and
