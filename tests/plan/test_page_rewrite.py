@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudaup.plan import page_rewrite
 from cudaup.plan.page_rewrite import exact_json, rewrite_json
@@ -40,6 +42,10 @@ PLAIN = [
     _page("https://files.example/p/alpha-1.0.tar.gz", yanked='"url": "https://evil.example/x"'),
     # A URL that is not UTF-8 passes byte for byte.
     _page("https://files.example/p/alpha-1.0.tar.gz").replace(b"alpha-1.0.tar", b"\xff-1.0.tar"),
+    # What follows the host is the URL's own: another scheme in its query changes nothing.
+    _page("https://files.example/r?to=https:///p/alpha-1.0.tar.gz", "https://files.example/#x"),
+    # A key whose opening quote closed a string that is not a URL: the scan sees it.
+    b'{"files": [{"filename": "a-1.0.tar.gz"url": "https://files.example/p/a-1.0.tar.gz"}]}',
 ]
 
 NOT_PLAIN = [
@@ -57,6 +63,11 @@ NOT_PLAIN = [
     b'{"files": [{"url": "https://files.example/p/alpha-1.0.tar.gz',  # cut off
     # A key whose opening quote is the one that closed the URL before it.
     b'{"files": [{"url": "https://files.example/p/a-1.0.tar.gz"url": "https://b.example/x"}]}',
+    # ... or the one that closed the key before it, or that opened its value.
+    b'{"files": [{"url"url": "https://files.example/p/a-1.0.tar.gz"}]}',
+    b'{"files": [{"url": "url": "https://files.example/p/a-1.0.tar.gz"}]}',
+    # A key whose value is not a string, beside one that is plain.
+    _page("https://files.example/p/alpha-1.0.tar.gz", None),
 ]
 
 
@@ -96,3 +107,25 @@ def test_what_the_rewrite_points_at_the_memo() -> None:
         "http://files.example/p/alpha-1.1.tar.gz",
         "https://pypi.example/p/alpha-0.9.tar.gz",
     ]
+
+
+#: The pieces a page's bytes are drawn from: whole keys with values plain and not, and
+#: the bytes the byte path looks at one by one (quotes, schemes, hosts, escapes), which
+#: join into keys sharing quotes, hosts left empty, values left open.
+_PIECES = [
+    b'"url": "https://files.example/p/a.whl"', b'"url": "http://files.example/b#x"',
+    b'"url": "https:///p"', b'"url": "https://@h/p"', b'"url":"https://h/p"',
+    b'url": "https://h/q"', b'"url": "https://h', b'"url": "https://h\\/b"', b'\\"',
+    b'"url"', b'"url": "', b'"', b"url", b'url": "', b"https://", b"http://", b"HTTPS://",
+    b"files.example", b"/", b"#", b"@", b"\\", b" ", b"{", b"}", b",",
+]  # fmt: skip
+
+
+@settings(max_examples=600)
+@given(st.lists(st.sampled_from(_PIECES), max_size=24).map(b"".join))
+def test_whatever_the_byte_path_answers_is_the_exact_paths_answer(page: bytes) -> None:
+    """Pages of any shape, most of them no JSON at all: where the byte path answers, it
+    gives the exact path's bytes and files; where it cannot, it says so (None)."""
+    fast = page_rewrite._plain_json(page, BASE)
+    if fast is not None:
+        assert fast == exact_json(page, PAGE_URL, BASE)

@@ -28,13 +28,14 @@ from urllib.parse import urljoin
 _JSON_URL = re.compile(r'("url":\s*")([^"\\]*)"')
 _HREF = re.compile(r"""(\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 #: PyPI's spelling of a file's key and value start (``json.dumps``' default separators).
-_JSON_KEY, _JSON_VALUE = b'"url"', b'"url": "'
-#: ... and every such value, cut at its closing quote, in one C scan of the page (a loop
-#: over a split's pieces in Python cost numpy's 1.9 MB page 4,400 iterations).
-_PLAIN_URLS = re.compile(re.escape(_JSON_VALUE) + rb'([^"]*)"')
-#: What the exact path treats otherwise than the fast path's replacement of a URL's
-#: scheme (escapes, credentials, no host), found in the quote-joined URLs.
-_NOT_PLAIN = (b"\\", b"@", b":///", b'://"', b"://#")
+_JSON_VALUE = b'"url": "'
+#: Every ``"url"`` key of a page, in one C scan, each with its value where that value is
+#: plain: written ``"url": "http[s]://host…"`` (no quote in it, a host that is not empty)
+#: and not closed by a quote that also opens another ``"url"`` (``…"url": "…``: that key
+#: would go unseen by the scan and by the exact path, yet be replaced by the byte path).
+#: A key with any other value gives ``b""``.  Linear on any page: each value ends at the
+#: next quote, and what follows it is looked at once.
+_KEYED_URLS = re.compile(rb'"url"(?:: "(https?://[^"/#][^"]*)"(?!url"))?')
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,25 +82,25 @@ def rewrite_html(body: bytes, page_url: str, base: str) -> Rewritten:
 
 def _plain_json(body: bytes, base: str) -> Rewritten | None:
     """:func:`exact_json`'s answer for a page whose every ``"url"`` is written
-    ``"url": "http[s]://host/…"`` with no escape, ``@`` or empty host in any of them;
-    None for any other page."""
-    urls = _PLAIN_URLS.findall(body)
-    # Every "url" key must start one of them: one written otherwise (spacing, not a
-    # string, a value left open, a quote shared with the URL before it) is the exact path's.
-    if len(urls) != body.count(_JSON_KEY):
+    ``"url": "http[s]://host/…"`` with no escape or ``@`` in any of them; None for any
+    other page."""
+    urls = _KEYED_URLS.findall(body)
+    # A key written otherwise (spacing, not a string, a value left open, no host, a
+    # quote shared with the URL before it) is the exact path's, as is an escape or an
+    # ``@`` anywhere in a URL (a one-byte search each: memchr).
+    if b"" in urls:
         return None
-    # Each URL after a quote (no URL holds one: each ends at its first): one C scan
-    # each for what the exact path would treat otherwise than a prefix's replacement.
-    joined = b'"' + b'"'.join(urls) + b'"'
-    absolute = joined.count(b'"https://') + joined.count(b'"http://')
-    if absolute != len(urls) or any(odd in joined for odd in _NOT_PLAIN):
+    joined = b'"'.join(urls)
+    if b"\\" in joined or b"@" in joined:
         return None
     prefix = base.encode()
+    page = body
     # http first: the memo's own URLs begin "http://", and a replacement of "https://"
     # made first would not be touched again, while one of "http://" made second would.
-    page = body.replace(_JSON_VALUE + b"http://", _JSON_VALUE + prefix + b"/f/http/")
+    if joined.startswith(b"http://") or b'"http://' in joined:
+        page = page.replace(_JSON_VALUE + b"http://", _JSON_VALUE + prefix + b"/f/http/")
     page = page.replace(_JSON_VALUE + b"https://", _JSON_VALUE + prefix + b"/f/https/")
-    files = joined[1:-1].decode("utf-8", errors="surrogateescape").split('"') if urls else []
+    files = joined.decode("utf-8", errors="surrogateescape").split('"') if urls else []
     if b"#" in joined:
         files = [url.partition("#")[0] for url in files]
     return Rewritten(page, files)
