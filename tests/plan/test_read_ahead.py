@@ -64,13 +64,14 @@ def _ranges(server: IndexServer, path: str) -> list[str | None]:
 def test_a_small_wheels_metadata_costs_uv_one_range_upstream(
     index_server: IndexServer, memo: IndexMemo, tmp_path: Path
 ) -> None:
-    """The tail read beside uv's HEAD holds the whole wheel: every range uv then asks
-    for is answered from it."""
+    """The tail read at uv's HEAD holds the whole wheel: it answers the HEAD (the size its
+    206 gave), and every range uv then asks for; upstream sees that one range, no HEAD."""
     _publish(index_server)
     assert _resolve(index_server, memo, tmp_path) == {"alpha": "1.0", "beta": "2.0"}
     for path in ("/pypi/files/alpha-1.0-py3-none-any.whl", "/pypi/files/beta-2.0-py3-none-any.whl"):
-        assert sorted(r.method for r in index_server.requests(path)) == ["GET", "HEAD"]
-        assert _ranges(index_server, path) == [f"bytes=-{AHEAD}"]
+        assert [(r.method, r.range) for r in index_server.requests(path)] == [
+            ("GET", f"bytes=-{AHEAD}")
+        ]
     assert memo.answered_ahead >= 2  # uv read each by range: from what was read ahead
 
 
@@ -131,7 +132,8 @@ def test_an_upstream_that_ignores_ranges_is_read_by_uv_as_before(
     assert memo.answered_ahead == 0
     path = "/pypi/files/alpha-1.0-py3-none-any.whl"
     assert ignored == [f"bytes=-{AHEAD}"] * 2  # one tail of each wheel, answered whole
-    assert len(_ranges(index_server, path)) > 1  # uv's own, forwarded
+    assert "HEAD" in [r.method for r in index_server.requests(path)]  # uv's own, forwarded
+    assert len(_ranges(index_server, path)) > 1  # and so are its ranges
 
 
 def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
@@ -153,11 +155,9 @@ def test_the_versions_a_second_round_backtracks_through_are_read_ahead(
         assert [(r.method, r.range) for r in index_server.requests(path)] == [
             ("GET", f"bytes=-{AHEAD}")
         ]
-    # the version the first round took was uv's own: its HEAD, then one tail read ahead
+    # the version the first round took was uv's own: its tail, read at uv's HEAD
     newest = index_server.requests("/pypi/files/dsl-2.0-py3-none-any.whl")
-    assert sorted(r.method for r in newest) == ["GET", "HEAD"], [
-        (r.method, r.range) for r in newest
-    ]
+    assert [(r.method, r.range) for r in newest] == [("GET", f"bytes=-{AHEAD}")]
 
 
 def _publish_walk(server: IndexServer) -> None:
@@ -216,14 +216,15 @@ def test_a_walk_through_large_wheels_is_left_to_uv(
     index_server: IndexServer, memo: IndexMemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same walk, with every wheel above the size a walk reads ahead (the limit made
-    small): nothing is read ahead for it, uv asks for each version's HEAD itself."""
+    small): nothing is read ahead for it, each version's tail is read when uv asks for
+    it, and the version uv never reaches (1.1) is not read at all."""
     monkeypatch.setattr(read_ahead, "WALK_MOST_BYTES", 100)
     _publish_walk(index_server)
     assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
     assert memo.walked_ahead == 0
     for minor in range(9, 1, -1):
         path = f"/pypi/files/gamma-1.{minor}-py3-none-any.whl"
-        assert "HEAD" in [r.method for r in index_server.requests(path)], path
+        assert _ranges(index_server, path)[:1] == [f"bytes=-{AHEAD}"], path
     assert index_server.requests("/pypi/files/gamma-1.1-py3-none-any.whl") == []
 
 

@@ -348,12 +348,17 @@ class IndexMemo:
             with self._lock:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
+                # The tail uv's ranges begin with, read now unless read ahead already (and
+                # queued before the walk's reads below): the size its 206 gives answers
+                # the HEAD.  A HEAD is one round trip upstream as the tail is, or a slower
+                # one (this machine's PyPI proxy: 55-100 ms a HEAD, 1-3 ms a range).
+                self._ahead.start(url)
                 self._ahead.asked(url)  # uv walking a project down: its next versions
-                size = self._ahead.size(url)  # read ahead before uv met it (read_ahead)
+                size = self._ahead.size(url)
                 if size is not None:
                     _send(request, _head_answer(size))
                     return
-                self._ahead.start(url)  # beside the HEAD: uv's ranges follow it
+                # no tail (refused: no ranges there; failed; the plan ending): upstream
             if not page and method == "GET" and ranged:
                 held = self._ahead.answer(url, ranged)
                 if held is not None:
@@ -578,7 +583,7 @@ def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, s
 
 
 def _head_answer(size: int) -> _Answer:
-    """A wheel's HEAD answered from its tail read ahead: the size its 206 gave."""
+    """A wheel's HEAD answered from its tail: the size its 206 gave."""
     headers = (
         ("Content-Type", "application/octet-stream"),
         ("Accept-Ranges", "bytes"),

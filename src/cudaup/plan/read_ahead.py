@@ -7,15 +7,15 @@ directory the tail lacks, and the member.  At ~90 ms a round trip, a resolution 
 meets packages one after another spends most of its time there.  When uv's HEAD of a
 wheel reaches the memo, :class:`ReadAhead` reads the same through cudaup's checked range
 reads (:class:`~cudaup.net.ranged_file.RangedFile`): the file's last :data:`AHEAD` bytes
-at once, beside the HEAD, then the central directory and the METADATA member as soon as
-the tail says where they lie.  Where they lie is found by the zip's end record and a
+at once, whose 206 answers the HEAD (:meth:`ReadAhead.size`), then the central directory
+and the METADATA member as soon as the tail says where they lie.  Where they lie is found by the zip's end record and a
 search of the directory's bytes for the one ``*.dist-info/METADATA`` name, not by
 :mod:`zipfile`, which parses every entry in Python first (tens of milliseconds for
 torch's 25,000): uv, which asks as soon as it has the directory, would be first.  A range uv asks
 for that lies inside a block read ahead, or being read, is answered from that block's
 bytes (the upstream's, as sent: a 206 carrying exactly the range asked for); any other
 range goes upstream as before.  So a wheel's metadata costs uv about two round trips
-instead of four, and nothing is guessed: a block answers only a range it holds byte for
+instead of four, its HEAD none of its own, and nothing is guessed: a block answers only a range it holds byte for
 byte, and one that failed, or was refused (a 200 to a range, another range than asked),
 answers nothing.
 """
@@ -236,8 +236,8 @@ class ReadAhead:
                 begun.wait()  # bounded: set by the tail's request or the reading's end
 
     def size(self, url: str) -> int | None:
-        """``url``'s size from its tail read ahead (waiting for one being read), for uv's
-        HEAD of a wheel read ahead before uv met it; None when there is none."""
+        """``url``'s size from its tail (waiting for one being read), which answers uv's
+        HEAD of the wheel; None when there is none (not started, failed or refused)."""
         with self._lock:
             tails = [b for b in self._blocks.get(url, ()) if b.role == "tail"]
         for tail in tails:
