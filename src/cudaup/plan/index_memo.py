@@ -11,11 +11,11 @@ one plan, that uv is pointed at instead of the flat indexes
 ``Accept`` and ``Range``, and answers concurrent identical requests with one upstream
 request.  Index pages name their files by absolute URL, so their file URLs (HTML
 ``href``\\ s, PEP 691 ``url``\\ s; fragments and hashes untouched) are rewritten to go
-through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are
-read once as well, and where an index offers no PEP 658 metadata a wheel's tail, central
-directory and METADATA are read ahead of uv's own ranges from its HEAD on
-(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel), or of
-no stated length, streams through and is not kept.  What is kept is fresh for the plan
+through the memo too: PEP 658 ``.metadata`` files and uv's range reads of wheels are read
+once as well, and where an index offers no PEP 658 metadata a wheel's tail (which answers
+uv's HEAD), directory and METADATA are read ahead of uv's ranges from its HEAD on
+(:mod:`cudaup.plan.read_ahead`).  A body above :data:`MEMO_LIMIT` (a whole wheel), or of no
+stated length, streams through and is not kept.  What is kept is fresh for the plan
 (``Cache-Control``), so the plan's uv runs, which share a uv cache of the plan's own, ask
 for each thing once at all.
 
@@ -348,17 +348,12 @@ class IndexMemo:
             with self._lock:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
-                # The tail uv's ranges begin with, read now unless read ahead already (and
-                # queued before the walk's reads below): the size its 206 gives answers
-                # the HEAD.  A HEAD is one round trip upstream as the tail is, or a slower
-                # one (this machine's PyPI proxy: 55-100 ms a HEAD, 1-3 ms a range).
-                self._ahead.start(url)
+                # uv's HEAD: answered from the wheel's tail (one upstream costs as much or more)
+                self._ahead.start(url)  # read now unless read ahead, queued before a walk's reads
                 self._ahead.asked(url)  # uv walking a project down: its next versions
-                size = self._ahead.size(url)
-                if size is not None:
+                if (size := self._ahead.size(url)) is not None:  # None: no ranges, failed
                     _send(request, _head_answer(size))
                     return
-                # no tail (refused: no ranges there; failed; the plan ending): upstream
             if not page and method == "GET" and ranged:
                 held = self._ahead.answer(url, ranged)
                 if held is not None:
