@@ -491,7 +491,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     # An explicit count is used from the start; the default adapts (see ramp).
     ramp = ConnectionRamp(most, start=connections or 1, size=size, cores=usable_cpus())
     transfer.wanted = plan.connections = ramp.count
-    plan.may_grow_to = 0 if ramp.settled else ramp.most
+    plan.may_grow_to = ramp.may_grow_to
     digests: list[str] = []
     threads: list[threading.Thread] = []
     if checksum is not None:
@@ -530,7 +530,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
                 time.process_time(),
             )
             plan.connections = min(transfer.wanted, transfer.connections)
-            plan.may_grow_to = 0 if ramp.settled or ramp.held else ramp.most
+            plan.may_grow_to = ramp.may_grow_to
             transfer.widen(threads)
         if transfer.connections < told:
             told = transfer.connections

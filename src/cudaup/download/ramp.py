@@ -126,6 +126,12 @@ class ConnectionRamp:
         if self.most == 1:
             self.settled = True
 
+    @property
+    def may_grow_to(self) -> int:
+        """The connections the download may still grow to (0: none will join, settled or
+        held): what its pieces are sized for (``SegmentPlan.may_grow_to``)."""
+        return 0 if self.settled or self.held else self.most
+
     def observe(
         self,
         now: float,

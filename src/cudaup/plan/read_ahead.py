@@ -1,23 +1,23 @@
 """Reading a wheel's metadata ahead of uv, for the index memo.
 
 Where an index offers no PEP 658 metadata (the PyPI these machines see, through its
-proxy), uv reads a wheel's METADATA in four requests, each waiting for the one before:
-a HEAD (the size), the last 16 KiB (the zip's end record), the part of the central
+proxy), uv reads a wheel's METADATA in four requests, each waiting for the one before: a
+HEAD (the size), the last 16 KiB (the zip's end record), the part of the central
 directory the tail lacks, and the member.  At ~90 ms a round trip, a resolution that
 meets packages one after another spends most of its time there.  When uv's HEAD of a
 wheel reaches the memo, :class:`ReadAhead` reads the same through cudaup's checked range
 reads (:class:`~cudaup.net.ranged_file.RangedFile`): the file's last :data:`AHEAD` bytes
 at once, whose 206 answers the HEAD (:meth:`ReadAhead.size`), then the central directory
-and the METADATA member as soon as the tail says where they lie.  Where they lie is found by the zip's end record and a
-search of the directory's bytes for the one ``*.dist-info/METADATA`` name, not by
-:mod:`zipfile`, which parses every entry in Python first (tens of milliseconds for
-torch's 25,000): uv, which asks as soon as it has the directory, would be first.  A range uv asks
-for that lies inside a block read ahead, or being read, is answered from that block's
-bytes (the upstream's, as sent: a 206 carrying exactly the range asked for); any other
-range goes upstream as before.  So a wheel's metadata costs uv about two round trips
-instead of four, its HEAD none of its own, and nothing is guessed: a block answers only a range it holds byte for
-byte, and one that failed, or was refused (a 200 to a range, another range than asked),
-answers nothing.
+and the METADATA member as soon as the tail says where they lie.  Where they lie is found
+by the zip's end record and a search of the directory's bytes for the one
+``*.dist-info/METADATA`` name, not by :mod:`zipfile`, which parses every entry in Python
+first (tens of milliseconds for torch's 25,000): uv, which asks as soon as it has the
+directory, would be first.  A range uv asks for that lies inside a block read ahead, or
+being read, is answered from that block's bytes (the upstream's, as sent: a 206 carrying
+exactly the range asked for); any other range goes upstream as before.  So a wheel's
+metadata costs uv about two round trips instead of four, its HEAD none of its own, and
+nothing is guessed: a block answers only a range it holds byte for byte, and one that
+failed, or was refused (a 200 to a range, another range than asked), answers nothing.
 """
 
 from __future__ import annotations
