@@ -4,7 +4,10 @@ Runs the plan in this process (an empty ``CUDAUP_CACHE_DIR``) with the plan's ed
 wrapped, and prints, in seconds from the process's start (``/proc/self/stat``): each uv
 spawn and exit, the index memo's start, each request uv sends the memo (in and out), its
 wait for an upstream slot, its upstream fetch and its page rewrite; then, per index page,
-the median and longest of those waits.  Nothing is changed but the timestamps taken.
+the median and longest of those waits; and each connection of uv's the memo accepts, with
+how many more were then waiting in its listening socket's queue (Linux's
+``/proc/net/tcp``: its receive queue), the longest queue and when it was drained.
+Nothing is changed but the timestamps taken.
 
     .venv/bin/python benchmarks/plan_timeline.py vllm==0.20.0 torch==2.9.0 [--all]
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socketserver
 import statistics
 import subprocess
 import sys
@@ -81,6 +85,14 @@ def _instrument() -> None:
             yield
 
     ramp.Ramp.slot = slot  # type: ignore[method-assign]
+    accept = socketserver.TCPServer.get_request
+
+    def get_request(server: socketserver.TCPServer) -> tuple[Any, Any]:
+        accepted = accept(server)
+        event(f"accepted, {_waiting(server.socket)} waiting")
+        return accepted
+
+    socketserver.TCPServer.get_request = get_request  # type: ignore[assignment,method-assign]
     popen_init, popen_wait = subprocess.Popen.__init__, subprocess.Popen.wait
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
@@ -98,6 +110,29 @@ def _instrument() -> None:
 
     subprocess.Popen.__init__ = init  # type: ignore[method-assign]
     subprocess.Popen.wait = wait  # type: ignore[method-assign]
+
+
+def _waiting(listener: Any) -> int:
+    """Connections waiting to be accepted by ``listener`` (a listening IPv4 socket)."""
+    port = f":{listener.getsockname()[1]:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(port) and fields[3] == "0A":  # 0A: listening
+            return int(fields[4].split(":")[1], 16)
+    return -1
+
+
+def _accept_queue() -> str:
+    """The longest queue of uv's connections waiting for the memo, and when it emptied."""
+    waits = [(at, int(what.split()[1])) for at, _t, what in EVENTS if what.startswith("accepted")]
+    if not waits:
+        return "no connection accepted"
+    longest = max(waits, key=lambda wait: wait[1])
+    drained = next((at for at, count in waits if at > longest[0] and count == 0), waits[-1][0])
+    return (
+        f"{len(waits)} connections accepted; at most {longest[1]} waiting ({longest[0]:.3f} s), "
+        f"none from {drained:.3f} s"
+    )
 
 
 def _page_waits() -> str:
@@ -152,6 +187,7 @@ def main() -> int:
     if uv_asks:
         print(f"uv's requests to the memo: {len(uv_asks)}, from {min(uv_asks):.3f} s")
         print(_page_waits())
+        print(_accept_queue())
     return 0
 
 
