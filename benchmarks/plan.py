@@ -211,7 +211,10 @@ def main() -> None:
         "its answers are not used. The conflict (`vllm==0.20.0 torch==2.9.0`) is proven by one "
         "resolution with no line constraint over every line's pages (`plan/conflict.py`), run "
         "at once for exact pins, before the survey, and the lines wait for it: if the "
-        "requests fail without any line's constraints, they fail on every line.",
+        "requests fail without any line's constraints, they fail on every line. Exact pins "
+        "from one index are also checked against the pinned wheels' own Requires-Dist, read "
+        "from what the memo read ahead for uv (`conflict.pins_contradict`): vllm 0.20.0's "
+        "wheel requires torch==2.11.0, which ends this plan before uv's answer (uv is stopped).",
         END,
     ]
     publish(lines, args.output, BEGIN, END)

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from cudaup.errors import CudaupError, NoCommonLineError
 from cudaup.plan.attempt import Attempt
-from cudaup.plan.conflict import ConflictProof
+from cudaup.plan.conflict import ConflictProof, pins_contradict
 from cudaup.plan.lines import Line
 from cudaup.plan.planner import WINDOW
 from cudaup.plan.result import Exclusion
@@ -64,7 +66,14 @@ def test_requests_that_conflict_are_told_by_one_resolution(
         plan(world, tmp_path, requests, only=only)
     message = str(failed.value)
     assert message.startswith("the requests conflict among themselves, whatever the CUDA line: ")
-    assert "servellm depend on torch==2.11.0" in message and "require torch==2.9.1" in message
+    if servellm == "servellm==1.0" and only == ("pypi",):
+        # Exact pins from one index: servellm 1.0's own wheel tells it, before uv answers.
+        assert (
+            "servellm==1.0 depends on torch==2.11.0 (the Requires-Dist of "
+            "servellm-1.0-py3-none-any.whl) and you require torch==2.9.1" in message
+        )
+    else:
+        assert "servellm depend on torch==2.11.0" in message and "require torch==2.9.1" in message
     details = failed.value.details
     assert details["conflict"] and details["requirements"] == requests
     excluded = details["excluded"]
@@ -165,3 +174,66 @@ def test_a_line_that_resolves_refutes_the_proof() -> None:
         assert proof.reason(block=True) is None
         proof.start()  # refuted: nothing starts again
         assert proof.future is not None and proof.reason(block=True) is None
+
+
+def _pins(*texts: str) -> dict[Any, Requirement]:
+    return {canonicalize_name(Requirement(t).name): Requirement(t) for t in texts}
+
+
+@pytest.mark.parametrize(
+    ("pins", "required", "told"),
+    [
+        # vllm 0.20.0's wheel requires torch==2.11.0: torch==2.9.0 cannot be had beside it.
+        (("vllm==0.20.0", "torch==2.9.0"), "torch==2.11.0", True),
+        (("vllm==0.20.0", "Torch==2.9.0"), "torch>=2.10", True),
+        (("vllm==0.20.0", "torch==2.11.0"), "torch>=2.10,<2.12", False),
+        (("vllm==0.20.0", "torch==1!2.9.0"), "torch==2.11.0", True),
+        # Only a final release is judged: a local label, a pre-, post- or development
+        # release meets PEP 440's special cases, and uv answers them.
+        (("vllm==0.20.0", "torch==2.9.0+cu130"), "torch==2.11.0", False),
+        (("vllm==0.20.0", "torch==2.12.0rc1"), "torch<2.12", False),
+        (("vllm==0.20.0", "torch==2.9.0.post1"), "torch==2.11.0", False),
+        (("vllm==0.20.0", "torch==2.9.0.dev1"), "torch==2.11.0", False),
+        # A marker may not hold for the target: uv answers, not the wheel.
+        (("vllm==0.20.0", "torch==2.9.0"), "torch==2.11.0; python_version < '3'", False),
+        (("vllm==0.20.0", "torch==2.9.0"), "torch==2.11.0; extra == 'cuda'", False),
+        # What no pin names proves nothing.
+        (("vllm==0.20.0", "torch==2.9.0"), "numpy<2", False),
+    ],
+)
+def test_pins_contradict_only_where_a_wheels_own_requirement_excludes_a_pin(
+    pins: tuple[str, ...], required: str, told: bool
+) -> None:
+    pinned = _pins(*pins)
+    wheel = "vllm-0.20.0-cp38-abi3-manylinux_2_35_x86_64.whl"
+    reason = pins_contradict(pinned, {canonicalize_name("vllm"): (wheel, [Requirement(required)])})
+    assert (reason is not None) == told, reason
+    if told:
+        assert reason == (
+            f"vllm==0.20.0 depends on {Requirement(required)} (the Requires-Dist of {wheel}) "
+            f"and you require {pins[1]}: no version of torch satisfies both"
+        )
+
+
+def test_a_wheel_that_requires_itself_or_nothing_pinned_tells_nothing() -> None:
+    pinned = _pins("alpha==1.0", "beta==2.0")
+    requires = {
+        canonicalize_name("alpha"): ("alpha-1.0-py3-none-any.whl", [Requirement("alpha[x]==0.1")]),
+        canonicalize_name("beta"): ("beta-2.0-py3-none-any.whl", []),
+    }
+    assert pins_contradict(pinned, requires) is None
+
+
+def test_pins_told_by_a_wheel_are_the_answer_a_warm_plan_takes(
+    world: IndexServer, tmp_path: Path, resolutions: list[list[str]]
+) -> None:
+    """The wheel's proof stopped uv; kept as the first resolution's answer, the same plan
+    again (warm, within the answers' lifetime) gives the same reason and runs no uv."""
+    requests = ["servellm==1.0", "torch==2.9.1"]
+    reasons = []
+    for _ in range(2):
+        with pytest.raises(NoCommonLineError) as failed:
+            plan(world, tmp_path, requests, only=("pypi",))
+        reasons.append(failed.value.details["conflict"])
+    assert reasons[0] == reasons[1] and "(the Requires-Dist of servellm-1.0" in str(reasons[0])
+    assert len(resolutions) == 1  # the cold plan's, stopped; none for the warm one

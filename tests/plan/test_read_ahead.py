@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import io
 import threading
 import time
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 from packaging.tags import Tag
-from packaging.utils import parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cudaup.config import Settings
@@ -338,7 +340,7 @@ def test_closing_with_reads_still_queued_ends_what_waits_for_them(
     wheels): the memo closing cancels that read, and what waited for its start goes on,
     so the close ends instead of waiting for it forever."""
     hold, busy = threading.Event(), threading.Semaphore(0)
-    ahead = memo._ahead
+    ahead = memo.ahead
     real_slot = ahead._slot
 
     @contextlib.contextmanager
@@ -375,3 +377,55 @@ def test_closing_with_reads_still_queued_ends_what_waits_for_them(
         hold.set()
     closing.join(30)
     assert not closing.is_alive()
+
+
+@pytest.mark.parametrize("compress", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_a_wheels_metadata_is_taken_from_what_was_read_ahead(
+    index_server: IndexServer, memo: IndexMemo, compress: int
+) -> None:
+    """What a plan of pins reads of a pinned wheel before uv answers: its METADATA, from
+    the tail, directory and member blocks read ahead (no request of its own), inflated
+    and checked as zipfile checks it; a wheel not read ahead has none to give."""
+    index_server.root("pypi")
+    name, body = wheel("alpha", "1.0", ["beta==2.0"], tag=PURE, shared=MANY, compress=compress)
+    url = index_server.add("pypi", name, body, pep658=False)
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        expected = archive.read("alpha-1.0.dist-info/METADATA")
+    assert memo.ahead.metadata(url) is None  # never read ahead
+    memo.ahead.start(url)
+    assert memo.ahead.metadata(url) == expected
+    found = memo.ahead.requirements(canonicalize_name("Alpha"), Version("1.0"))
+    assert found == (name, [Requirement("beta==2.0")])
+    assert memo.ahead.requirements(canonicalize_name("alpha"), Version("2.0")) is None
+    path = f"/pypi/files/{name}"
+    assert len(_ranges(index_server, path)) == 3  # tail, directory, member: no more asked
+
+
+def test_a_damaged_metadata_read_ahead_is_not_taken(
+    index_server: IndexServer, memo: IndexMemo
+) -> None:
+    """A member whose bytes do not match its CRC-32 (stored, one letter changed) gives
+    nothing: the plan then waits for uv's own answer."""
+    index_server.root("pypi")
+    name, body = wheel("alpha", "1.0", ["beta==2.0"], tag=PURE, compress=zipfile.ZIP_STORED)
+    assert body.count(b"Requires-Dist: beta==2.0") == 1
+    damaged = body.replace(b"Requires-Dist: beta==2.0", b"Requires-Dist: beta==3.0")
+    url = index_server.add("pypi", name, damaged, pep658=False)
+    memo.ahead.start(url)
+    assert memo.ahead.metadata(url) is None
+
+
+def test_a_metadata_that_does_not_inflate_is_not_taken(
+    index_server: IndexServer, memo: IndexMemo
+) -> None:
+    """A deflated member whose bytes are not deflate data gives nothing, not an error."""
+    index_server.root("pypi")
+    name, body = wheel("alpha", "1.0", ["beta==2.0"], tag=PURE)
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        member = archive.getinfo("alpha-1.0.dist-info/METADATA")
+    start = member.header_offset + 30 + len(member.filename.encode()) + len(member.extra)
+    broken = body[:start] + b"\xff" * member.compress_size + body[start + member.compress_size :]
+    url = index_server.add("pypi", name, broken, pep658=False)
+    memo.ahead.start(url)
+    assert memo.ahead.metadata(url) is None
+    assert memo.ahead.requirements(canonicalize_name("alpha"), Version("1.0")) is None

@@ -19,7 +19,7 @@ from cudaup.errors import SourceFormatError
 from cudaup.resolve.pypi import (
     MAX_METADATA_BYTES,
     _metadata_from_wheel,
-    _parse_metadata,
+    parse_metadata,
     parse_simple_html,
     parse_simple_json,
 )
@@ -135,7 +135,7 @@ def test_index_parsers_from_any_bytes(data: bytes) -> None:
     for parse in (
         lambda: parse_simple_json(data, PAGE),
         lambda: parse_simple_html(data.decode("utf-8", "replace"), PAGE),
-        lambda: _parse_metadata(data, PAGE),
+        lambda: parse_metadata(data, PAGE),
         lambda: _metadata_from_wheel(lambda: io.BytesIO(data), PAGE),
     ):
         with contextlib.suppress(SourceFormatError):

@@ -9,7 +9,7 @@ import pytest
 from cudaup.core.compat import CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion
 from cudaup.plan.lines import Line, line_tiers
-from cudaup.plan.planner import minor_compat_note, passed_over
+from cudaup.plan.result import minor_compat_note, passed_over
 from tests.upgrade.conftest import MakeEnv
 from tests.upgrade.world import upgrade
 

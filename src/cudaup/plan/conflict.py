@@ -10,14 +10,22 @@ of the proof's choices), so the proof is stopped and a plan that finds a line pa
 for it.  When uv finds no resolution there, no
 line can resolve: the search stops and the error gives uv's reason once, instead of
 each package resolved alone on every line.
+
+Exact pins can be proved to conflict before uv answers, from the pinned wheels' own
+metadata (:func:`pins_contradict`): ``vllm==0.20.0`` with ``torch==2.9.0`` conflict
+because vllm 0.20.0's wheel requires ``torch==2.11.0``, whatever else is resolved.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 
 from cudaup.errors import CudaupError
 from cudaup.plan.attempt import Attempt
@@ -25,7 +33,7 @@ from cudaup.plan.lines import Line
 
 
 class ConflictProof:
-    """The proof's one run in a plan: started once, answered as uv's reason or None."""
+    """The proof's one run in a plan: started once, answered as its reason or None."""
 
     def __init__(
         self,
@@ -75,7 +83,7 @@ class ConflictProof:
         return self.reason(block=False) is not None
 
     def reason(self, *, block: bool) -> str | None:
-        """uv's reason when the requests conflict (None: refuted, not started, or not yet
+        """The reason the requests conflict (None: refuted, not started, or not yet
         answered and ``block`` is false)."""
         if self.future is None or not (block or self.future.done()):
             return None
@@ -86,3 +94,36 @@ class ConflictProof:
                 return None  # stopped by the refutation: it proves nothing
             raise
         return None if self.refuted else found
+
+
+def pins_contradict(
+    pins: Mapping[NormalizedName, Requirement],
+    requires: Mapping[NormalizedName, tuple[str, Sequence[Requirement]]],
+) -> str | None:
+    """Why exact ``pins`` (each project's unconditional ``name==version`` request) cannot
+    be installed together, from what each pinned wheel requires (``requires``: the
+    wheel's file name and its Requires-Dist); None when no wheel's own requirements
+    exclude another pin.
+
+    A proof, not a guess: a requirement with no marker holds wherever the wheel is
+    installed, whatever extras are asked for, so when one on another pinned project
+    excludes that pin's version no resolution exists.  Only a final release's pin is
+    judged (``2.9.0``, not ``2.12.0rc1``, ``2.9.0.post1`` or ``2.9.0+cu130``), where
+    every specifier compares it plainly; a pre-, post- or development release or a local
+    label meets PEP 440's special cases, and a requirement with a marker may not hold for
+    the target: uv answers those."""
+    for name, (wheel, required) in requires.items():
+        for requirement in required:
+            other = canonicalize_name(requirement.name)
+            if requirement.marker is not None or other == name or other not in pins:
+                continue
+            (pinned,) = pins[other].specifier
+            version = Version(pinned.version)
+            if str(version) != version.base_version:
+                continue
+            if not requirement.specifier.contains(version, prereleases=True):
+                return (
+                    f"{pins[name]} depends on {requirement} (the Requires-Dist of {wheel}) "
+                    f"and you require {pins[other]}: no version of {other} satisfies both"
+                )
+    return None

@@ -178,24 +178,23 @@ class IndexMemo:
         #: The loopback port it listens on once started (0 before).
         self.port = 0
         self._text_urls: re.Pattern[str] | None = None
-        self._ahead = ReadAhead(client, limit, lambda url: self._ramp(url).slot())
+        self.ahead = ReadAhead(client, limit, lambda url: self._ramp(url).slot())
 
     @property
     def upstream_requests(self) -> int:
-        """Requests sent upstream (each answered from the memo afterwards), those read
-        ahead of uv included."""
+        """Requests sent upstream (each answered from the memo afterwards), read-ahead's too."""
         with self._lock:
-            return self._forwarded + self._ahead.requests
+            return self._forwarded + self.ahead.requests
 
     @property
     def answered_ahead(self) -> int:
         """uv's ranges answered from what was read ahead of it."""
-        return self._ahead.answered
+        return self.ahead.answered
 
     @property
     def walked_ahead(self) -> int:
         """Wheels read ahead because uv was walking their project down."""
-        return self._ahead.walked
+        return self.ahead.walked
 
     # -- lifetime -----------------------------------------------------------------
     def __enter__(self) -> IndexMemo:
@@ -238,13 +237,13 @@ class IndexMemo:
         with self._starting:
             self._closed = True
             thread = self._thread
+        self.ahead.close(wait=False)  # its reads end beside the server's
         if thread is not None:
             self._ready.wait()  # the server is made, or failed to be
         server = self._server
         if server is not None:
-            # The loop sees the stop only between its waits (POLL_INTERVAL: up to 50 ms at
-            # the end of every plan that ran uv): a listener shut down wakes it at once,
-            # its accept fails, and it stops.
+            # The loop sees the stop only between its waits (POLL_INTERVAL, 50 ms): a
+            # listener shut down wakes it at once, its accept fails, and it stops.
             with contextlib.suppress(OSError):
                 server.socket.shutdown(socket.SHUT_RDWR)
             server.shutdown()
@@ -256,7 +255,7 @@ class IndexMemo:
             server.server_close()  # joins the handler threads
         if thread is not None:
             thread.join()
-        self._ahead.close()
+        self.ahead.close()
         self._server = self._thread = None
 
     # -- what the plan sees -------------------------------------------------------
@@ -285,7 +284,7 @@ class IndexMemo:
             with self._lock:
                 return [url for url in urls if unquote(url) in self._files]
 
-        return self._ahead.later(listed)
+        return self.ahead.later(listed)
 
     def upstream_text(self, text: str) -> str:
         """``text`` with every memo URL in it named by the upstream URL it stands for."""
@@ -349,13 +348,13 @@ class IndexMemo:
                 self.served += 1
             if not page and method == "HEAD" and urlsplit(url).path.endswith(".whl"):
                 # uv's HEAD: answered from the wheel's tail (one upstream costs as much or more)
-                self._ahead.start(url)  # read now unless read ahead, queued before a walk's reads
-                self._ahead.asked(url)  # uv walking a project down: its next versions
-                if (size := self._ahead.size(url)) is not None:  # None: no ranges, failed
+                self.ahead.start(url)  # read now unless read ahead, queued before a walk's reads
+                self.ahead.asked(url)  # uv walking a project down: its next versions
+                if (size := self.ahead.size(url)) is not None:  # None: no ranges, failed
                     _send(request, _head_answer(size))
                     return
             if not page and method == "GET" and ranged:
-                held = self._ahead.answer(url, ranged)
+                held = self.ahead.answer(url, ranged)
                 if held is not None:
                     _send(request, _range_answer(*held))
                     return
@@ -395,6 +394,8 @@ class IndexMemo:
         failure: CudaupError | None = None
         try:
             with self._ramp(url).slot():
+                if self._closed:  # the plan is over: no uv waits for this answer
+                    raise CudaupError(f"the plan ended before {url} was asked for")
                 if page and method == "GET" and not ranged:
                     answer, _ = self._page(url, accept)
                 else:
@@ -475,7 +476,7 @@ class IndexMemo:
             return []
         self.local(upstream)  # the pages are the memo's, as if uv had asked
         found = (
-            self._ahead.later(partial(self._pinned, f"{upstream.rstrip('/')}/{name}/", v, choose))
+            self.ahead.later(partial(self._pinned, f"{upstream.rstrip('/')}/{name}/", v, choose))
             for name, v in pins.items()
         )
         return [future for future in found if future is not None]
@@ -544,9 +545,8 @@ class IndexMemo:
     # -- rewriting pages ----------------------------------------------------------
     def _allow(self, rewritten: Rewritten, page_url: str) -> bytes:
         """``rewritten``'s body, its files now the memo's to forward."""
-        # Kept unquoted, as uv may quote what the page did not (see _target); a page with
-        # no escape in any URL (PyPI's, almost always) is kept as it is, without a call
-        # per URL (a vllm plan's first round lists 72,000 files).
+        # Kept unquoted, as uv may quote what the page did not (see _target); a page with no
+        # escape in any URL (PyPI's) is kept as it is, with no call per URL (72,000 files).
         files = rewritten.files
         named = map(unquote, files) if "%" in "".join(files) else files
         # One lock for a page's thousands of files, not one each (contended, each wait
@@ -555,7 +555,7 @@ class IndexMemo:
             self._files.update(named)
         # A PEP 503 page's URL ends in its project's name (``…/simple/numpy/``).
         project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
-        self._ahead.listed(project, rewritten.files)
+        self.ahead.listed(project, rewritten.files)
         return rewritten.body
 
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core.compat import Compatibility, CompatTable
-from cudaup.core.driver import DriverVersion
 from cudaup.core.wheels import marker_environment
 from cudaup.errors import (
     OfflineError,
@@ -34,7 +34,7 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
-from cudaup.plan.conflict import ConflictProof
+from cudaup.plan.conflict import ConflictProof, pins_contradict
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import exact_pins, install_pins
@@ -56,6 +56,9 @@ from cudaup.plan.result import (
     PlanTarget,
     conflict_error,
     explain,
+    line_support,
+    minor_compat_note,
+    passed_over,
     telling,
 )
 from cudaup.plan.survey import check_requested, fetch_pages, unreachable_error, yank_of
@@ -137,7 +140,7 @@ class _Run:
                 "--index names only per-line indexes; add pypi (or a mirror URL) for the "
                 "packages they do not publish"
             )
-        default = next((i for i in flat if i.name == "pypi"), flat[-1])
+        default = self.default = next((i for i in flat if i.name == "pypi"), flat[-1])
         self.flat_names = {i.urls[""].rstrip("/"): i.name for i in flat}
         self.tagged = [i for i in indexes.values() if not i.flat]
         self.allow_minor_compat = False
@@ -154,9 +157,10 @@ class _Run:
         self.ahead_runner = replace(runner, _running=set(), _lock=threading.Lock())
         self.conflict_runner = replace(runner, _running=set(), _lock=threading.Lock())
         # Beside the search: the install check's first resolution, the conflict check.
-        self.ahead_pool = ThreadPoolExecutor(max_workers=2)
+        self.ahead_pool = ThreadPoolExecutor(max_workers=3)
         self.ahead: Future[CompileAnswer] | None = None
         self.ahead_job: CompileJob | None = None
+        self.told: Future[str | None] | None = None
         self.conflict = ConflictProof(
             self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel
         )
@@ -206,7 +210,27 @@ class _Run:
         self.ahead_job = job
         self.ahead = self.ahead_pool.submit(self.ahead_runner.compile, job, identity=EMPTY)
         if not self.ahead_runner.has_answer(job, EMPTY):  # a warm plan starts no memo
-            pins_ahead(self.ahead_runner.memo, self.requirements, job.default_index, self.target)
+            memo, requests = self.ahead_runner.memo, self.requirements
+            reading = pins_ahead(memo, requests, job.default_index, self.target)
+            # Told early only where the conflict proof is this job (its wheels, its index).
+            routed = any(i.serves(r.name) for i in self.tagged for r in requests)
+            if reading and not (job.indexes or routed or any(r.marker for r in requests)):
+                self.told = self.ahead_pool.submit(self._told_early, reading)
+
+    def _told_early(self, reading: list[Future[None]]) -> str | None:
+        """Why the exact pins conflict, told by what a pinned wheel requires
+        (:func:`~cudaup.plan.conflict.pins_contradict`), its METADATA as read ahead for uv,
+        the pins in turn; uv, whose answer this then is, is stopped. None when none tells."""
+        wait(reading)  # each pinned wheel is being read
+        pins = {canonicalize_name(r.name): r for r in self.requirements}
+        assert self.ahead_runner.memo is not None  # it read the pins ahead
+        for name, pin in pins.items():
+            version = Version(next(iter(pin.specifier)).version)
+            found = self.ahead_runner.memo.ahead.requirements(name, version)
+            if found and (told := pins_contradict(pins, {name: found})):
+                self.ahead_runner.cancel()  # uv is not waited for: this is the answer
+                return told
+        return None
 
     def _plan(
         self,
@@ -408,15 +432,19 @@ class _Run:
                 self.lines.runner.resume()
 
     def _requests_conflict(self, candidates: list[Line]) -> str | None:
-        """uv's reason when the requests resolve on no line, whatever the line, proved by
-        one resolution (:meth:`~cudaup.plan.attempt.LineResolver.conflict_job`); with no
-        per-line page in it, it is the install check's first one when that started."""
+        """Why the requests resolve on no line, whatever the line: uv's reason from one
+        resolution (:meth:`~cudaup.plan.attempt.LineResolver.conflict_job`; with no per-line
+        page, the install check's first one when that started), or a pinned wheel's."""
         found = self.lines.conflict_job(self.requirements, candidates)
         if found is None:
             return None
         job, identity = found
         ahead = self.ahead_job
         if ahead and replace(job, requirements=ahead.requirements) == ahead and identity == EMPTY:
+            # Each pin from the default index alone: its wheel may prove it before uv does.
+            if not job.indexes and self.told and (told := self.told.result()) is not None:
+                self.ahead_runner.remember(ahead, told, EMPTY)  # what a warm plan takes
+                return told
             answer = self.ahead.result() if self.ahead else None
         else:
             answer = self.conflict_runner.compile(job, identity=identity)
@@ -608,43 +636,3 @@ def named_release(attempt: Attempt, live: LiveReleases) -> str:
     """The toolkit release a plan names: the one the closure pins, else the line's newest."""
     pinned = next((e.release for e in attempt.evidence.values() if e.release), None)
     return pinned or live.newest(attempt.line) or f"{line_text(attempt.line)}.0"
-
-
-def line_support(
-    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: PlanTarget
-) -> dict[Line, str | None]:
-    """How the target's driver runs each line, by its releases (None: no driver to ask)."""
-    if target.driver is None:
-        return dict.fromkeys(lines)
-    support: dict[Line, str | None] = {}
-    for line in lines:
-        releases = [r for r in live.versions if release_line(r) == line]
-        verdict = table.line_support(target.driver, releases, reported=target.reported)
-        support[line] = verdict.verdict if verdict else None
-    return support
-
-
-def passed_over(
-    chosen: Line, support: Mapping[Line, str | None], driver: DriverVersion | None
-) -> list[Exclusion]:
-    """The newer lines not taken because the driver runs them only under minor-version
-    compatibility while it runs ``chosen`` fully (empty when ``chosen`` is such a line)."""
-    if support.get(chosen) == "minor-version":
-        return []
-    return [
-        Exclusion(
-            line,
-            "driver",
-            f"driver {driver} runs it only under minor-version compatibility, and it runs "
-            f"{line_text(chosen)} fully (--allow-minor-compat takes the newer line)",
-        )
-        for line, verdict in sorted(support.items(), reverse=True)
-        if verdict == "minor-version" and line > chosen
-    ]
-
-
-def minor_compat_note(line: Line, driver: DriverVersion | None, why: str) -> str:
-    return (
-        f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
-        f"{driver} runs it, but PTX JIT and features that need a newer driver do not"
-    )

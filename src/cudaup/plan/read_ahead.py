@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from packaging.tags import Tag
@@ -42,13 +43,13 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from cudaup.core.wheels import tag_rank
-from cudaup.errors import CudaupError
+from cudaup.errors import CudaupError, SourceFormatError
 from cudaup.net.http import HttpClient, log
 from cudaup.net.ranged_file import RangedFile, RangeWatch
 from cudaup.plan.closure import REQUESTED, Closure, Resolved
 from cudaup.plan.lines import Evidence
 from cudaup.plan.survey import best_wheel
-from cudaup.resolve.pypi import DistFile
+from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata
 
 if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
     from packaging.requirements import Requirement
@@ -267,11 +268,68 @@ class ReadAhead:
                 return held
         return None
 
-    def close(self) -> None:
-        """Start no more reads; wait for those under way (each ends within its timeouts)."""
+    def requirements(
+        self, name: NormalizedName, version: Version
+    ) -> tuple[str, list[Requirement]] | None:
+        """The Requires-Dist of the first wheel of ``name`` ``version`` read ahead (an exact
+        pin's), from its METADATA (:meth:`metadata`), with the wheel's file name; None when
+        none was read ahead or what was read does not say."""
+        with self._lock:
+            urls = list(self._started)
+        url = next((u for u in urls if (w := _wheel_named(u)) and w[:2] == (name, version)), None)
+        data = self.metadata(url) if url is not None else None
+        if url is None or data is None:
+            return None
+        try:
+            return unquote(url.rsplit("/", 1)[-1]), parse_metadata(data, url).requires_dist or []
+        except SourceFormatError as exc:  # uv answers
+            log.info("index memo: %s's requirements not read (%s)", url, exc)
+            return None
+
+    def metadata(self, url: str) -> bytes | None:
+        """``url``'s (a wheel's) METADATA from what was read ahead of it, once its reading
+        ends (waiting for it), inflated and checked against its CRC-32 as :mod:`zipfile`
+        would; None when it was not read ahead, or what was read does not hold it."""
+        while True:  # each block reserves the next before it is done: none is missed
+            with self._lock:
+                pending = [b for b in self._blocks.get(url, ()) if not b.done.is_set()]
+            if not pending:
+                break
+            pending[0].done.wait()  # bounded: the request's own timeouts end it
+        tail = next((b for b in self._blocks.get(url, ()) if b.role == "tail" and b.body), None)
+        where = directory_of(tail.body, tail.total) if tail is not None else None
+        directory = where and self._bytes(url, where[0], sum(where) - 1)
+        fields = _metadata_entry(directory) if directory else None
+        if fields is None or fields[9] > MAX_METADATA_BYTES or fields[4] not in (0, 8):
+            return None
+        crc, compressed, size, offset = fields[7], fields[8], fields[9], fields[16]
+        header = self._bytes(url, offset, offset + 29)
+        if header is None or header[:4] != b"PK\x03\x04":
+            return None
+        start = offset + 30 + sum(struct.unpack_from("<2H", header, 26))  # name, extra
+        data = self._bytes(url, start, start + compressed - 1) if compressed else b""
+        if data is None:
+            return None
+        if fields[4] == 8:  # deflated; bounded by the size it says, checked next
+            try:
+                data = zlib.decompressobj(-15).decompress(data, size + 1)
+            except zlib.error:
+                return None
+        return data if len(data) == size and zlib.crc32(data) == crc else None
+
+    def _bytes(self, url: str, start: int, last: int) -> bytes | None:
+        """Bytes ``start..last`` of ``url`` from a block read ahead, when one holds them."""
+        with self._lock:
+            blocks = list(self._blocks.get(url, ()))
+        held = next((h for b in blocks if (h := b.held(start, last)) is not None), None)
+        return held[1] if held is not None and len(held[1]) == last - start + 1 else None
+
+    def close(self, *, wait: bool = True) -> None:
+        """Start no more reads, nor the next range of one under way; with ``wait``, wait
+        for those under way (each ends within its timeouts)."""
         with self._lock:
             self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
     # -- reading ------------------------------------------------------------------
     def _read(self, url: str) -> None:
@@ -279,7 +337,7 @@ class ReadAhead:
             with self._slot(url):
                 ranged = RangedFile(self.http, url, chunk=AHEAD, watch=self._watcher(url))
                 # Each block, once answered, reserved the next one it says where: in turn.
-                while (block := self._next_reserved(url)) is not None:
+                while (block := self._next_reserved(url)) is not None and not self._closed:
                     assert block.start is not None
                     ranged.exactly(block.start, block.last - block.start + 1)
                     if not block.requested:  # held by a block read before: nothing to ask
@@ -459,6 +517,13 @@ def metadata_member(directory: bytes) -> tuple[int, int] | None:
     """The ``*.dist-info/METADATA`` member's local header offset and the bytes that hold
     its header, name and data (without the local extra field), from a central directory;
     None when there is none, or its entry needs zip64."""
+    fields = _metadata_entry(directory)
+    return None if fields is None else (fields[16], 30 + fields[10] + fields[8])
+
+
+def _metadata_entry(directory: bytes) -> tuple[Any, ...] | None:
+    """The central directory entry of the ``*.dist-info/METADATA`` member (:data:`_ENTRY`'s
+    fields), found by a byte search; None when there is none, or it needs zip64."""
     found = directory.find(_METADATA)
     while found >= 0:
         name_end = found + len(_METADATA)
@@ -469,9 +534,7 @@ def metadata_member(directory: bytes) -> tuple[int, int] | None:
             start = entry + _ENTRY.size
             named = start + name_length == name_end
             if named and _METADATA_NAME.fullmatch(directory[start:name_end]):
-                if _MAX32 in (compressed, offset):
-                    return None
-                return offset, 30 + name_length + compressed
+                return None if _MAX32 in (compressed, offset) else fields
         found = directory.find(_METADATA, found + 1)
     return None
 

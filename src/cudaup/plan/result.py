@@ -17,7 +17,7 @@ from cudaup.core.platforms import Platform
 from cudaup.core.renames import shipped_renames
 from cudaup.errors import NoCommonLineError
 from cudaup.plan.closure import Closure, Resolved
-from cudaup.plan.lines import Evidence, Line, describe_lines, line_text
+from cudaup.plan.lines import Evidence, Line, describe_lines, line_text, release_line
 from cudaup.plan.survey import Page
 from cudaup.plan.uv import CompileJob
 from cudaup.resolve.pypi import DistFile
@@ -322,7 +322,7 @@ def conflict_error(
     live: LiveReleases,
     table: CompatTable,
 ) -> NoCommonLineError:
-    """The no-line error when the requests conflict among themselves: uv's reason, once,
+    """The no-line error when the requests conflict among themselves: the reason, once,
     and every candidate line excluded for it (one resolution proved it of them all)."""
     known = {e.line for e in excluded}
     every = [
@@ -405,3 +405,43 @@ def _driver_floor(table: CompatTable, lines: Sequence[Line]) -> dict[str, str | 
         floor = table.floor(f"{major}.0")
         floors[f"{major}.x"] = str(floor) if floor else None
     return floors
+
+
+def line_support(
+    lines: Sequence[Line], live: LiveReleases, table: CompatTable, target: PlanTarget
+) -> dict[Line, str | None]:
+    """How the target's driver runs each line, by its releases (None: no driver to ask)."""
+    if target.driver is None:
+        return dict.fromkeys(lines)
+    support: dict[Line, str | None] = {}
+    for line in lines:
+        releases = [r for r in live.versions if release_line(r) == line]
+        verdict = table.line_support(target.driver, releases, reported=target.reported)
+        support[line] = verdict.verdict if verdict else None
+    return support
+
+
+def passed_over(
+    chosen: Line, support: Mapping[Line, str | None], driver: DriverVersion | None
+) -> list[Exclusion]:
+    """The newer lines not taken because the driver runs them only under minor-version
+    compatibility while it runs ``chosen`` fully (empty when ``chosen`` is such a line)."""
+    if support.get(chosen) == "minor-version":
+        return []
+    return [
+        Exclusion(
+            line,
+            "driver",
+            f"driver {driver} runs it only under minor-version compatibility, and it runs "
+            f"{line_text(chosen)} fully (--allow-minor-compat takes the newer line)",
+        )
+        for line, verdict in sorted(support.items(), reverse=True)
+        if verdict == "minor-version" and line > chosen
+    ]
+
+
+def minor_compat_note(line: Line, driver: DriverVersion | None, why: str) -> str:
+    return (
+        f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
+        f"{driver} runs it, but PTX JIT and features that need a newer driver do not"
+    )

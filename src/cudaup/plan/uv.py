@@ -334,6 +334,14 @@ class UvRunner:
             self._keep(key, code, out, err)
         return answer
 
+    def remember(self, job: CompileJob, reason: str, identity: str = "") -> None:
+        """Keep ``reason`` as ``job``'s answer (no resolution), as :meth:`compile` keeps uv's:
+        a proof the plan found before uv answered (a pinned wheel's requirements, with uv
+        then stopped) is what a warm plan takes, in words uv's answer is read back from."""
+        if self.answers is not None and not job.offline and not job.refresh:
+            err = f"error: No solution found when resolving dependencies:\n  cause: {reason}\n"
+            self._keep(_job_key(job, identity), 1, "", err)
+
     def has_answer(self, job: CompileJob, identity: str = "") -> bool:
         """Whether :meth:`compile` would answer ``job`` from a kept answer, with no uv run."""
         if self.answers is None or job.refresh:

@@ -373,7 +373,7 @@ class PackageIndex:
                 file.url + ".metadata", cache="metadata", max_bytes=MAX_METADATA_BYTES
             )
             if response.ok:
-                return _parse_metadata(response.body, f"{file.url}.metadata")
+                return parse_metadata(response.body, f"{file.url}.metadata")
         if file.size is not None and file.size > SMALL_WHEEL:
             return _metadata_from_wheel(lambda: RangedFile(self.http, file.url), file.url)
         response = self.http.get(file.url, cache="metadata", max_bytes=64 * 1024 * 1024)
@@ -406,10 +406,10 @@ def _metadata_from_wheel(open_wheel: Callable[[], IO[bytes] | RangedFile], url: 
                 f"{url}: {members[0].filename} is larger than {MAX_METADATA_BYTES} bytes"
             )
         data = archive.read(members[0])
-    return _parse_metadata(data, url)
+    return parse_metadata(data, url)
 
 
-def _parse_metadata(data: bytes, where: str) -> Metadata:
+def parse_metadata(data: bytes, where: str) -> Metadata:
     """Core metadata, with the fields cudaup reads (extras, requirements) validated here
     so that a malformed one is a refusal now, not an exception where it is used."""
     if len(data) > MAX_METADATA_BYTES:

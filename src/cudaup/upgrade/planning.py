@@ -40,7 +40,7 @@ from cudaup.net.http import HttpClient
 from cudaup.plan import Planner, PlanResult, PlanTarget
 from cudaup.plan.indexes import Index
 from cudaup.plan.lines import TOOLKIT, Line, line_text, line_tiers, release_line
-from cudaup.plan.planner import line_support, passed_over
+from cudaup.plan.result import line_support, passed_over
 from cudaup.resolve.releases import LiveReleases, learn_releases, live_releases
 from cudaup.upgrade.blame import name_blocker
 from cudaup.upgrade.census import Census, Request, take_census
