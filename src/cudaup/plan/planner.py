@@ -140,7 +140,7 @@ class _Run:
                 "--index names only per-line indexes; add pypi (or a mirror URL) for the "
                 "packages they do not publish"
             )
-        default = self.default = next((i for i in flat if i.name == "pypi"), flat[-1])
+        default = next((i for i in flat if i.name == "pypi"), flat[-1])
         self.flat_names = {i.urls[""].rstrip("/"): i.name for i in flat}
         self.tagged = [i for i in indexes.values() if not i.flat]
         self.allow_minor_compat = False
