@@ -261,12 +261,11 @@ class ReadAhead:
         for block in blocks:
             if not block.done.is_set() and block.may_hold(start, last):
                 block.done.wait()  # bounded: the request's own timeouts end it
-        for block in blocks:
-            if (held := block.held(start, last)) is not None:
-                with self._lock:
-                    self.answered += 1
-                return held
-        return None
+        held = self._held(url, start, last)
+        if held is not None:
+            with self._lock:
+                self.answered += 1
+        return held
 
     def requirements(
         self, name: NormalizedName, version: Version
@@ -296,7 +295,8 @@ class ReadAhead:
             if not pending:
                 break
             pending[0].done.wait()  # bounded: the request's own timeouts end it
-        tail = next((b for b in self._blocks.get(url, ()) if b.role == "tail" and b.body), None)
+        with self._lock:
+            tail = next((b for b in self._blocks.get(url, ()) if b.role == "tail" and b.body), None)
         where = directory_of(tail.body, tail.total) if tail is not None else None
         directory = where and self._bytes(url, where[0], sum(where) - 1)
         fields = _metadata_entry(directory) if directory else None
@@ -318,11 +318,17 @@ class ReadAhead:
         return data if len(data) == size and zlib.crc32(data) == crc else None
 
     def _bytes(self, url: str, start: int, last: int) -> bytes | None:
-        """Bytes ``start..last`` of ``url`` from a block read ahead, when one holds them."""
+        """Exactly bytes ``start..last`` of ``url`` from a block read ahead, when one holds
+        them (:meth:`_held` cuts a range at the file's end)."""
+        held = self._held(url, start, last)
+        return held[1] if held is not None and len(held[1]) == last - start + 1 else None
+
+    def _held(self, url: str, start: int, last: int) -> tuple[int, bytes, int] | None:
+        """Bytes ``start..last`` of ``url`` (cut at the file's end) from an answered block
+        that holds them, with their first offset and the file's size; no waiting."""
         with self._lock:
             blocks = list(self._blocks.get(url, ()))
-        held = next((h for b in blocks if (h := b.held(start, last)) is not None), None)
-        return held[1] if held is not None and len(held[1]) == last - start + 1 else None
+        return next((h for b in blocks if (h := b.held(start, last)) is not None), None)
 
     def close(self, *, wait: bool = True) -> None:
         """Start no more reads, nor the next range of one under way; with ``wait``, wait
