@@ -43,6 +43,7 @@ from cudaup.errors import (
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
+from cudaup.util import libc
 from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 
@@ -735,33 +736,47 @@ def test_a_reader_of_a_finished_download_reads_the_final_file(
 def test_a_file_read_once_is_not_fsynced_and_still_verified(
     fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, connections: int
 ) -> None:
-    """An install's archive (``durable=False``) skips the fsyncs of its bytes and its name
-    that a kept download makes, on both transfer paths (its small resume state stays
-    durable); its bytes are checked all the same."""
+    """An install's archive (``durable=False``) syncs nothing that a kept download syncs
+    (its bytes, its resume state, its name) and hands none of its bytes to the disk's
+    writeback, on both transfer paths; its bytes are checked all the same."""
     fault_server.add("/f.run", BODY)
     synced: list[str] = []
-    real_fsync = os.fsync
+    writeback_asked: list[bool] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+    real_can = libc.can_start_writeback
 
-    def counting(fd: int) -> None:
-        # the file's bytes (its part file) and its name (the directory); not its resume state
-        name = Path(f"/proc/self/fd/{fd}").readlink()
-        if name.name == "f.run.part" or name.is_dir():
-            synced.append(str(name))
-        real_fsync(fd)
+    def counting(real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            synced.append(str(Path(f"/proc/self/fd/{fd}").readlink()))
+            real(fd)
 
-    monkeypatch.setattr(os, "fsync", counting)
+        return sync
+
+    def asking() -> bool:
+        writeback_asked.append(True)
+        return real_can()
+
+    monkeypatch.setattr(os, "fsync", counting(real_fsync))
+    monkeypatch.setattr(os, "fdatasync", counting(real_fdatasync))
+    monkeypatch.setattr(libc, "can_start_writeback", asking)
     kept = download(
         request(fault_server), tmp_path / "kept", http=client(tmp_path), connections=connections
     )
     fetched_ok(kept.path)
-    assert synced, "a kept download is made durable before it gets its name"
+    assert any(name.endswith("f.run.part") for name in synced), "a kept file's bytes are synced"
+    assert any(Path(name).is_dir() for name in synced), "and so is its name"
+    # a server that takes ranges gets the parallel path, even on one connection: its
+    # flusher asks whether writeback can start ahead of the syncs
+    assert writeback_asked
     synced.clear()
+    writeback_asked.clear()
     once = download(
         request(fault_server), tmp_path / "once", http=client(tmp_path),
         connections=connections, durable=False,
     )  # fmt: skip
     fetched_ok(once.path)
     assert synced == []
+    assert writeback_asked == []
     fault_server.add("/bad.run", b"x" * SIZE)
     with pytest.raises(IntegrityError, match="sha256 mismatch"):
         download(

@@ -101,9 +101,10 @@ def download(
 ) -> DownloadResult:
     """Download one file into ``directory``; see the module docstring for how.
 
-    ``durable=False`` skips the fsyncs before and after the file gets its name, for a file
-    its caller reads at once and deletes: a crash can only leave a file that fails the
-    check every reuse makes (see :func:`_existing`).
+    ``durable=False`` syncs nothing (the part file, its resume state, the final name) and
+    hands nothing to the disk's writeback, for a file its caller reads at once and
+    deletes: a crash can only leave a file, or resumed bytes, that fail the check every
+    reuse makes (see :func:`_existing`).
 
     With ``arrival``, another thread may read the bytes as they land (see :class:`Arrival`).
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable

@@ -33,6 +33,7 @@ class DownloadJob:
     cancel: threading.Event | None = None
     #: when the download began (``time.monotonic``), for the result's seconds
     started: float = field(default_factory=time.monotonic)
-    #: False: the file is read once and deleted (an install's archive), so the final
-    #: fsyncs are skipped; it is verified again before any later use, as every file is
+    #: False: the file is read once and deleted (an install's archive), so nothing of it
+    #: is synced (the part file, its resume state, the final name) nor handed to the
+    #: disk's writeback; it is verified again before any later use, as every file is
     durable: bool = True

@@ -320,9 +320,14 @@ class Flusher:
     second), and the supervising thread keeps its tick meanwhile.
     """
 
-    def __init__(self, save: Callable[[], None], transfer: Transfer) -> None:
+    def __init__(
+        self, save: Callable[[], None], transfer: Transfer, *, writeback: bool = True
+    ) -> None:
         self._save = save
         self._transfer = transfer
+        #: False for a file read once and deleted: its bytes need not reach the disk, and
+        #: each save is then a small write, not a sync
+        self._writeback = writeback
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="cudaup-flush")
 
@@ -341,7 +346,9 @@ class Flusher:
 
         plan = self._transfer.plan
         saved, when = plan.completed, time.monotonic()
-        head_start = can_start_writeback()
+        head_start = self._writeback and can_start_writeback()
+        # Without a head start a durable file is synced every FLUSH_BYTES too.
+        by_bytes = self._writeback and not head_start
         try:
             while not self._stop.wait(WRITEBACK_TICK if head_start else TICK):
                 if plan.cancelled:
@@ -350,7 +357,7 @@ class Flusher:
                     self._start_writeback()
                 done = plan.completed
                 late = time.monotonic() - when >= STATE_INTERVAL
-                if (done > saved and late) or (not head_start and done - saved >= FLUSH_BYTES):
+                if (done > saved and late) or (by_bytes and done - saved >= FLUSH_BYTES):
                     self._save()
                     saved, when = done, time.monotonic()
         except PartFileClosedError:
@@ -467,12 +474,15 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
 
     def save_state() -> None:
         # The rows are taken before the part file is synced: every byte they count is
-        # on disk before the state that counts it.
+        # on disk before the state that counts it.  A file read once and deleted (not
+        # durable) is not synced: after a crash its resumed bytes fail the checksum, and
+        # are deleted then, like any bytes that are not the file's.
         rows = plan.state()
-        # A sync is where a file system that allocates late says the disk is full.
-        explained = target.explained(target.part, "write", size - plan.completed)
-        with contextlib.suppress(PartFileClosedError), part.use() as fd, explained:
-            os.fdatasync(fd)
+        if job.durable:
+            # A sync is where a file system that allocates late says the disk is full.
+            explained = target.explained(target.part, "write", size - plan.completed)
+            with contextlib.suppress(PartFileClosedError), part.use() as fd, explained:
+                os.fdatasync(fd)
         document = {
             "schema": 1,
             "url": request.url,
@@ -481,7 +491,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             "last_modified": remote.last_modified,
             "segments": rows,
         }
-        target.save_state(document, size - plan.completed)
+        target.save_state(document, size - plan.completed, durable=job.durable)
 
     with target.explained(target.part, "open"):
         part = PartFile(target.part)
@@ -504,7 +514,7 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             )
         )
     told = most
-    flusher = Flusher(save_state, transfer)
+    flusher = Flusher(save_state, transfer, writeback=job.durable)
 
     def every_tick() -> None:
         nonlocal told

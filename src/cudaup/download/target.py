@@ -49,11 +49,12 @@ class DownloadPaths:
             return None
         return document if isinstance(document, dict) and document.get("schema") == 1 else None
 
-    def save_state(self, document: dict[str, Any], needed: int) -> None:
-        """Rewrite the resume state atomically and durably (``needed``: bytes still to come)."""
+    def save_state(self, document: dict[str, Any], needed: int, *, durable: bool = True) -> None:
+        """Rewrite the resume state atomically, and durably unless told not to (``needed``:
+        bytes still to come)."""
         data = json.dumps(document)
         with self.explained(self.state, "write", needed + len(data)):
-            atomic_write(self.state, data, durable=True)
+            atomic_write(self.state, data, durable=durable)
 
     def discard(self) -> None:
         with self.explained(self.part, "remove"):
