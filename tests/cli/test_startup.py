@@ -109,6 +109,57 @@ def test_a_command_imports_only_its_own_module(
     assert not others & modules, sorted(others & modules)
 
 
+#: Runs the CLI in-process and prints, in order, when the CA certificates began to load
+#: (the ``cudaup-tls`` thread) and when a command module was imported.
+ORDER = """
+import json, sys, threading
+events = []
+class Witness:
+    def find_spec(self, name, path=None, target=None):
+        events.append(name)  # then the next finder finds it
+sys.meta_path.insert(0, Witness())
+start = threading.Thread.start
+def started(thread):
+    events.append(thread.name)
+    start(thread)
+threading.Thread.start = started
+from cudaup.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(events))
+"""
+
+
+def _order(*argv: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", ORDER, *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    events: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return [e for e in events if e == "cudaup-tls" or e in {i.module for i in COMMANDS.values()}]
+
+
+def test_an_online_command_loads_the_certificates_while_its_module_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``install`` always goes online: the CA certificates (~25 ms, without the GIL) start
+    loading before its module imports (~0.15 s), not before its first request; a command
+    that stays here loads none."""
+    assert [name for name, info in COMMANDS.items() if info.online] == ["install"]
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path / "cache"))
+    # an index that refuses the connection: the order is all this looks at
+    refusing = ("--pypi-url", "http://127.0.0.1:9/simple")
+    assert _order(*refusing, "install", "13.0.1", "--channel", "pypi") == [
+        "cudaup-tls",
+        "cudaup.cli.toolkits",
+    ]
+    assert _order("install", "--help") == ["cudaup.cli.toolkits"]  # help goes nowhere
+    assert _order("which", "--json") == ["cudaup.cli.switch"]
+
+
 def test_a_probe_that_finds_its_file_loads_no_resolver(
     fake_nvidia: FakeNvidiaServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 class CommandInfo:
     """Where a command lives and what it does (a plain class: a dataclass imports
-    inspect, a NamedTuple typing; together ~7 ms of every start)."""
+    inspect, a NamedTuple typing; together ~7 ms of every start).
 
-    __slots__ = ("example", "module", "summary")
+    ``online``: the command always makes HTTPS requests, so the CA certificates start
+    loading (:func:`cudaup.net.tls.warm_up`) before its module imports, on another core.
+    """
 
-    def __init__(self, module: str, summary: str, example: str) -> None:
+    __slots__ = ("example", "module", "online", "summary")
+
+    def __init__(self, module: str, summary: str, example: str, *, online: bool = False) -> None:
         self.module = module
         self.summary = summary
         self.example = example
+        self.online = online
 
 
 COMMANDS: dict[str, CommandInfo] = {
@@ -49,6 +54,7 @@ COMMANDS: dict[str, CommandInfo] = {
         "cudaup.cli.toolkits",
         "install a toolkit side by side (no root needed)",
         "cudaup install 13.0 --components nvcc,cudart",
+        online=True,
     ),
     "uninstall": CommandInfo(
         "cudaup.cli.toolkits",

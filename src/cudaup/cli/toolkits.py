@@ -27,7 +27,6 @@ from cudaup.errors import ArtifactNotFoundError, UsageError
 from cudaup.install.installer import InstallOptions, InstallResult, install
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.net.tls import warm_up
 from cudaup.switch import shim
 from cudaup.switch.pins import pinned_release
 from cudaup.switch.selection import resolve_default, select
@@ -100,7 +99,6 @@ def add_list(parser: argparse.ArgumentParser) -> None:
 
 def cmd_install(args: argparse.Namespace) -> int:
     store = Store.from_env()
-    warm_up()  # the CA certificates load in the background while the request is prepared
 
     options = InstallOptions(
         platform=platform_of(args),
