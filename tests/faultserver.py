@@ -69,6 +69,7 @@ class Fault:
     retry_after: str | None = None
     stall: float = 0.0  # sleep this long after the headers and some bytes
     rate: float | None = None  # bytes per second (of each answer)
+    burst: int = 0  # with ``rate``: bytes sent at once first (nginx's limit_rate sends a second's)
     link: SharedLink | None = None  # bytes per second of every answer together (a full pipe)
     only_from: int | None = None  # apply only to ranges starting at or below this byte
     redirect: str | None = None
@@ -435,7 +436,8 @@ class FaultServer:
                 request.wfile.flush()
                 time.sleep(fault.stall)
             if fault and fault.rate:
-                ahead = record.sent / fault.rate - (time.monotonic() - started)
+                paced = max(0, record.sent - fault.burst)
+                ahead = paced / fault.rate - (time.monotonic() - started)
                 if ahead > 0:
                     time.sleep(ahead)
         while fault and fault.endless:  # until the client hangs up (OSError)

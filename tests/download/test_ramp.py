@@ -188,6 +188,18 @@ def test_connections_that_never_bring_a_byte_are_measured_after_the_patience() -
     assert ramp.count == 1 and now >= WINDOW + PATIENCE
 
 
+def test_a_window_in_which_no_read_ended_measures_nothing() -> None:
+    # One connection's reads of 1 MiB at 1 MiB/s: the windows of 0.2 s that hold no end
+    # of a read wait for one, instead of taking a rate of zero and settling on one.
+    ramp = ConnectionRamp(8)
+    ramp.observe(0.0, 0, counted_at=0.0)
+    for tick in (0.2, 0.4, 0.6, 0.8):
+        assert ramp.observe(tick, 0, counted_at=0.0) == 1
+    assert not ramp.settled and ramp.steps == []
+    assert ramp.observe(1.0, MiB, counted_at=1.0) == 8  # the read ended: 1 MiB/s, go wide
+    assert ramp.steps == [Step(1, MiB)]
+
+
 def test_the_server_lowers_the_most() -> None:
     ramp = ConnectionRamp(8)
     ramp.cap(1)
@@ -210,6 +222,24 @@ def test_a_cap_per_connection_gets_more_connections(
         http=client(tmp_path),
     )  # fmt: skip
     assert result.path.read_bytes() == BODY
+    assert result.connections == 8
+    assert fault_server.connections("/f.run") >= 8
+
+
+def test_a_burst_then_a_cap_per_connection_gets_more_connections(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """nginx's ``limit_rate``: a second's bytes at once, then the rate.  The burst lets the
+    reads grow to 1 MiB, which at 1 MiB/s outlast a window: a window in which no read
+    ended has measured nothing, not a rate of zero, which kept this download on one
+    connection (22 s; 1.4 s on eight)."""
+    body = payload(24 * MiB, seed=12)  # its pieces (1.5 MiB) outlast the burst
+    fault_server.add("/f.run", body, Fault(rate=MiB, burst=MiB))
+    result = download(
+        request(fault_server, size=len(body), sha256=_sha(body)), tmp_path / "out",
+        http=client(tmp_path),
+    )  # fmt: skip
+    assert result.path.read_bytes() == body
     assert result.connections == 8
     assert fault_server.connections("/f.run") >= 8
 

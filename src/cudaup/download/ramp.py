@@ -175,6 +175,14 @@ class ConnectionRamp:
         began, base, base_cpu, base_counted_at, base_process_cpu = self._since
         if now - began < self._window(round_trip):
             return self.count
+        if completed == base:
+            # No read ended within the window: nothing was measured, and a rate of zero
+            # would settle the count for good.  A read can outlast a window: reads grow
+            # to 1 MiB while they return quickly (a server's first burst: nginx's
+            # limit_rate sends a second's worth at once), and one then took 1 s at a cap
+            # of 1 MiB/s per connection, which kept a 24 MiB download on one connection
+            # (22 s).  The window goes on until a read ends (a stall is the watchdog's).
+            return self.count
         if counted_at is not None and base_counted_at is not None and counted_at > base_counted_at:
             rate = (completed - base) / (counted_at - base_counted_at)
         else:
