@@ -1,6 +1,6 @@
 """Benchmark ``cudaup download`` against aria2c, curl and wget on loopback nginx.
 
-Three cases, each a random file served by nginx (Debian's package, ``sendfile on``):
+Four cases, each a random file served by nginx (Debian's package, ``sendfile on``):
 
 - ``capped``: 6 MiB/s per TCP connection, the way CDNs cap each connection, enforced
   by a relay in front of nginx (``benchmarks/latency.py``: nginx's ``limit_rate`` is
@@ -9,6 +9,10 @@ Three cases, each a random file served by nginx (Debian's package, ``sendfile on
 - ``latency``: the same cap and a round trip per request added by the relay (``tc
   netem`` needs a kernel module this machine lacks), so that a downloader asking for
   many small pieces pays for it as on a real link;
+- ``limit-rate``: nginx's own ``limit_rate`` (4 MiB/s per request, after a first second's
+  worth at once): a server that bursts, then caps; a download whose pieces grow past the
+  burst meets the cap (the adapting count once read such a first burst, then a window in
+  which no read ended, as a rate of zero, and kept one connection);
 - ``uncapped``: nginx straight, at full loopback speed, where the two CPUs are the
   limit; the reference is the slower of one curl stream and hashing the bytes alone
   (``sha256 alone``: hashlib over the served file, from the page cache), since a
@@ -92,6 +96,8 @@ class Case:
     #: each run (a verified download cannot end before the transfer nor before the hash)
     reference: tuple[str, ...]
     tools: dict[str, Command]
+    #: nginx's own ``limit_rate`` (per request, after a second's worth at once), or None
+    nginx_limit: str | None = None
 
 
 @dataclass
@@ -177,6 +183,17 @@ def cases(args: argparse.Namespace) -> list[Case]:
             "latency",
             f"the same cap and a {rtt_ms:g} ms round trip, {capped_mib} MiB",
             capped_mib, 6 * 2**20, rtt_ms / 1000, (aria,), capped_tools,
+        ),
+        Case(
+            "limit-rate",
+            f"nginx's limit_rate: 4 MiB/s per request after a second's burst, {args.limit_size_mib} MiB",
+            args.limit_size_mib, None, 0.0, (aria,),
+            {
+                "cudaup, default, sha256": cudaup(None, "--sha256"),
+                f"cudaup, {n} conn, sha256": cudaup(n, "--sha256"),
+                aria: aria2c(n),
+            },
+            nginx_limit="4m",
         ),
         Case(
             "uncapped",
@@ -312,9 +329,14 @@ def main() -> None:
         "--capped-size-mib", type=int, default=384, help="capped file (default 384)"
     )
     parser.add_argument("--rtt-ms", type=float, default=50.0, help="latency case (default 50)")
+    parser.add_argument(
+        "--limit-size-mib", type=int, default=128, help="limit-rate file (default 128)"
+    )
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument(
-        "--cases", default="capped,latency,uncapped", help="comma-separated subset to run"
+        "--cases",
+        default="capped,latency,limit-rate,uncapped",
+        help="comma-separated subset to run",
     )
     parser.add_argument(
         "--tools",
@@ -353,7 +375,8 @@ def main() -> None:
             sha256, md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
             del data
             print(case.title, flush=True)
-            with Nginx(site) as nginx, reachable(nginx.ports["plain"], case) as port:
+            limits = {"plain": case.nginx_limit}
+            with Nginx(site, limits) as nginx, reachable(nginx.ports["plain"], case) as port:
                 url = f"http://127.0.0.1:{port}/file.bin"
                 file = File(url, work / "out", sha256, md5, site / "file.bin")
                 samples = measure(
