@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import threading
 import zipfile
 from pathlib import Path
@@ -47,6 +48,24 @@ def planned_files(archive: Path) -> list[policy.Member]:
     return [member for member in planned if member.kind == "file"]
 
 
+def test_small_files_alone_get_a_worker_per_cpu_but_one_and_big_members_two(
+    tmp_path: Path,
+) -> None:
+    def batches(*entries: ZipEntry) -> list[list[policy.Member]]:
+        archive = make_zip(tmp_path / f"{len(entries)}.zip", list(entries))
+        return write.work_batches(planned_files(archive))
+
+    headers = [(f"include/d{i % 4}/h{i}.h", b"x" * 3000, REG) for i in range(300)]
+    big = [(f"bin/tool{i}", os.urandom(write.PARALLEL_MEMBER + 1), REG) for i in range(2)]
+    only_small = batches(*headers)
+    assert len(only_small) > 1
+    # on 2 CPUs a second worker would only take the core the rest of an install uses
+    assert [write.worker_count(only_small, cpus) for cpus in (1, 2, 3, 8)] == [1, 1, 2, 4]
+    assert write.worker_count(batches(big[0], *headers), 2) == 1
+    # two big members: one may wait for its bytes while the other's are in
+    assert write.worker_count(batches(*big, *headers), 2) == write.PARALLEL_WORKERS >= 2
+
+
 def test_batches_keep_each_directory_whole_and_big_members_alone(tmp_path: Path) -> None:
     entries: list[ZipEntry] = [
         *[(f"a/h{i}.h", b"x" * 100, REG) for i in range(90)],
@@ -72,7 +91,10 @@ def test_small_files_of_several_directories_are_written_side_by_side(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first directory's first file waits until another worker has written a file of
-    another directory: one worker alone (the code before issue #27) never got there."""
+    another directory: one worker alone (the code before issue #27) never got there.  With
+    CPUs to spare (four here): on two, small files alone get one worker (see
+    ``test_small_files_alone_get_a_worker_per_cpu_but_one_and_big_members_two``)."""
+    monkeypatch.setattr(write, "usable_cpus", lambda: 4)
     files = headers(4)
     wheel = tmp_path / "w-1.0-py3-none-any.whl"
     wheel.write_bytes(make_wheel("w", "1.0", files))

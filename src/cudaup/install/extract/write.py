@@ -81,6 +81,26 @@ PARALLEL_MEMBER = RUN_MEMBER
 PARALLEL_WORKERS = max(2, min(4, usable_cpus() - 1))
 
 
+def worker_count(batches: list[list[Member]], cpus: int) -> int:
+    """The threads that write a zip's ``batches`` (:func:`work_batches`) on ``cpus`` CPUs.
+
+    :data:`PARALLEL_WORKERS` where two or more big members may inflate side by side (or
+    one wait for its bytes while the other's are in).  Runs of small files alone (NVIDIA's
+    CCCL wheel: 1,718 headers) get a worker per CPU but one: creating a file is kernel
+    work that holds a core, so on 2 CPUs a second worker only takes the core that the
+    download, its hash and the other wheels' inflating use (a cold pypi install of
+    nvcc,cudart: 0.96x the wall, 8,800 context switches against 11,600, 16 runs in
+    turns); where a core is idle, several help (round 6 of issue #27, docs/performance.md).
+    """
+    big = sum(1 for batch in batches if len(batch) == 1 and _big(batch[0]))
+    return PARALLEL_WORKERS if big >= 2 else max(1, min(4, cpus - 1))
+
+
+def _big(member: Member) -> bool:
+    """A member inflated alone, through a handle of its own (:data:`PARALLEL_MEMBER`)."""
+    return max(member.size, compressed_size(member)) >= PARALLEL_MEMBER
+
+
 def extract_in_one_pass(
     reader: TarReader,
     archive: Path,
@@ -144,7 +164,7 @@ def write_members(
     (none without ``hashing``: a wheel's come from its RECORD, :func:`.wheel.check_record`).
 
     Every directory first, in this thread; then the files, spread over
-    :data:`PARALLEL_WORKERS` threads (:func:`work_batches`): creating a file is kernel
+    :func:`worker_count` threads (:func:`work_batches`): creating a file is kernel
     work done without the GIL, as are inflating, hashing and writing, and a wheel of
     headers is thousands of files (NVIDIA's CCCL wheel: 1,718), which a core otherwise
     idle can share; then the symlinks, once every file is written (no member lies below
@@ -187,7 +207,8 @@ def write_members(
                     if hashing:
                         digests["/".join(member.parts)] = digest
 
-    map_concurrently(write_batch, work_batches(files), PARALLEL_WORKERS, cancel=stop)
+    batches = work_batches(files)
+    map_concurrently(write_batch, batches, worker_count(batches, usable_cpus()), cancel=stop)
     for link in links:
         check_cancelled(cancel)
         with explained(archive, destination, link, needed):
@@ -218,7 +239,7 @@ def work_batches(files: list[Member]) -> list[list[Member]]:
     run: list[Member] = []
     run_start = run_bytes = 0
     for index, member in enumerate(files):
-        if max(member.size, compressed_size(member)) >= PARALLEL_MEMBER:
+        if _big(member):
             batches.append((index, [member]))
             continue
         full = len(run) >= BATCH_MEMBERS or run_bytes >= BATCH_BYTES
