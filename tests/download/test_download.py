@@ -17,6 +17,7 @@ import types
 from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,7 @@ from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
 from cudaup.util import libc
+from cudaup.util.boot import boot_id
 from tests.download.support import recorded
 from tests.faultserver import Fault, FaultServer, payload
 
@@ -375,6 +377,49 @@ def test_interrupted_download_resumes_without_refetching(
     assert refetched == SIZE - completed + 1  # exactly what was missing (+ the probe byte)
     [said] = [e.message for e in events if e.kind == "notice"]
     assert said == f"resuming at {binary_size(completed)} of 8.0 MiB"  # binary units
+
+
+def test_an_unsynced_partial_file_resumes_only_within_its_boot(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """An install's archive (``durable=False``) saves its resume state unsynced: the rows
+    hold while the page cache does, so Ctrl-C then a rerun resumes, and after a restart
+    (another boot id in the state) the download starts over instead of resuming bytes a
+    crash may have lost."""
+
+    def interrupted() -> dict[str, Any]:
+        held = threading.Event()
+        fault_server.add("/f.run", BODY, Fault(hang="body", hang_after=256 * 1024, until=held))
+        with pytest.raises(KeyboardInterrupt):
+            download(
+                request(fault_server), tmp_path / "out", http=client(tmp_path), connections=4,
+                progress=_interrupt_after(256 * 1024), durable=False,
+            )  # fmt: skip
+        held.set()
+        fault_server.resources["/f.run"].faults.clear()
+        state: dict[str, Any] = json.loads((tmp_path / "out/f.run.part.json").read_text())
+        return state
+
+    def rerun() -> tuple[int, list[str]]:
+        notices: list[str] = []
+        result = download(
+            request(fault_server), tmp_path / "out", http=client(tmp_path), connections=1,
+            durable=False, progress=lambda e: notices.extend([e.message] if e.message else []),
+        )  # fmt: skip
+        fetched_ok(result.path)
+        result.path.unlink()
+        return result.resumed_from, notices
+
+    state = interrupted()
+    assert state["synced"] is False and state["boot"] == boot_id()
+    resumed, _ = rerun()
+    assert resumed > 0  # the same boot: Ctrl-C then the same command resumes
+    state = interrupted()
+    state["boot"] = "another-boot"
+    (tmp_path / "out/f.run.part.json").write_text(json.dumps(state))
+    resumed, notices = rerun()
+    assert resumed == 0
+    assert "the partial file was not synced and the machine restarted since; restarting" in notices
 
 
 def test_changed_remote_restarts_cleanly(fault_server: FaultServer, tmp_path: Path) -> None:

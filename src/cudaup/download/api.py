@@ -103,8 +103,9 @@ def download(
 
     ``durable=False`` syncs nothing (the part file, its resume state, the final name) and
     hands nothing to the disk's writeback, for a file its caller reads at once and
-    deletes: a crash can only leave a file, or resumed bytes, that fail the check every
-    reuse makes (see :func:`_existing`).
+    deletes: a crash can only leave a file that fails the check every reuse makes (see
+    :func:`_existing`), and its resume state, which records the boot, is not resumed after
+    a restart.
 
     With ``arrival``, another thread may read the bytes as they land (see :class:`Arrival`).
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable

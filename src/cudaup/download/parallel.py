@@ -51,6 +51,7 @@ from cudaup.download.target import DownloadPaths, PartFile, PartFileClosedError,
 from cudaup.download.watch import TICK, Flow, Watchdog, join_all, supervise
 from cudaup.errors import CudaupError, NetworkError
 from cudaup.net.http import HttpClient
+from cudaup.util.boot import boot_id
 from cudaup.util.parallel import CancelledError, usable_cpus
 
 #: How often the resume state is rewritten while the download runs, in seconds (progress
@@ -386,6 +387,12 @@ def resume_plan(
     if state is None:
         return None
     size = remote.size
+    boot = boot_id()
+    if state.get("synced") is False and (boot is None or state.get("boot") != boot):
+        # Its rows count bytes that were never synced: a restart since may have lost them.
+        notice = "the partial file was not synced and the machine restarted since; restarting"
+        emit(progress, ProgressEvent(filename, "notice", 0, size, notice))
+        return None
     changes = [
         f"{name} {state.get(key)!r} → {now!r}"
         for name, key, now in (
@@ -475,8 +482,8 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     def save_state() -> None:
         # The rows are taken before the part file is synced: every byte they count is
         # on disk before the state that counts it.  A file read once and deleted (not
-        # durable) is not synced: after a crash its resumed bytes fail the checksum, and
-        # are deleted then, like any bytes that are not the file's.
+        # durable) is not synced: its rows hold while this boot does, and the state says
+        # which (resume_plan starts over after a restart).
         rows = plan.state()
         if job.durable:
             # A sync is where a file system that allocates late says the disk is full.
@@ -490,6 +497,8 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
             "etag": remote.etag,
             "last_modified": remote.last_modified,
             "segments": rows,
+            # Unsynced rows hold while this boot does (see resume_plan).
+            **({} if job.durable else {"synced": False, "boot": boot_id()}),
         }
         target.save_state(document, size - plan.completed, durable=job.durable)
 

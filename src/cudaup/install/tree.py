@@ -41,7 +41,6 @@ Kind = Literal["file", "dir", "symlink"]
 SCHEMA = 1
 #: Larger than the manifest of any real tree (NVIDIA's biggest: a few thousand entries).
 MAX_DOCUMENT = 64 * 2**20
-_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _KINDS: Mapping[int, Kind] = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
@@ -276,15 +275,6 @@ def check_digests(root: Path, manifest: TreeManifest) -> str | None:
 # ---------------------------------------------------------------------------
 # When the digests were last found right
 # ---------------------------------------------------------------------------
-def boot_id() -> str | None:
-    """This boot's id (Linux); None where there is none, and then every use hashes."""
-    try:
-        value = _BOOT_ID.read_text().strip()
-    except OSError:
-        return None
-    return value or None
-
-
 def fingerprint(seen: Mapping[str, Seen]) -> str:
     """A digest of each file's inode, ctime, mtime, size and mode: writing or replacing
     a file (through any hard link) moves its ctime or its inode, and so this, whatever

@@ -60,7 +60,6 @@ from cudaup.install.tree import (
     Seen,
     Stamp,
     TreeManifest,
-    boot_id,
     check_digests,
     compare,
     describe,
@@ -71,6 +70,7 @@ from cudaup.install.tree import (
     scan,
 )
 from cudaup.net.http import HttpClient
+from cudaup.util.boot import boot_id
 from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
 from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
