@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +24,9 @@ from cudaup.install.layout import merge_tree
 from cudaup.install.store import Store
 from tests import fakemachine as fm
 from tests.fakenvidia.server import FakeNvidiaServer
-from tests.faultserver import FaultServer
+from tests.faultserver import Fault, FaultServer
 from tests.helpers import point_env_at, run_cli, settings_for
+from tests.install.served import CUDART, make_wheel, serve_pypi
 
 REDIST = InstallOptions(platform="linux-x86_64", channel="redist", components=("nvcc",))
 
@@ -223,6 +226,36 @@ def test_driver_check_refuses_unless_forced(fake_nvidia: FakeNvidiaServer, home:
         "12.9.0", REDIST, settings=settings, store=home
     )  # 12.8.0's archives are virtual
     assert any("not checked against a driver" in note for note in unknown.notes)
+
+
+def test_the_driver_is_looked_for_while_the_release_resolves(
+    fault_server: FaultServer, home: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding the driver (NVML's start: long where it has GPUs to start) runs beside the
+    resolution's requests, not after them: the index answers cuda-toolkit's page only once
+    the driver is being looked for (or, were it looked for after, 5 s later)."""
+    url = serve_pypi(fault_server, "13.0.1", make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART))
+    looking, late = threading.Event(), threading.Event()
+    real = installer_module.detect_driver
+
+    def detect(**options: Any) -> Any:
+        looking.set()
+        return real(**options)
+
+    monkeypatch.setattr(installer_module, "detect_driver", detect)
+    fault_server.resources["/simple/cuda-toolkit/"].faults.append(
+        Fault(hang="headers", until=looking)
+    )
+    fallback = threading.Timer(5, lambda: (late.set(), looking.set()))
+    fallback.start()
+    try:
+        options = InstallOptions(platform="linux-x86_64", channel="pypi", components=("cudart",))
+        result = install("13.0.1", options, settings=Settings.from_env(pypi_url=url), store=home)
+    finally:
+        fallback.cancel()
+    assert not late.is_set(), "the driver was looked for only after the release resolved"
+    assert (result.path / "lib" / "libcudart.so.13").is_file()
+    assert any("no NVIDIA driver found" in note for note in result.notes)
 
 
 RUNFILE = r"""#!/bin/sh

@@ -35,7 +35,9 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +51,7 @@ from cudaup.core.components import (
     check_profile,
     nvidia_name,
 )
+from cudaup.core.driver import DriverInfo
 from cudaup.core.libraries import LIBRARIES, cuda_major
 from cudaup.core.model import Channel, Resolution
 from cudaup.core.platforms import Platform, is_linux
@@ -154,12 +157,37 @@ def check_platform(options: InstallOptions) -> None:
         )
 
 
-def check_driver(
-    settings: Settings, release: str, override: str | None, force: bool, notes: list[str]
-) -> None:
-    """Refuse a toolkit the driver cannot run (unless forced); note what was checked."""
+def detect_driver_ahead(override: str | None) -> Future[DriverInfo]:
+    """Start finding the driver on a thread of its own, for :func:`check_driver`: NVML's
+    start and the fallbacks took 11 ms on a machine without a driver (more where NVML has
+    GPUs to start), which then pass beside the resolution's requests, not after them."""
+    future: Future[DriverInfo] = Future()
 
-    info = detect_driver(root=SystemRoot.from_env(), override=override)
+    def detect() -> None:
+        try:
+            future.set_result(detect_driver(root=SystemRoot.from_env(), override=override))
+        except BaseException as exc:  # raised where the answer is asked for
+            future.set_exception(exc)
+
+    threading.Thread(target=detect, daemon=True, name="cudaup-driver").start()
+    return future
+
+
+def check_driver(
+    settings: Settings,
+    release: str,
+    override: str | None,
+    force: bool,
+    notes: list[str],
+    ahead: Future[DriverInfo] | None = None,
+) -> None:
+    """Refuse a toolkit the driver cannot run (unless forced); note what was checked.
+    ``ahead``: the driver as :func:`detect_driver_ahead` finds it (else found now)."""
+
+    if ahead is not None:
+        info = ahead.result()
+    else:
+        info = detect_driver(root=SystemRoot.from_env(), override=override)
     if info.version is None:
         notes.append("no NVIDIA driver found: the toolkit was not checked against a driver")
         return
@@ -311,6 +339,7 @@ def install(
         if wanted is not None:
             profile, components = (name, wanted), wanted
         notes.append(f"profile {name}{_profile_origin(options.profile, settings.profile)}")
+    driver = detect_driver_ahead(options.driver)
     # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
     resolver = Resolver(replace(settings, probe=False), http)
     resolution = resolver.resolve(
@@ -338,6 +367,7 @@ def install(
         http=http,
         progress=progress,
         notes=notes,
+        driver=driver,
     )
 
 
@@ -366,13 +396,15 @@ def materialize(
     http: HttpClient,
     progress: Progress | None,
     notes: list[str],
+    driver: Future[DriverInfo] | None = None,
 ) -> InstallResult:
-    """Download, stage, lay out and publish a resolved (or locked) toolkit."""
+    """Download, stage, lay out and publish a resolved (or locked) toolkit (``driver``:
+    the driver as :func:`detect_driver_ahead` finds it, else found here)."""
     channel = resolution.channel
     release = resolution.release.version
     check_prefix_text(options)
     check_platform(options)
-    check_driver(settings, release, options.driver, options.force, notes)
+    check_driver(settings, release, options.driver, options.force, notes, driver)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
     if unverified and not options.allow_unverified:
         raise UsageError(
