@@ -22,6 +22,7 @@ from cudaup.errors import EXIT_CODES, DriverTooOldError, IntegrityError
 from cudaup.install.installer import InstallOptions, install
 from cudaup.install.layout import merge_tree
 from cudaup.install.store import Store
+from cudaup.machine import driver_probe
 from tests import fakemachine as fm
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import Fault, FaultServer
@@ -236,7 +237,7 @@ def test_the_driver_is_looked_for_while_the_release_resolves(
     the driver is being looked for (or, were it looked for after, 5 s later)."""
     url = serve_pypi(fault_server, "13.0.1", make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART))
     looking, late = threading.Event(), threading.Event()
-    real = installer_module.detect_driver
+    real = driver_probe.detect_driver
 
     def detect(**options: Any) -> Any:
         looking.set()
@@ -246,7 +247,12 @@ def test_the_driver_is_looked_for_while_the_release_resolves(
     fault_server.resources["/simple/cuda-toolkit/"].faults.append(
         Fault(hang="headers", until=looking)
     )
-    fallback = threading.Timer(5, lambda: (late.set(), looking.set()))
+
+    def too_late() -> None:
+        late.set()
+        looking.set()
+
+    fallback = threading.Timer(5, too_late)
     fallback.start()
     try:
         options = InstallOptions(platform="linux-x86_64", channel="pypi", components=("cudart",))
