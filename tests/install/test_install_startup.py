@@ -28,6 +28,12 @@ NOT_NEEDED = {
     "cudaup.resolve.libraries": "a library among the components (cudnn)",
     "cudaup.plan": "plan and upgrade",
     "cudaup.upgrade": "upgrade",
+    "cudaup.switch.pins": "no version given (the nearest .cuda-version names it)",
+    "cudaup.switch.selection": "the next step's wording where the shims are on PATH",
+    "cudaup.resolve.sources": "NVIDIA's channels (redist, installer)",
+    "cudaup.nvidia.archive_page": "NVIDIA's channels (redist, installer)",
+    "cudaup.nvidia.manifest": "NVIDIA's channels (redist, installer)",
+    "cudaup.nvidia.listing": "NVIDIA's channels (redist, installer)",
 }
 
 

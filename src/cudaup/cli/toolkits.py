@@ -28,12 +28,11 @@ from cudaup.install.installer import InstallOptions, InstallResult, install
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
-from cudaup.switch.pins import pinned_release
-from cudaup.switch.selection import resolve_default, select
 from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
 
 # Imported where used, not here: an install imports only what installing needs (lock
-# files only with --lock; the machine's other toolkits, the system link and the
+# files only with --lock; pins only without a version; what selects the active toolkit
+# only when the shims are on PATH; the machine's other toolkits, the system link and the
 # listing only for uninstall and list), which the start-up test in tests/install pins.
 
 
@@ -117,6 +116,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     pin: Path | None = None
     version = args.version
     if not args.lock and not version:
+        from cudaup.switch.pins import pinned_release  # noqa: PLC0415 - see the imports
+
         pin, version, skipped = pinned_release(Path.cwd())
         for warning in skipped:
             warn(warning)
@@ -196,6 +197,8 @@ def next_step(store: Store, result: InstallResult, toolkit: InstalledToolkit | N
             f'put {store.bin_dir} on PATH (export PATH="{store.bin_dir}:$PATH" in your shell\'s '
             "profile) so that nvcc and the other tools run the active toolkit"
         )
+    from cudaup.switch.selection import select  # noqa: PLC0415 - see the imports
+
     active = select(store)
     name = str(result.path) if toolkit is not None and toolkit.external else result.version
     if active.path is not None and os.path.realpath(active.path) == os.path.realpath(result.path):
@@ -231,6 +234,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     # See the imports: an install needs none of these.
     from cudaup.machine.toolkits import Lookup, find_toolkits  # noqa: PLC0415
     from cudaup.switch import system_link  # noqa: PLC0415
+    from cudaup.switch.selection import resolve_default  # noqa: PLC0415
     from cudaup.util.cachedir import inspect  # noqa: PLC0415
 
     store = Store.from_env()

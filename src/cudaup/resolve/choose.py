@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -23,10 +24,12 @@ from cudaup.errors import (
     ArtifactNotFoundError,
     IntegrityError,
 )
-from cudaup.nvidia.archive_page import ArchivePage
 from cudaup.nvidia.installers import classify_installer
-from cudaup.nvidia.manifest import DRIVER_COMPONENTS, Archive, Manifest
 from cudaup.resolve.pypi import DistFile
+
+if TYPE_CHECKING:  # parsed where NVIDIA is asked (resolve.sources): PyPI's answers need neither
+    from cudaup.nvidia.archive_page import ArchivePage
+    from cudaup.nvidia.manifest import Archive, Manifest
 
 
 # ----------------------------------------------------------------------------
@@ -243,6 +246,8 @@ def choose_redist(
     With ``closure``, each wanted component brings what it needs (nvcc: crt, nvvm,
     cudart), as far as this release has it for this platform.
     """
+    from cudaup.nvidia.manifest import DRIVER_COMPONENTS  # noqa: PLC0415 - see the imports
+
     label = manifest.label or "?"
     available = {k: c for k, c in manifest.components.items() if c.archive_for(platform)}
     if wanted is not None and closure:

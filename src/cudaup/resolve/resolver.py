@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from packaging.requirements import Requirement
@@ -41,8 +42,6 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.net.http import HttpClient
-from cudaup.nvidia.archive_page import ArchivePage
-from cudaup.nvidia.manifest import Manifest
 from cudaup.resolve.choose import (
     InstallerChoice,
     ReleaseFacts,
@@ -54,11 +53,15 @@ from cudaup.resolve.choose import (
     wheel_artifact,
 )
 from cudaup.resolve.pypi import DistFile, PackageIndex
-from cudaup.resolve.sources import NvidiaSource, ProbeResult
 from cudaup.util.parallel import map_concurrently
 
-if TYPE_CHECKING:  # resolve.libraries is imported where a library is asked for
+if TYPE_CHECKING:
+    # resolve.libraries is imported where a library is asked for; NVIDIA's sources and
+    # parsers where NVIDIA is asked (see Resolver.nvidia)
+    from cudaup.nvidia.archive_page import ArchivePage
+    from cudaup.nvidia.manifest import Manifest
     from cudaup.resolve.libraries import LibraryCompat, LibraryRelease
+    from cudaup.resolve.sources import NvidiaSource, ProbeResult
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -71,9 +74,17 @@ class Resolver:
     def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
         self.settings = settings
         self.http = http if http is not None else HttpClient(settings)
-        self.nvidia = NvidiaSource(self.http)
         self.pypi = PackageIndex(self.http, settings.pypi_url)
         self._listing_dates: dict[str, str | None] = {}
+
+    @cached_property
+    def nvidia(self) -> NvidiaSource:
+        """NVIDIA's download server, loaded with its parsers when first asked: a release
+        resolved from PyPI needs neither (~8 ms of imports before an install's first
+        request)."""
+        from cudaup.resolve.sources import NvidiaSource  # noqa: PLC0415 - see the docstring
+
+        return NvidiaSource(self.http)
 
     def _map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return map_concurrently(function, items, self.settings.workers)
