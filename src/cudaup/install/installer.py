@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -75,6 +74,7 @@ from cudaup.resolve.resolver import Resolver
 from cudaup.util.cachedir import CacheLayout
 from cudaup.util.cachedir import using as using_cache
 from cudaup.util.faults import Place, cache_place, explained, prefix_place, store_place
+from cudaup.util.parallel import in_background
 from cudaup.util.paths import inside
 
 InstallChannel = Literal["auto", "installer", "redist", "pypi"]
@@ -161,33 +161,17 @@ def detect_driver_ahead(override: str | None) -> Future[DriverInfo]:
     """Start finding the driver on a thread of its own, for :func:`check_driver`: NVML's
     start and the fallbacks took 11 ms on a machine without a driver (more where NVML has
     GPUs to start), which then pass beside the resolution's requests, not after them."""
-    future: Future[DriverInfo] = Future()
-
-    def detect() -> None:
-        try:
-            future.set_result(detect_driver(root=SystemRoot.from_env(), override=override))
-        except BaseException as exc:  # raised where the answer is asked for
-            future.set_exception(exc)
-
-    threading.Thread(target=detect, daemon=True, name="cudaup-driver").start()
-    return future
+    _thread, found = in_background(
+        lambda: detect_driver(root=SystemRoot.from_env(), override=override), "cudaup-driver"
+    )
+    return found
 
 
-def check_driver(
-    settings: Settings,
-    release: str,
-    override: str | None,
-    force: bool,
-    notes: list[str],
-    ahead: Future[DriverInfo] | None = None,
-) -> None:
+def check_driver(release: str, driver: Future[DriverInfo], force: bool, notes: list[str]) -> None:
     """Refuse a toolkit the driver cannot run (unless forced); note what was checked.
-    ``ahead``: the driver as :func:`detect_driver_ahead` finds it (else found now)."""
+    ``driver``: the driver as :func:`detect_driver_ahead` finds it."""
 
-    if ahead is not None:
-        info = ahead.result()
-    else:
-        info = detect_driver(root=SystemRoot.from_env(), override=override)
+    info = driver.result()
     if info.version is None:
         notes.append("no NVIDIA driver found: the toolkit was not checked against a driver")
         return
@@ -404,7 +388,9 @@ def materialize(
     release = resolution.release.version
     check_prefix_text(options)
     check_platform(options)
-    check_driver(settings, release, options.driver, options.force, notes, driver)
+    if driver is None:  # a locked install: nothing resolved before this
+        driver = detect_driver_ahead(options.driver)
+    check_driver(release, driver, options.force, notes)
     unverified = [a.filename for a in resolution.artifacts if a.md5 is None and a.sha256 is None]
     if unverified and not options.allow_unverified:
         raise UsageError(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cudaup.plan.uv import CompileAnswer, Stoppable
+from cudaup.util.parallel import in_background
 
 if TYPE_CHECKING:  # attempt runs the rounds and imports this
     from cudaup.plan.attempt import Attempt
@@ -39,16 +40,9 @@ class NextRound:
         cls, exclusions: list[str], resolve: Callable[..., tuple[Attempt, CompileAnswer]]
     ) -> NextRound:
         stop = Stoppable()
-        outcome: Future[tuple[Attempt, CompileAnswer]] = Future()
-
-        def run() -> None:
-            try:
-                outcome.set_result(resolve(exclusions, stoppable=stop))
-            except BaseException as exc:  # handed to whoever takes the result
-                outcome.set_exception(exc)
-
-        thread = threading.Thread(target=run, name="cudaup-plan-next-round", daemon=True)
-        thread.start()
+        thread, outcome = in_background(
+            lambda: resolve(exclusions, stoppable=stop), "cudaup-plan-next-round"
+        )
         return cls(exclusions, stop, thread, outcome)
 
     def result(self) -> tuple[Attempt, CompileAnswer]:

@@ -31,6 +31,24 @@ def check(cancel: threading.Event | None) -> None:
         raise CancelledError("cancelled")
 
 
+def in_background(work: Callable[[], R], name: str) -> tuple[threading.Thread, Future[R]]:
+    """Start ``work()`` on a daemon thread named ``name``; the thread and the future of
+    its answer, which holds what it raised (Ctrl-C included) for whoever asks."""
+    from concurrent.futures import Future  # noqa: PLC0415 - see map_concurrently
+
+    answer: Future[R] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(work())
+        except BaseException as exc:  # raised where the answer is asked for
+            answer.set_exception(exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread, answer
+
+
 def map_concurrently(
     function: Callable[[T], R],
     items: Sequence[T],
