@@ -34,10 +34,23 @@ and that cost, the same for every tool, hides the tools' own.  A fresh one, for 
     truncate -s 30G /tmp/fs.img && mkfs.ext4 -q /tmp/fs.img && mkdir -p /mnt/fs
     mount -o loop /tmp/fs.img /mnt/fs
     .venv/bin/python benchmarks/install.py --scratch /mnt/fs
+
+With ``--rtt-ms MS`` the three install from a loopback mirror instead of PyPI: ``cudaup
+lock`` and ``cudaup mirror`` copy the wheels (and ``cuda-toolkit``'s) into a static
+mirror, which nginx serves, plain HTTP, behind the relay of ``benchmarks/latency.py``:
+each request reaches nginx ``MS`` after it is sent (a new connection waits one round
+trip more), and nothing caps the speed.  This machine's PyPI answers within a
+millisecond or two (an intercepting proxy nearby); PyPI's CDN answered in 50-65 ms
+where the download ramp was tuned (``download/ramp.py``).  What each tool pays per
+round trip, its requests in sequence, shows here and not on live PyPI.  Its table has
+its own section; ``--rtt-ms 0`` is the same mirror without the delay.
+
+    .venv/bin/python benchmarks/install.py --scratch /mnt/fs --rtt-ms 30
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -46,16 +59,27 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from packaging.utils import parse_wheel_filename
-from report import parser_for, publish, settle_memory
+from latency import LinkRelay  # noqa: E402
+from packaging.utils import parse_wheel_filename  # noqa: E402
+from report import parser_for, publish, settle_memory  # noqa: E402
+from tests.nginx import Nginx  # noqa: E402
 
-import cudaup as package_under_test
+import cudaup as package_under_test  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN install benchmark -->", "<!-- END install benchmark -->"
+#: The section of the runs from a loopback mirror behind a round trip (``--rtt-ms``).
+RTT_BEGIN = "<!-- BEGIN install benchmark, round trip -->"
+RTT_END = "<!-- END install benchmark, round trip -->"
+PYPI = "https://pypi.org/simple"
+#: What cudaup installs, and what the mirror holds.
+INSTALL = ["install", "13.0.1", "--channel", "pypi", "--components", "nvcc,cudart"]
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -115,6 +139,28 @@ def file_system(directory: Path) -> str:
     return words
 
 
+@contextlib.contextmanager
+def index_for(work: Path, rtt_ms: float | None, env: dict[str, str]) -> Iterator[str]:
+    """The index every tool installs from: PyPI, or (``rtt_ms``) a mirror of the wheels
+    cudaup installs, served by nginx behind a relay that delays each request."""
+    if rtt_ms is None:
+        yield PYPI
+        return
+    python, lock, mirror = sys.executable, work / "cuda.lock.toml", work / "mirror"
+    setup = {**env, "CUDAUP_CACHE_DIR": str(work / "mirror-cache")}
+    for command in (
+        ["lock", *INSTALL[1:], "--platform", "linux-x86_64", "-o", str(lock)],
+        ["mirror", str(lock), str(mirror)],
+    ):
+        subprocess.run([python, "-m", "cudaup", "-q", *command], env=setup, check=True)
+    shutil.rmtree(work / "mirror-cache")
+    with (
+        Nginx(mirror) as server,
+        LinkRelay(("127.0.0.1", server.ports["plain"]), rtt=rtt_ms / 1000, rate=None) as relay,
+    ):
+        yield f"http://127.0.0.1:{relay.port}/simple"
+
+
 def spread(values: list[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
@@ -133,6 +179,12 @@ def main() -> None:
         help="where the caches and targets go (default: the system's temporary directory): "
         "each install creates ~1,900 files, whose cost is the file system's",
     )
+    parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        help="install from a loopback mirror whose every request takes this round trip "
+        "(default: live PyPI)",
+    )
     args = parser.parse_args()
     python = sys.executable
     uv = shutil.which("uv", path=str(Path(python).parent)) or shutil.which("uv")
@@ -143,23 +195,28 @@ def main() -> None:
         subprocess.run(
             [python, "-m", "compileall", "-q", str(args.baseline / "cudaup")], check=True
         )
-    with tempfile.TemporaryDirectory(prefix="cudaup-install-bench-", dir=args.scratch) as tmp:
-        work = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        work = Path(
+            stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="cudaup-install-bench-", dir=args.scratch)
+            )
+        )
         where = file_system(work)
+        index = stack.enter_context(index_for(work, args.rtt_ms, base_env))
 
         def cudaup(cache: Path, target: Path) -> list[str]:
-            return [python, "-m", "cudaup", "install", "13.0.1", "--channel", "pypi",
-                    "--components", "nvcc,cudart", "--prefix", str(target), "-q", "--platform", "linux-x86_64"]  # fmt: skip
+            return [python, "-m", "cudaup", "--pypi-url", index, *INSTALL,
+                    "--prefix", str(target), "-q", "--platform", "linux-x86_64"]  # fmt: skip
 
         wheels: list[tuple[str, str, int]] = []
 
         def pip(cache: Path, target: Path) -> list[str]:
-            return [python, "-m", "pip", "install", "-q", "--index-url", "https://pypi.org/simple",
+            return [python, "-m", "pip", "install", "-q", "--index-url", index,
                     "--cache-dir", str(cache), "--target", str(target), "--no-deps", *pins(wheels)]  # fmt: skip
 
         def uv_install(cache: Path, target: Path) -> list[str]:
             assert uv is not None
-            return [uv, "pip", "install", "-q", "--python", python, "--index-url", "https://pypi.org/simple",
+            return [uv, "pip", "install", "-q", "--python", python, "--index-url", index,
                     "--cache-dir", str(cache), "--target", str(target), "--no-deps", *pins(wheels)]  # fmt: skip
 
         def baseline(cache: Path, target: Path) -> list[str]:
@@ -170,6 +227,7 @@ def main() -> None:
         if uv:
             tools["uv"] = uv_install
         network: list[float] = []
+        fetched_bytes = 0  # what curl fetched: a mirror's index gives no sizes
         wall: dict[tuple[str, str], list[float]] = {}
         cpu: dict[tuple[str, str], list[float]] = {}
         for run in range(args.runs):
@@ -206,20 +264,31 @@ def main() -> None:
                 fetched = work / f"curl-{run}"
                 seconds, used = timed(curl_all(wheels, fetched), base_env)
                 network.append(seconds)
+                fetched_bytes = sum(path.stat().st_size for path in fetched.iterdir())
                 shutil.rmtree(fetched, ignore_errors=True)
                 print(f"run {run + 1} curl     wheels only {seconds:.2f} s", flush=True)
+    rtt = args.rtt_ms
+    source = (
+        "live PyPI"
+        if rtt is None
+        else f"a loopback mirror of these wheels (`cudaup mirror`, nginx, plain HTTP) behind a "
+        f"relay that delays each request by {rtt:g} ms and a new connection by {rtt:g} ms more "
+        "(`benchmarks/latency.py`), no speed cap"
+    )
+    begin, end = (BEGIN, END) if rtt is None else (RTT_BEGIN, RTT_END)
     lines = [
-        BEGIN,
-        "## Install (pypi channel)",
+        begin,
+        "## Install (pypi channel)" if rtt is None else "## Install (pypi channel), round trips",
         "",
         "Command: `.venv/bin/python benchmarks/install.py"
         + (f" --runs {args.runs}" if args.runs != 3 else "")
         + (f" --baseline {args.baseline}" if args.baseline else "")
         + (f" --scratch {args.scratch}" if args.scratch else "")
+        + (f" --rtt-ms {rtt:g}" if rtt is not None else "")
         + " --output docs/performance.md`",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this 2-core machine, "
-        "shared with other work (load varies run to run: read the ratios), live PyPI, "
+        f"shared with other work (load varies run to run: read the ratios), {source}, "
         f"the wheels cudaup installs for nvcc and cudart, pinned for pip and uv "
         f"(`{' '.join(pins(wheels))}`, `--no-deps`); whole-process wall time, median (range) of {args.runs} runs, "
         "the tools taking turns within each run, each run starting one tool later (cold: an empty cache; warm: the same command "
@@ -261,7 +330,7 @@ def main() -> None:
             + ".",
         ]
     if network:
-        size = sum(size for _url, _filename, size in wheels) / 1e6
+        size = fetched_bytes / 1e6
         lines += [
             "",
             f"The network alone: curl fetching the same {len(wheels)} wheels ({size:.0f} MB) side "
@@ -270,9 +339,9 @@ def main() -> None:
     lines += [
         "",
         "Ratios are time ratios taken within each run: below 1 means faster than uv.",
-        END,
+        end,
     ]
-    publish(lines, args.output, BEGIN, END)
+    publish(lines, args.output, begin, end)
 
 
 if __name__ == "__main__":
