@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from cudaup.util.parallel import CancelledError, check, map_concurrently
+from cudaup.util.parallel import CancelledError, check, in_background_each, map_concurrently
 
 
 def test_results_come_back_in_order() -> None:
@@ -51,3 +51,38 @@ def test_a_cancelled_sibling_reports_nothing_of_its_own() -> None:
 
     with pytest.raises(KeyError, match="the real cause"):
         map_concurrently(work, [0, 1, 2], workers=3, cancel=cancel)
+
+
+def test_in_background_each_answers_every_item_on_at_most_its_workers() -> None:
+    """Each item's answer or failure in its own future; never more than ``workers`` at
+    once; leaving the block waits for the work it did not ask for."""
+    lock, running, most = threading.Lock(), [0], [0]
+    third, last = threading.Event(), threading.Event()
+
+    def work(item: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            if item == 2:
+                third.set()
+                raise ValueError("item 2")
+            third.wait(10)  # the first ones run together until the third has started
+            if item == 7:
+                last.wait(10)  # ends only once the block is being left
+            return item * item
+        finally:
+            with lock:
+                running[0] -= 1
+
+    with in_background_each(work, list(range(8)), 3, "test-ahead") as answers:
+        assert list(answers) == list(range(8))
+        with pytest.raises(ValueError, match="item 2"):
+            answers[2].result(timeout=10)
+        assert [answers[i].result(timeout=10) for i in range(7) if i != 2] == [
+            0, 1, 9, 16, 25, 36
+        ]  # fmt: skip
+        assert not answers[7].done()
+        last.set()
+    assert answers[7].done() and running[0] == 0
+    assert most[0] == 3

@@ -54,6 +54,7 @@ _PYPI_SPECIAL: dict[str, str] = {
     "nvml-dev": "cuda_nvml_dev",
 }
 
+_PYPI_NAME: dict[str, str] = {component: base for base, component in _PYPI_SPECIAL.items()}
 
 #: What a component needs to be useful on its own.  ``nvcc`` brings what compiling
 #: everyday code needs: cicc (nvvm) and the crt headers, which ``nvidia-cuda-nvcc`` 13.x
@@ -150,6 +151,20 @@ def component_of_project(project: str) -> str:
     if base.startswith("cuda-"):
         return base.replace("-", "_")
     return "lib" + base.replace("-", "_")
+
+
+def pypi_project(name: str, major: int) -> str:
+    """The PyPI project of a component's wheel for CUDA ``major``, by PyPI's naming
+    (``cudart``, 13 → ``nvidia-cuda-runtime``; 12 → ``nvidia-cuda-runtime-cu12``): the
+    inverse of :func:`component_of_project`.  Only a forecast, for reading a page ahead:
+    which project a release pins is what its ``cuda-toolkit`` metadata says."""
+    key = nvidia_name(name)
+    base = _PYPI_NAME.get(key) or (
+        key.replace("_", "-")
+        if key.startswith("cuda_")
+        else key.removeprefix("lib").replace("_", "-")
+    )
+    return f"nvidia-{base}" + (f"-cu{major}" if major < 13 else "")
 
 
 def unknown_component(name: str, available: Iterable[str], where: str) -> UsageError:

@@ -15,11 +15,13 @@ source; where no source lists one, resolution fails and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaup.config import Settings
@@ -53,9 +55,11 @@ from cudaup.resolve.choose import (
     wheel_artifact,
 )
 from cudaup.resolve.pypi import DistFile, PackageIndex
-from cudaup.util.parallel import map_concurrently
+from cudaup.util.parallel import in_background_each, map_concurrently
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     # resolve.libraries is imported where a library is asked for; NVIDIA's sources and
     # parsers where NVIDIA is asked (see Resolver.nvidia)
     from cudaup.nvidia.archive_page import ArchivePage
@@ -372,6 +376,35 @@ class Resolver:
         return Resolution(request.text, platform, "redist", facts.release(), tuple(probed))
 
     # -- pypi channel -------------------------------------------------------------
+    def _pages_ahead(
+        self, request: ReleaseRequest, components: Sequence[str], closure: bool
+    ) -> AbstractContextManager[dict[str, Future[list[DistFile]]]]:
+        """The pages of the wheels ``components`` (with what each needs, for ``closure``)
+        will pin, being read while ``cuda-toolkit``'s page and metadata are: a round trip
+        less before the downloads, two with the connections those pages open.
+
+        Which project a release pins is only known from its metadata, so each page is
+        the one :func:`~cudaup.core.components.pypi_project` forecasts for the request's
+        CUDA major, and a pick takes a page from here only when the metadata pins that
+        very project: a page read for nothing (or failing) is dropped unasked, so a wrong
+        forecast costs a request, never an answer.  ``latest`` has no major to forecast.
+        Leaving the ``with`` waits for the pages still being read: nothing of a resolution
+        outlives it (a page's answer is being written into the cache)."""
+        known = set(comp.ALIASES.values())
+        names = [comp.nvidia_name(name) for name in components]
+        wanted = comp.with_closure(names, known) if closure else names
+        major = request.parts[0] if request.kind != "latest" else None
+        projects = list(
+            dict.fromkeys(
+                canonicalize_name(comp.pypi_project(name, major))
+                for name in wanted
+                if name in known and major is not None
+            )
+        )
+        return in_background_each(
+            self.pypi.files, projects, self.settings.workers, "cudaup-page-ahead"
+        )
+
     def _resolve_pypi(
         self,
         request: ReleaseRequest,
@@ -381,64 +414,74 @@ class Resolver:
         also: Sequence[str] = (),
         only_offered: bool = False,
     ) -> Resolution:
-        meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
-        by_version: dict[Version, DistFile] = {}
-        for file in meta_files:
-            if file.version is not None:
-                by_version.setdefault(file.version, file)
-        finals = [v for v in by_version if not v.is_prerelease]
-        picked = request.pick(finals) or (
-            request.pick(v for v in by_version if v.is_prerelease) if request.exact_label else []
-        )
-        if not picked:
-            raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
-        version = picked[0]
-        meta_file = by_version[version]
-        metadata = self.pypi.metadata(meta_file)
-        provided = [str(e) for e in (metadata.provides_extra or [])]
-        if components is not None:
-            needed = [n for n in also if comp.pypi_extra(n) in provided and n not in components]
-            components = (*components, *needed)
-        if components is None:
-            extras = ["all"] if "all" in provided else provided
-        else:
-            extras = []
-            for name in components:
-                extra = comp.pypi_extra(name)
-                if extra not in provided:
-                    if only_offered:
-                        continue
-                    raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
-                extras.append(extra)
-            if closure:
-                offered = {comp.nvidia_name(e) for e in provided}
-                extras = [comp.pypi_extra(n) for n in comp.with_closure(extras, offered)]
-        requirements = requirements_for(metadata.requires_dist or [], extras, platform)
-        if not requirements and components != ():
-            raise ArtifactNotFoundError(
-                f"cuda-toolkit {version} requires no wheels for {platform} with extras {', '.join(extras)}"
+        with self._pages_ahead(request, [*(components or ()), *also], closure) as ahead:
+            meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
+            by_version: dict[Version, DistFile] = {}
+            for file in meta_files:
+                if file.version is not None:
+                    by_version.setdefault(file.version, file)
+            finals = [v for v in by_version if not v.is_prerelease]
+            picked = request.pick(finals) or (
+                request.pick(v for v in by_version if v.is_prerelease)
+                if request.exact_label
+                else []
             )
-        label = release_key(version)
-        meta_source = SourceRef(
-            f"cuda-toolkit {version} metadata", meta_file.url, ("components", "version pins")
-        )
-
-        def pick(requirement: Requirement) -> Artifact:
-            files = self.pypi.files(requirement.name)
-            wheel = choose_wheel(files, requirement, platform)
-            if wheel is None:
+            if not picked:
+                raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
+            version = picked[0]
+            meta_file = by_version[version]
+            metadata = self.pypi.metadata(meta_file)
+            provided = [str(e) for e in (metadata.provides_extra or [])]
+            if components is not None:
+                needed = [n for n in also if comp.pypi_extra(n) in provided and n not in components]
+                components = (*components, *needed)
+            if components is None:
+                extras = ["all"] if "all" in provided else provided
+            else:
+                extras = []
+                for name in components:
+                    extra = comp.pypi_extra(name)
+                    if extra not in provided:
+                        if only_offered:
+                            continue
+                        raise comp.unknown_component(name, provided, f"cuda-toolkit {version}")
+                    extras.append(extra)
+                if closure:
+                    offered = {comp.nvidia_name(e) for e in provided}
+                    extras = [comp.pypi_extra(n) for n in comp.with_closure(extras, offered)]
+            requirements = requirements_for(metadata.requires_dist or [], extras, platform)
+            if not requirements and components != ():
                 raise ArtifactNotFoundError(
-                    f"PyPI has no {requirement.name} wheel matching {requirement.specifier} for {platform}"
+                    f"cuda-toolkit {version} requires no wheels for {platform} with extras {', '.join(extras)}"
                 )
-            index_source = SourceRef(
-                "PyPI simple API",
-                self.pypi.project_url(requirement.name),
-                ("url", "sha256", "size"),
+            label = release_key(version)
+            meta_source = SourceRef(
+                f"cuda-toolkit {version} metadata", meta_file.url, ("components", "version pins")
             )
-            component = comp.component_of_project(requirement.name)
-            return wheel_artifact(wheel, component, platform, [meta_source, index_source])
 
-        artifacts = self._probe_all(self._map(pick, requirements))
-        release = Release(label, nvidia_label(Version(label)), None, None, version.is_prerelease)
-        notes = [f"cuda-toolkit {version} on {self.settings.pypi_url}, extras: {', '.join(extras)}"]
-        return Resolution(request.text, platform, "pypi", release, tuple(artifacts), tuple(notes))
+            def pick(requirement: Requirement) -> Artifact:
+                read = ahead.get(canonicalize_name(requirement.name))
+                files = read.result() if read is not None else self.pypi.files(requirement.name)
+                wheel = choose_wheel(files, requirement, platform)
+                if wheel is None:
+                    raise ArtifactNotFoundError(
+                        f"PyPI has no {requirement.name} wheel matching {requirement.specifier} for {platform}"
+                    )
+                index_source = SourceRef(
+                    "PyPI simple API",
+                    self.pypi.project_url(requirement.name),
+                    ("url", "sha256", "size"),
+                )
+                component = comp.component_of_project(requirement.name)
+                return wheel_artifact(wheel, component, platform, [meta_source, index_source])
+
+            artifacts = self._probe_all(self._map(pick, requirements))
+            release = Release(
+                label, nvidia_label(Version(label)), None, None, version.is_prerelease
+            )
+            notes = [
+                f"cuda-toolkit {version} on {self.settings.pypi_url}, extras: {', '.join(extras)}"
+            ]
+            return Resolution(
+                request.text, platform, "pypi", release, tuple(artifacts), tuple(notes)
+            )

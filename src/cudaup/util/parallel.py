@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -47,6 +48,40 @@ def in_background(work: Callable[[], R], name: str) -> tuple[threading.Thread, F
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread, answer
+
+
+@contextlib.contextmanager
+def in_background_each(
+    function: Callable[[T], R], items: Sequence[T], workers: int, name: str
+) -> Iterator[dict[T, Future[R]]]:
+    """Start ``function(item)`` for every item, in order, on at most ``workers`` daemon
+    threads named ``name`` (:func:`in_background`); each item's future, for the body of
+    the ``with``, which asks for those it needs.  Leaving it waits for the rest to end
+    (their answers or failures dropped): no work outlives the block that started it."""
+    from concurrent.futures import Future, wait  # noqa: PLC0415 - see map_concurrently
+
+    answers: dict[T, Future[R]] = {item: Future() for item in items}
+    queue = iter(list(answers.items()))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                job = next(queue, None)
+            if job is None:
+                return
+            item, answer = job
+            try:
+                answer.set_result(function(item))
+            except BaseException as exc:  # raised where the answer is asked for
+                answer.set_exception(exc)
+
+    for _ in range(min(workers, len(answers))):
+        in_background(work, name)
+    try:
+        yield answers
+    finally:
+        wait(answers.values())
 
 
 def map_concurrently(
