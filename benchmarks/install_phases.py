@@ -24,11 +24,18 @@ its extraction waits for first), and ``widened``, the time from the longest down
 start to its second connection's first request.
 
     .venv/bin/python benchmarks/install_phases.py --runs 5 --baseline /tmp/before/src
+
+Each run also reports ``resolve``: from the resolver's start to the staging's.  With
+``--rtt-ms MS`` the install reads a loopback mirror behind a relay that delays every
+request by ``MS`` (as ``benchmarks/install.py --rtt-ms`` does), set up once for all runs.
+
+    .venv/bin/python benchmarks/install_phases.py --runs 5 --rtt-ms 30 --baseline /tmp/before/src
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import functools
 import importlib
@@ -149,6 +156,7 @@ def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, An
     ends: dict[str, float] = {}
     extracted: dict[str, float] = {}
     staging = staged_at = 0.0
+    resolving = min((begin for begin, *_, label in rows if label == "Resolver"), default=0.0)
     for begin, end, _cpu, _thread, label in rows:
         step, _, archive = label.partition(" ")
         if step == "download":
@@ -159,7 +167,8 @@ def summary(code: int, wall: float, cpu: float, rows: list[Row]) -> dict[str, An
             staging, staged_at = end - begin, begin
     last = max(extracted, key=lambda archive: extracted[archive])
     downloads = max(ends.values(), default=staged_at) - staged_at
-    return {"exit": code, "wall": wall, "cpu": cpu, "cores": cpu / wall, "staging": staging,
+    return {"exit": code, "wall": wall, "cpu": cpu, "cores": cpu / wall,
+            "resolve": staged_at - resolving, "staging": staging,
             "downloads": downloads, "tail": extracted[last] - ends.get(last, extracted[last]),
             "last": last.split("-")[0], **first_bytes(rows)}  # fmt: skip
 
@@ -195,13 +204,15 @@ def first_bytes(rows: list[Row]) -> dict[str, float]:
     return found
 
 
-def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
+def compare(
+    runs: int, baseline: Path | None, passed: list[str], environment: dict[str, str]
+) -> None:
     """Each run a fresh process, this tree and ``baseline`` taking turns."""
     trees = {"cudaup": None, **({"baseline": baseline} if baseline else {})}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for run in range(runs):
         for name, src in trees.items():
-            env = dict(os.environ)
+            env = {**os.environ, **environment}
             if src is not None:
                 env["PYTHONPATH"] = str(src)
             done = subprocess.run(
@@ -211,12 +222,13 @@ def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results[name].append(result)
             print(f"run {run + 1} {name:<8} wall {result['wall']:.2f} s  CPU {result['cpu']:.2f} s  "
-                  f"cores {result['cores']:.2f}  staging {result['staging']:.2f} s  downloads "
+                  f"cores {result['cores']:.2f}  resolve {result['resolve']:.3f} s  "
+                  f"staging {result['staging']:.2f} s  downloads "
                   f"{result['downloads']:.2f} s  last extraction "
                   f"{result['tail']:.2f} s after its download ({result['last']})  usable "
                   f"{result.get('usable', 0):.3f} s  widened {result.get('widened', 0):.3f} s  "
                   f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    keys = ("wall", "cpu", "cores", "staging", "downloads", "tail", "usable", "widened")
+    keys = ("wall", "cpu", "cores", "resolve", "staging", "downloads", "tail", "usable", "widened")
     for name, rows in results.items():
         print(
             f"{name}: "
@@ -229,7 +241,7 @@ def compare(runs: int, baseline: Path | None, passed: list[str]) -> None:
     if baseline:
         ratios = {
             key: spread([a[key] / b[key] for a, b in zip(results["cudaup"], results["baseline"], strict=True) if b[key]])
-            for key in ("wall", "cpu", "staging", "downloads")
+            for key in ("wall", "cpu", "resolve", "staging", "downloads")
         }  # fmt: skip
         print(
             "this tree / baseline, within each run: "
@@ -253,15 +265,34 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=0, help="runs, each a fresh process")
     parser.add_argument("--baseline", type=Path, help="another cudaup's src/, taking turns")
+    parser.add_argument(
+        "--rtt-ms", type=float, help="read a loopback mirror behind this round trip (default: PyPI)"
+    )
     parser.add_argument("--summary", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.runs or args.baseline:
-        compare(
-            args.runs or 3,
-            args.baseline,
-            ["--release", args.release, "--components", args.components],
-        )
-        return
+    with contextlib.ExitStack() as stack:
+        environment: dict[str, str] = {}
+        if args.rtt_ms is not None:
+            # A wider install's mirror than nvcc,cudart's would need --release and
+            # --components there too: benchmarks/install.py mirrors exactly that one.
+            from install import index_for  # its mirror, nginx and relay: only when asked
+
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaup-phases-")))
+            index = stack.enter_context(index_for(work, args.rtt_ms, dict(os.environ)))
+            environment["CUDAUP_PYPI_URL"] = index
+        if args.runs or args.baseline:
+            compare(
+                args.runs or 3,
+                args.baseline,
+                ["--release", args.release, "--components", args.components],
+                environment,
+            )
+            return
+        os.environ.update(environment)
+        one_run(args)
+
+
+def one_run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     import cudaup.cli.toolkits  # noqa: F401 - the install command's imports, timed as one step
     from cudaup.cli.main import main as cudaup_main
