@@ -11,6 +11,7 @@ from cudaup.download.range_plan import (
     MAX_PIECE,
     MIN_SPLIT,
     ROUND_TRIPS_PER_PIECE,
+    ROUND_TRIPS_PER_STEAL,
     Segment,
     SegmentPlan,
 )
@@ -313,3 +314,24 @@ def test_pieces_follow_the_round_trip() -> None:
     assert pieces["near"] == BASE_PIECE
     expected = -(-int(ROUND_TRIPS_PER_PIECE * 0.2 * 16 * MiB) // ALIGN) * ALIGN
     assert pieces["far"] == min(MAX_PIECE, expected) > BASE_PIECE
+
+
+def test_a_lone_connection_is_not_left_idle_by_pieces_cut_for_eight() -> None:
+    """Alone while the ramp may still add seven, from a fast, far server (30 ms, 800
+    MiB/s): pieces cut for eight's end (the tail floor, ~15 MiB: half a round trip's worth)
+    left its link idle more than half the time.  Its pieces take at least the round trips a
+    joiner may steal half of; once two run, they are cut for eight again."""
+    plan = SegmentPlan.split(62 * MiB, 1)
+    plan.may_grow_to = 8
+    plan.observe(0.03, 4 * MiB, 0.005)  # 800 MiB/s
+    plan.observe_hash(1600 * MiB, 1.0)
+    lone = plan.piece()
+    assert lone == min(
+        MAX_PIECE, -(-int(ROUND_TRIPS_PER_STEAL * 0.03 * 800 * MiB) // ALIGN) * ALIGN
+    )
+    plan.connections = 2
+    assert plan.piece() < 16 * MiB < lone
+    near = SegmentPlan.split(62 * MiB, 1)  # a round trip that does not show: as before
+    near.may_grow_to = 8
+    near.observe(0.0003, 4 * MiB, 0.005)
+    assert near.piece() <= BASE_PIECE

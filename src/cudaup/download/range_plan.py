@@ -198,7 +198,15 @@ class SegmentPlan:
         # connections finish together), down to the tail floor.
         left = self.size - sum(s.pos - s.start for s in self.segments)
         share = -(-left // (2 * connections))
-        return max(self._tail_floor(target, connections), min(target, share))
+        piece = max(self._tail_floor(target, connections), min(target, share))
+        if self.connections <= 1:
+            # Alone while others may join (the ramp has not decided): the round trip
+            # between two of its requests leaves its link idle, and pieces cut for eight
+            # (the tail floor: half a round trip's worth from a fast, far server) left it
+            # idle more than half the time, a 62 MB wheel 30 ms away in 5 requests.  Each
+            # of its pieces takes at least the round trips a joiner may steal half of.
+            piece = max(piece, min(target, self._least(ROUND_TRIPS_PER_STEAL, MIN_SPLIT)))
+        return piece
 
     def _tail_floor(self, target: int, connections: int) -> int:
         """The smallest piece near the end: the pieces in flight when the last byte lands
