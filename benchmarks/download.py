@@ -1,6 +1,6 @@
 """Benchmark ``cudaup download`` against aria2c, curl and wget on loopback nginx.
 
-Four cases, each a random file served by nginx (Debian's package, ``sendfile on``):
+Five cases, each a random file served by nginx (Debian's package, ``sendfile on``):
 
 - ``capped``: 6 MiB/s per TCP connection, the way CDNs cap each connection, enforced
   by a relay in front of nginx (``benchmarks/latency.py``: nginx's ``limit_rate`` is
@@ -13,6 +13,9 @@ Four cases, each a random file served by nginx (Debian's package, ``sendfile on`
   worth at once): a server that bursts, then caps; a download whose pieces grow past the
   burst meets the cap (the adapting count once read such a first burst, then a window in
   which no read ended, as a rate of zero, and kept one connection);
+- ``far``: no cap, and the relay's round trip (a fast link to a far server: a wheel of
+  PyPI's size, 64 MiB by default); the reference is one curl stream, which asks once,
+  where a downloader that asks piece by piece waits a round trip per piece;
 - ``uncapped``: nginx straight, at full loopback speed, where the two CPUs are the
   limit; the reference is the slower of one curl stream and hashing the bytes alone
   (``sha256 alone``: hashlib over the served file, from the page cache), since a
@@ -196,6 +199,17 @@ def cases(args: argparse.Namespace) -> list[Case]:
             nginx_limit="4m",
         ),
         Case(
+            "far",
+            f"no cap, a {rtt_ms:g} ms round trip, {args.far_size_mib} MiB",
+            args.far_size_mib, None, rtt_ms / 1000, ("curl",),
+            {
+                "cudaup, default, sha256": cudaup(None, "--sha256"),
+                f"cudaup, {n} conn, sha256": cudaup(n, "--sha256"),
+                "curl": curl,
+                aria: aria2c(n),
+            },
+        ),
+        Case(
             "uncapped",
             f"uncapped loopback, {args.size_mib} MiB",
             args.size_mib, None, 0.0, ("curl", "sha256 alone"),
@@ -328,14 +342,17 @@ def main() -> None:
     parser.add_argument(
         "--capped-size-mib", type=int, default=384, help="capped file (default 384)"
     )
-    parser.add_argument("--rtt-ms", type=float, default=50.0, help="latency case (default 50)")
+    parser.add_argument(
+        "--rtt-ms", type=float, default=50.0, help="latency and far cases (default 50)"
+    )
     parser.add_argument(
         "--limit-size-mib", type=int, default=128, help="limit-rate file (default 128)"
     )
+    parser.add_argument("--far-size-mib", type=int, default=64, help="far file (default 64)")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument(
         "--cases",
-        default="capped,latency,limit-rate,uncapped",
+        default="capped,latency,limit-rate,far,uncapped",
         help="comma-separated subset to run",
     )
     parser.add_argument(
