@@ -54,6 +54,7 @@ _PYPI_SPECIAL: dict[str, str] = {
     "nvml-dev": "cuda_nvml_dev",
 }
 
+#: ... and the other way: such a component → its project's name after ``nvidia-``.
 _PYPI_NAME: dict[str, str] = {component: base for base, component in _PYPI_SPECIAL.items()}
 
 #: What a component needs to be useful on its own.  ``nvcc`` brings what compiling
