@@ -25,10 +25,12 @@ from typing import Any, SupportsIndex
 
 import pytest
 
+from cudaup import download as download_module
 from cudaup.config import Settings
 from cudaup.core.model import Artifact
 from cudaup.download import Progress, ProgressEvent
 from cudaup.errors import IntegrityError
+from cudaup.install import unpack_cache
 from cudaup.install.extract import Extracted, extract_archive, write
 from cudaup.install.linking import LinkMode
 from cudaup.install.tree import TreeManifest
@@ -239,6 +241,55 @@ def test_a_tree_just_unpacked_is_used_as_built_and_results_keep_their_order(
     warm = stage(artifacts, cache, tmp_path).trees
     assert [tree(t.path) for t in warm] == [small, large]
     assert [t.source for t in warm] == ["cache", "cache"] and len(read) == 2
+
+
+def test_an_archive_another_process_unpacked_and_deleted_under_us_is_taken_from_its_tree(
+    fault_server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two installs of one archive at once: the first downloads, unpacks, publishes its
+    tree and deletes the archive, while the second, which looked before the tree stood,
+    found the archive downloaded and verified and reads it.  The second takes the
+    published tree (before: ``FileNotFoundError``, an internal error, as CI once saw).
+    The first process is played here: its tree is made by a stage before, the archive put
+    back; the second stage sees no tree at its first look, and the archive goes once its
+    download has found it verified, before its extraction opens it."""
+    files = {"nvidia/cu13/include/a.h": b"a" * 100, "nvidia/cu13/bin/tool": os.urandom(9000)}
+    body = wheel(files)
+    fault_server.add("/w.whl", body)
+    the_artifact = artifact(fault_server, "w.whl", body)
+    cache = tmp_path / "cache"
+    stage([the_artifact], cache, tmp_path)  # the other process's tree, its archive deleted
+    archive = cache / "downloads" / "w.whl"
+    assert not archive.exists()
+    archive.write_bytes(body)  # ... but still there, verified, when this one looked
+    looks: list[object] = []
+    real_load, real_download = unpack_cache._Entry.load, download_module.download
+    deleted = threading.Event()
+
+    def load(entry: Any, uid: int) -> Any:
+        looks.append(entry)
+        return None if len(looks) == 1 else real_load(entry, uid)
+
+    def download(*args: Any, **options: Any) -> Any:
+        result = real_download(*args, **options)
+        assert result.skipped  # found verified: nothing fetched
+        archive.unlink()  # the other process, done with it
+        deleted.set()
+        return result
+
+    def extract(path: Path, destination: Path, **options: Any) -> Extracted:
+        assert deleted.wait(30)
+        return extract_archive(path, destination, **options)
+
+    monkeypatch.setattr(unpack_cache._Entry, "load", load)
+    monkeypatch.setattr(unpack_cache, "download", download)
+    monkeypatch.setattr(unpack_cache, "extract_archive", extract)
+    served = len(fault_server.log)
+    [staged] = stage([the_artifact], cache, tmp_path).trees
+    assert tree(staged.path) == files and staged.linked
+    assert len(looks) == 2  # looked again, found the published tree
+    assert len(fault_server.log) == served  # nothing downloaded again
+    assert not [p for p in (cache / "unpacked").iterdir() if p.name.startswith(".tmp-")]
 
 
 def test_a_redist_tar_xz_unpacks_while_it_downloads(

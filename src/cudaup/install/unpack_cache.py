@@ -313,9 +313,11 @@ class _Stager:
         Returns what :meth:`_Entry.load` would find, without reading it back: the manifest
         just written, and whether its digests are vouched for (a stamp was written, as they
         were computed just now).  None when another process published this archive first:
-        that tree is loaded and checked like any other.  The entry keeps the scan the stamp
-        was made from, which :meth:`_Entry.stamp` compares with the tree after the install,
-        as it does for a loaded tree.
+        that tree is loaded and checked like any other; so also when the archive went away
+        while this one was reading it: another process that downloaded it too unpacked and
+        published it, then deleted it (it deletes the archive only once its tree stands).
+        The entry keeps the scan the stamp was made from, which :meth:`_Entry.stamp`
+        compares with the tree after the install, as it does for a loaded tree.
         """
         fresh: tuple[TreeManifest, bool] | None = None
         staging = self.root / f"{STAGING_PREFIX}{entry.key[:16]}-{secrets.token_hex(4)}"
@@ -325,6 +327,11 @@ class _Stager:
                 (staging / TREE).mkdir(0o755)
             try:
                 archive, extracted = self._fetch_extracting(artifact, staging / TREE)
+            except FileNotFoundError:
+                if (self.downloads / artifact.filename).exists():
+                    raise
+                shutil.rmtree(staging, ignore_errors=True)
+                return None  # taken and deleted by the process that published its tree
             except InsufficientSpaceError as exc:
                 raise InsufficientSpaceError(
                     f"{exc}; free space in cudaup's cache ({self.root.parent}), or set "
