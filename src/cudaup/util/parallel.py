@@ -54,34 +54,18 @@ def in_background(work: Callable[[], R], name: str) -> tuple[threading.Thread, F
 def in_background_each(
     function: Callable[[T], R], items: Sequence[T], workers: int, name: str
 ) -> Iterator[dict[T, Future[R]]]:
-    """Start ``function(item)`` for every item, in order, on at most ``workers`` daemon
-    threads named ``name`` (:func:`in_background`); each item's future, for the body of
-    the ``with``, which asks for those it needs.  Leaving it waits for the rest to end
-    (their answers or failures dropped): no work outlives the block that started it."""
-    from concurrent.futures import Future, wait  # noqa: PLC0415 - see map_concurrently
+    """Start ``function(item)`` for every item, in order, in at most ``workers`` threads
+    named ``name``; each item's future, for the body of the ``with``, which asks for those
+    it needs.  Leaving it waits for the rest to end (their answers or failures dropped):
+    no work outlives the block that started it."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - see map_concurrently
 
-    answers: dict[T, Future[R]] = {item: Future() for item in items}
-    queue = iter(list(answers.items()))
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                job = next(queue, None)
-            if job is None:
-                return
-            item, answer = job
-            try:
-                answer.set_result(function(item))
-            except BaseException as exc:  # raised where the answer is asked for
-                answer.set_exception(exc)
-
-    for _ in range(min(workers, len(answers))):
-        in_background(work, name)
-    try:
-        yield answers
-    finally:
-        wait(answers.values())
+    if not items:
+        yield {}
+        return
+    workers = min(workers, len(items))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
+        yield {item: pool.submit(function, item) for item in items}
 
 
 def map_concurrently(
