@@ -393,14 +393,11 @@ class Resolver:
         known = set(comp.ALIASES.values())
         names = [comp.nvidia_name(name) for name in components]
         wanted = comp.with_closure(names, known) if closure else names
-        major = request.parts[0] if request.kind != "latest" else None
-        projects = list(
-            dict.fromkeys(
-                canonicalize_name(comp.pypi_project(name, major))
-                for name in wanted
-                if name in known and major is not None
-            )
-        )
+        projects: list[str] = []
+        if request.kind != "latest":
+            major = request.parts[0]
+            forecast = (comp.pypi_project(name, major) for name in wanted if name in known)
+            projects = list(dict.fromkeys(map(canonicalize_name, forecast)))
         return in_background_each(
             self.pypi.files, projects, self.settings.workers, "cudaup-page-ahead"
         )
