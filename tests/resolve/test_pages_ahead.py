@@ -10,7 +10,6 @@ holds the forecast to PyPI's naming; the live test here to PyPI's real pins).
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,10 +20,6 @@ from cudaup.core.components import pypi_project
 from cudaup.resolve.resolver import Resolver
 from tests.faultserver import Fault, FaultServer
 from tests.install.served import CUDART, make_wheel, serve_extras, serve_pypi
-
-
-def _requested(server: FaultServer, path: str) -> int:
-    return sum(1 for served in server.log if served.path == path)
 
 
 def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
@@ -40,12 +35,10 @@ def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
     )
 
     def watch() -> None:
-        deadline = time.monotonic() + 5
-        while not _requested(fault_server, "/simple/nvidia-cuda-runtime/"):
-            if time.monotonic() > deadline:
-                late.set()
-                break
-            time.sleep(0.01)
+        try:
+            fault_server.wait_for_requests(1, "/simple/nvidia-cuda-runtime/", deadline=5)
+        except AssertionError:
+            late.set()
         asked.set()
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -57,8 +50,8 @@ def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
     watcher.join()
     assert not late.is_set(), "cudart's page was read only after cuda-toolkit's"
     assert [a.component for a in resolution.artifacts] == ["cuda_cudart"]
-    assert _requested(fault_server, "/simple/nvidia-cuda-runtime/") == 1
-    assert _requested(fault_server, "/simple/cuda-toolkit/") == 1
+    assert len(fault_server.requests("/simple/nvidia-cuda-runtime/")) == 1
+    assert len(fault_server.requests("/simple/cuda-toolkit/")) == 1
 
 
 def test_a_forecast_that_misses_costs_a_request_not_the_answer(
@@ -84,9 +77,9 @@ def test_a_forecast_that_misses_costs_a_request_not_the_answer(
     projects = [parse_wheel_filename(a.filename)[0] for a in resolution.artifacts]
     assert sorted(projects) == ["nvidia-cuda-nvcc", "nvidia-cudart-renamed"]
     for forecast in ("nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-cccl"):
-        assert _requested(fault_server, f"/simple/{forecast}/") == 1  # asked ahead, unused
-    assert _requested(fault_server, "/simple/nvidia-cudart-renamed/") == 1
-    assert _requested(fault_server, "/simple/nvidia-cuda-nvcc/") == 1
+        assert len(fault_server.requests(f"/simple/{forecast}/")) == 1  # asked ahead, unused
+    assert len(fault_server.requests("/simple/nvidia-cudart-renamed/")) == 1
+    assert len(fault_server.requests("/simple/nvidia-cuda-nvcc/")) == 1
 
 
 def test_latest_has_no_major_to_forecast(fault_server: FaultServer, tmp_path: Path) -> None:
