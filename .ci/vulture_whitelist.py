@@ -19,6 +19,7 @@ _.handle_starttag
 # urllib3's hooks: the connection class a pool makes, and the pool class per scheme (net/).
 ConnectionCls
 _.pool_classes_by_scheme
+_.is_connected  # what a pool asks a connection it kept (net/deadline.py)
 # A Protocol's parameter, named as urllib3 names it (download/remote.py).
 decode_content
 # http.server and socketserver read these class attributes and call these hooks on the

@@ -35,15 +35,18 @@ and that cost, the same for every tool, hides the tools' own.  A fresh one, for 
     mount -o loop /tmp/fs.img /mnt/fs
     .venv/bin/python benchmarks/install.py --scratch /mnt/fs
 
-With ``--rtt-ms MS`` the three install from a loopback mirror instead of PyPI: ``cudaup
-lock`` and ``cudaup mirror`` copy the wheels (and ``cuda-toolkit``'s) into a static
-mirror, which nginx serves, plain HTTP, behind the relay of ``benchmarks/latency.py``:
-each request reaches nginx ``MS`` after it is sent (a new connection waits one round
-trip more), and nothing caps the speed.  This machine's PyPI answers within a
-millisecond or two (an intercepting proxy nearby); PyPI's CDN answered in 50-65 ms
-where the download ramp was tuned (``download/ramp.py``).  What each tool pays per
-round trip, its requests in sequence, shows here and not on live PyPI.  Its table has
-its own section; ``--rtt-ms 0`` is the same mirror without the delay.
+With ``--rtt-ms MS`` the three install from a loopback mirror instead of PyPI, shaped as
+PyPI is: ``cudaup lock`` and ``cudaup mirror`` copy the wheels (and ``cuda-toolkit``'s),
+each project's page is written as PEP 691 JSON (each file's size and sha256) on one host
+and the files are served from another, both by nginx over TLS (a certificate of a CA made
+for the run, which every tool is told to trust), each host behind a relay of
+``benchmarks/latency.py``: each request reaches nginx ``MS`` after it is sent, a new
+connection waits one round trip more (and TLS's handshake one more), and nothing caps
+the speed.  This machine's PyPI answers within a millisecond or two (an intercepting
+proxy nearby); PyPI's CDN answered in 50-65 ms where the download ramp was tuned
+(``download/ramp.py``).  What each tool pays per round trip, its requests and
+connections in sequence, shows here and not on live PyPI.  Its table has its own
+section; ``--rtt-ms 0`` is the same mirror without the delay.
 
     .venv/bin/python benchmarks/install.py --scratch /mnt/fs --rtt-ms 30
 """
@@ -53,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -69,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import LinkRelay  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
 from report import parser_for, publish, settle_memory  # noqa: E402
+from tests.faultserver import signed_by_a_new_ca  # noqa: E402
 from tests.nginx import Nginx  # noqa: E402
 
 import cudaup as package_under_test  # noqa: E402
@@ -139,12 +144,21 @@ def file_system(directory: Path) -> str:
     return words
 
 
+#: What nginx adds to the mirror's servers: each project's page as PEP 691 JSON.
+JSON_PAGES = "index index.json; types { application/vnd.pypi.simple.v1+json json; }"
+
+
 @contextlib.contextmanager
-def index_for(work: Path, rtt_ms: float | None, env: dict[str, str]) -> Iterator[str]:
-    """The index every tool installs from: PyPI, or (``rtt_ms``) a mirror of the wheels
-    cudaup installs, served by nginx behind a relay that delays each request."""
+def index_for(
+    work: Path, rtt_ms: float | None, env: dict[str, str]
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """The index every tool installs from, and the environment each needs to trust it:
+    PyPI, or (``rtt_ms``) a mirror of the wheels cudaup installs, shaped as PyPI is: the
+    pages (PEP 691 JSON, with each file's size and sha256) on one host, the files on
+    another, both over TLS with a certificate of a CA made here (``SSL_CERT_FILE``;
+    ``PIP_CERT`` for pip, ``CURL_CA_BUNDLE`` for curl), served by nginx behind a relay each that delays every request."""
     if rtt_ms is None:
-        yield PYPI
+        yield PYPI, {}
         return
     python, lock, mirror = sys.executable, work / "cuda.lock.toml", work / "mirror"
     setup = {**env, "CUDAUP_CACHE_DIR": str(work / "mirror-cache")}
@@ -154,11 +168,37 @@ def index_for(work: Path, rtt_ms: float | None, env: dict[str, str]) -> Iterator
     ):
         subprocess.run([python, "-m", "cudaup", "-q", *command], env=setup, check=True)
     shutil.rmtree(work / "mirror-cache")
+    ca, certificate, key = signed_by_a_new_ca(work / "tls")
+    hosts: dict[str, str | None] = {"pages": None, "files": None}
     with (
-        Nginx(mirror) as server,
-        LinkRelay(("127.0.0.1", server.ports["plain"]), rtt=rtt_ms / 1000, rate=None) as relay,
+        Nginx(mirror, hosts, tls=(certificate, key), directives=JSON_PAGES) as server,
+        LinkRelay(("127.0.0.1", server.ports["pages"]), rtt=rtt_ms / 1000, rate=None) as pages,
+        LinkRelay(("127.0.0.1", server.ports["files"]), rtt=rtt_ms / 1000, rate=None) as files,
     ):
-        yield f"http://127.0.0.1:{relay.port}/simple"
+        json_pages(mirror / "simple", f"https://127.0.0.1:{files.port}")
+        yield (
+            f"https://127.0.0.1:{pages.port}/simple",
+            {
+                "SSL_CERT_FILE": str(ca),
+                "PIP_CERT": str(ca),
+                "CURL_CA_BUNDLE": str(ca),
+            },
+        )
+
+
+def json_pages(simple: Path, files_url: str) -> None:
+    """Each project's page of ``cudaup mirror``'s index (HTML, relative links) written again
+    as PyPI's JSON: each file's URL on the files' host, its sha256 and its size."""
+    link = re.compile(r'href="\.\./\.\./(packages/[^"#]+)#sha256=([0-9a-f]{64})"')
+    for page in simple.glob("*/index.html"):
+        files = []
+        for relative, sha256 in link.findall(page.read_text()):
+            path = simple.parent / relative
+            files.append({"filename": path.name, "url": f"{files_url}/{relative}",
+                          "hashes": {"sha256": sha256}, "size": path.stat().st_size})  # fmt: skip
+        document = {"meta": {"api-version": "1.1"}, "name": page.parent.name, "files": files}
+        (page.parent / "index.json").write_text(json.dumps(document))
+        page.unlink()
 
 
 def spread(values: list[float], digits: int = 2) -> str:
@@ -202,7 +242,8 @@ def main() -> None:
             )
         )
         where = file_system(work)
-        index = stack.enter_context(index_for(work, args.rtt_ms, base_env))
+        index, trust = stack.enter_context(index_for(work, args.rtt_ms, base_env))
+        base_env.update(trust)
 
         def cudaup(cache: Path, target: Path) -> list[str]:
             return [python, "-m", "cudaup", "--pypi-url", index, *INSTALL,
@@ -271,9 +312,11 @@ def main() -> None:
     source = (
         "live PyPI"
         if rtt is None
-        else f"a loopback mirror of these wheels (`cudaup mirror`, nginx, plain HTTP) behind a "
-        f"relay that delays each request by {rtt:g} ms and a new connection by {rtt:g} ms more "
-        "(`benchmarks/latency.py`), no speed cap"
+        else f"a loopback mirror of these wheels shaped as PyPI (`cudaup mirror`, its pages "
+        "as PEP 691 JSON with sizes on one host, the files on another, both nginx over TLS) "
+        f"behind a relay each that delays each request by {rtt:g} ms and a new connection by "
+        f"{rtt:g} ms more (`benchmarks/latency.py`; TLS's handshake is one round trip more), "
+        "no speed cap"
     )
     begin, end = (BEGIN, END) if rtt is None else (RTT_BEGIN, RTT_END)
     lines = [

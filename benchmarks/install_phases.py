@@ -278,8 +278,8 @@ def main() -> None:
             from install import index_for  # its mirror, nginx and relay: only when asked
 
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaup-phases-")))
-            index = stack.enter_context(index_for(work, args.rtt_ms, dict(os.environ)))
-            environment["CUDAUP_PYPI_URL"] = index
+            index, trust = stack.enter_context(index_for(work, args.rtt_ms, dict(os.environ)))
+            environment.update(trust, CUDAUP_PYPI_URL=index)
         if args.runs or args.baseline:
             compare(
                 args.runs or 3,

@@ -475,6 +475,30 @@ def self_signed(folder: Path, host: str = "127.0.0.1") -> ssl.SSLContext:
     return context
 
 
+def signed_by_a_new_ca(folder: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Path]:
+    """A new CA and a certificate it signed for ``host``, as a real server has (a client
+    such as uv refuses a self-signed one that is its own CA): the CA's certificate (what a
+    client is told to trust), the server's certificate and its key, all PEM, in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = folder / "ca.pem", folder / "ca-key.pem"
+    cert, key, request = folder / "cert.pem", folder / "key.pem", folder / "cert.csr"
+    extensions = folder / "cert.ext"
+    extensions.write_text(
+        f"subjectAltName=IP:{host}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+    )
+    for command in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=cudaup test CA",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+         "-keyout", str(ca_key), "-out", str(ca)],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}", "-keyout", str(key),
+         "-out", str(request)],
+        ["x509", "-req", "-in", str(request), "-CA", str(ca), "-CAkey", str(ca_key),
+         "-CAcreateserial", "-days", "2", "-extfile", str(extensions), "-out", str(cert)],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *command], check=True, capture_output=True)
+    return ca, cert, key
+
+
 @pytest.fixture
 def fault_server() -> Iterator[FaultServer]:
     with FaultServer() as server:

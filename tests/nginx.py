@@ -3,6 +3,8 @@
 with Nginx(root_dir, rate_limits={"capped": "8m"}) as server:
     server.url("plain") + "/file.bin"   # no limit
     server.url("capped") + "/file.bin"  # limit_rate 8m per connection (a CDN's cap)
+
+``tls=(certificate, key)`` serves HTTPS on every port; ``directives`` go into every server.
 """
 
 from __future__ import annotations
@@ -29,24 +31,38 @@ def _free_port() -> int:
 
 
 class Nginx:
-    def __init__(self, root: Path, rate_limits: dict[str, str | None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        rate_limits: dict[str, str | None] | None = None,
+        *,
+        tls: tuple[Path, Path] | None = None,
+        directives: str = "",
+    ) -> None:
         require_tool(NGINX if Path(NGINX).exists() else "nginx", "nginx-light")
         self.root = root
+        self.tls = tls
+        self.directives = directives
         self.limits = rate_limits or {"plain": None}
         self.ports = {name: _free_port() for name in self.limits}
         self._dir = Path(tempfile.mkdtemp(prefix="cudaup-nginx-"))
         self._process: subprocess.Popen[bytes] | None = None
 
     def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.ports[name]}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.ports[name]}"
 
     def _config(self) -> str:
         servers = []
+        ssl = ""
+        if self.tls:
+            certificate, key = self.tls
+            ssl = f" ssl; ssl_certificate {certificate}; ssl_certificate_key {key}"
         for name, limit in self.limits.items():
             rate = f"limit_rate {limit};" if limit else ""
             servers.append(
-                f"server {{ listen 127.0.0.1:{self.ports[name]}; root {self.root}; "
-                f"location / {{ {rate} }} }}"
+                f"server {{ listen 127.0.0.1:{self.ports[name]}{ssl}; root {self.root}; "
+                f"{self.directives} location / {{ {rate} }} }}"
             )
         # As root, nginx's workers would drop to nobody and could not read a private temp dir.
         user = "user root; " if os.geteuid() == 0 else ""

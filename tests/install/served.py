@@ -67,11 +67,14 @@ def make_wheel(project: str, version: str, files: Files, *, record: bool = True)
     return buffer.getvalue()
 
 
-def _page(server: FaultServer, project: str, filename: str, body: bytes) -> None:
+def _page(
+    server: FaultServer, project: str, filename: str, body: bytes, files: FaultServer
+) -> None:
     path = f"/files/{filename}"
-    server.add(path, body)
+    files.add(path, body)
+    url = path if files is server else files.url + path
     entry = {
-        "filename": filename, "url": path, "yanked": False, "size": len(body),
+        "filename": filename, "url": url, "yanked": False, "size": len(body),
         "hashes": {"sha256": hashlib.sha256(body).hexdigest()}, "core-metadata": True,
     }  # fmt: skip
     document = {"meta": {"api-version": "1.1"}, "name": project, "files": [entry]}
@@ -85,22 +88,27 @@ def serve_pypi(server: FaultServer, release: str, wheel: bytes, version: str = "
 
 
 def serve_extras(
-    server: FaultServer, release: str, extras: dict[str, tuple[str, str, bytes]]
+    server: FaultServer,
+    release: str,
+    extras: dict[str, tuple[str, str, bytes]],
+    files: FaultServer | None = None,
 ) -> str:
     """``cuda-toolkit==release`` whose extras each pin one component wheel:
-    ``{extra: (project, version, wheel)}``; the index URL."""
+    ``{extra: (project, version, wheel)}``; the index URL.  With ``files``, the wheels and
+    their metadata are on that server, as PyPI's are on a host of their own."""
+    files = files or server
     lines = [f"Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: {release}\n"]
     for extra, (project, version, _wheel) in extras.items():
         lines.append(f"Provides-Extra: {extra}\n")
         lines.append(f'Requires-Dist: {project}=={version}.*; extra == "{extra}"\n')
     meta_wheel = make_wheel("cuda-toolkit", release, {})
     meta_name = f"cuda_toolkit-{release}-py2.py3-none-any.whl"
-    _page(server, "cuda-toolkit", meta_name, meta_wheel)
-    server.add(f"/files/{meta_name}.metadata", "".join(lines).encode())
+    _page(server, "cuda-toolkit", meta_name, meta_wheel, files)
+    files.add(f"/files/{meta_name}.metadata", "".join(lines).encode())
     for project, version, wheel in extras.values():
         name = f"{project.replace('-', '_')}-{version}-py3-none-manylinux_2_27_x86_64.whl"
-        _page(server, project, name, wheel)
-        server.add(f"/files/{name}.metadata", f"Metadata-Version: 2.1\nName: {project}\n".encode())
+        _page(server, project, name, wheel, files)
+        files.add(f"/files/{name}.metadata", f"Metadata-Version: 2.1\nName: {project}\n".encode())
     return f"{server.url}/simple"
 
 

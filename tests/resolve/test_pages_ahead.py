@@ -5,21 +5,30 @@ ones ``core.components.pypi_project`` forecasts, and a pick takes one only for a
 the metadata pins.  So a forecast saves the round trips of a page round when it holds,
 and costs a request, never an answer, when it does not (``tests/core/test_components.py``
 holds the forecast to PyPI's naming; the live test here to PyPI's real pins).
+
+An install's resolver also opens the connections its downloads will take while the last
+answers are awaited (``downloads_next``; ``tests/net/test_open_ahead.py`` holds them to
+carrying the requests that follow): as many as the downloads that start at once, and no
+more than the files forecast.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from cudaup.config import Settings
 from cudaup.core.components import pypi_project
+from cudaup.net.http import HttpClient
 from cudaup.resolve.resolver import Resolver
 from tests.faultserver import Fault, FaultServer
-from tests.install.served import CUDART, make_wheel, serve_extras, serve_pypi
+from tests.install.served import CUDART, make_wheel, serve_extras, serve_pypi, serve_redist
+from tests.net.test_open_ahead import opened_ahead
 
 
 def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
@@ -93,6 +102,94 @@ def test_latest_has_no_major_to_forecast(fault_server: FaultServer, tmp_path: Pa
     [toolkit, page] = [s for s in fault_server.log if s.path.startswith("/simple/")]
     assert (toolkit.path, page.path) == ("/simple/cuda-toolkit/", "/simple/nvidia-cuda-runtime/")
     assert page.started >= toolkit.started + 0.2  # read once the metadata named it
+
+
+def held_until_connected(server: FaultServer, path: str, connections: int) -> threading.Event:
+    """Hold ``path``'s answer until ``server`` has taken ``connections`` connections, its
+    own request's included (or 5 s: the event returned is then set)."""
+    ready, late = threading.Event(), threading.Event()
+    server.resources[path].faults.append(Fault(hang="headers", until=ready))
+
+    def watch() -> None:
+        end = time.monotonic() + 5
+        while server.accepted < connections:
+            if time.monotonic() > end:
+                late.set()
+                break
+            time.sleep(0.005)
+        ready.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return late
+
+
+@pytest.mark.parametrize(("components", "downloads"), [(["nvcc"], 3), (["cudart"], 1)])
+def test_the_downloads_connections_open_while_the_metadata_is_read(
+    components: list[str], downloads: int, fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """The wheels are on a host of their own, as PyPI's are.  Three downloads start at once
+    after this resolution: nvcc's closure forecasts five wheels, so three connections to
+    the files' host open while cuda-toolkit's metadata is awaited, and the three requests
+    that follow open none; cudart's forecasts one wheel, so one opens (besides the
+    metadata's own, when that request took none of those)."""
+    nvcc = make_wheel("nvidia-cuda-nvcc", "13.0.88", {"nvidia/cu13/bin/nvcc": (b"\x7fELF", 0o755)})
+    cudart = make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART)
+    with FaultServer() as files:
+        url = serve_extras(
+            fault_server,
+            "13.0.1",
+            {
+                "nvcc": ("nvidia-cuda-nvcc", "13.0.88", nvcc),
+                "cudart": ("nvidia-cuda-runtime", "13.0.88", cudart),
+            },
+            files,
+        )
+        meta = "/files/cuda_toolkit-13.0.1-py2.py3-none-any.whl.metadata"
+        late = held_until_connected(files, meta, downloads)
+        http = HttpClient(Settings.from_env(pypi_url=url, cache_dir=tmp_path))
+        Resolver(http.settings, http, downloads_next=3).resolve(
+            "13.0.1", platform="linux-x86_64", channel="pypi", components=components, closure=True
+        )
+        assert not late.is_set(), "the metadata was answered before the connections opened"
+        opened_ahead()
+        assert downloads <= files.accepted <= downloads + 1
+        before = files.accepted
+        answers = [http.open("GET", files.url + meta) for _ in range(downloads)]
+        assert {a.read() for a in answers} == {files.resources[meta].body}
+        assert files.accepted == before  # the downloads' requests took the connections open
+
+
+def test_the_archives_connections_open_while_the_manifest_is_read(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """The redist channel: the archives' host is the manifest's."""
+    serve_redist(fault_server, "13.0.1", {"bin/nvcc": (b"\x7fELF", 0o755)})
+    manifest = "/compute/cuda/redist/redistrib_13.0.1.json"
+    late = held_until_connected(fault_server, manifest, 2)
+    http = HttpClient(Settings.from_env(download_url=fault_server.url, cache_dir=tmp_path))
+    resolution = Resolver(http.settings, http, downloads_next=2).resolve(
+        "13.0.1", platform="linux-x86_64", channel="redist", components=["nvcc"], closure=True
+    )
+    assert [a.component for a in resolution.artifacts] == ["cuda_nvcc"]
+    assert not late.is_set(), "the manifest was answered before the connections opened"
+    opened_ahead()
+    before = fault_server.accepted
+    archive = urlsplit(resolution.artifacts[0].url).path
+    answers = [http.open("GET", fault_server.url + archive) for _ in range(2)]
+    for answer in answers:
+        answer.read()
+    assert fault_server.accepted == before
+
+
+def test_a_resolution_nothing_downloads_after_opens_no_connection_ahead(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """``cudaup resolve``: every connection carries a request."""
+    url = serve_pypi(fault_server, "13.0.1", make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART))
+    Resolver(Settings.from_env(pypi_url=url, cache_dir=tmp_path)).resolve(
+        "13.0.1", platform="linux-x86_64", channel="pypi", components=["cudart"], closure=True
+    )
+    assert fault_server.accepted == fault_server.connections()
 
 
 @pytest.mark.pypi

@@ -21,6 +21,7 @@ from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.config import parse_size
 from cudaup.download import DownloadRequest, download_many
+from cudaup.download.api import FILES_AT_ONCE
 from cudaup.errors import HostUnreachableError, NetworkError, UsageError
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.net.tls import warm_up
@@ -88,7 +89,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         from cudaup.core.components import split_components  # noqa: PLC0415
         from cudaup.resolve.resolver import Resolver  # noqa: PLC0415
 
-        resolution = Resolver(settings, http).resolve(
+        resolution = Resolver(settings, http, downloads_next=FILES_AT_ONCE).resolve(
             args.target,
             platform=platform_of(args),
             channel=args.channel,

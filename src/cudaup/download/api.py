@@ -79,6 +79,8 @@ if TYPE_CHECKING:
     from cudaup.core.model import Artifact
 
 MAX_CONNECTIONS_PER_HOST = 16
+#: Files :func:`download_many` downloads side by side.
+FILES_AT_ONCE = 4
 
 
 def check_connections(connections: int | None) -> None:
@@ -297,4 +299,4 @@ def download_many(
             cancel=cancel,
         )
 
-    return map_concurrently(one, normalized, workers=4, cancel=cancel)
+    return map_concurrently(one, normalized, workers=FILES_AT_ONCE, cancel=cancel)

@@ -65,7 +65,7 @@ from cudaup.errors import (
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpack_cache import Staged, StagedTrees, stage_all
+from cudaup.install.unpack_cache import STAGE_WORKERS, Staged, StagedTrees, stage_all
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
@@ -325,7 +325,7 @@ def install(
         notes.append(f"profile {name}{_profile_origin(options.profile, settings.profile)}")
     driver = detect_driver_ahead(options.driver)
     # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
-    resolver = Resolver(replace(settings, probe=False), http)
+    resolver = Resolver(replace(settings, probe=False), http, downloads_next=STAGE_WORKERS)
     resolution = resolver.resolve(
         request,
         platform=options.platform,

@@ -27,6 +27,7 @@ import heapq
 import http.client
 import itertools
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from typing import Any
 
 import urllib3
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util.wait import wait_for_read
 
 _current = threading.local()
 
@@ -286,11 +288,47 @@ class _Kept:
         return response
 
 
+class _SessionTickets:
+    """What the TLS connection class adds to ``is_connected``: a connection opened ahead
+    (:func:`open_ahead`) has carried no answer yet, and a TLS 1.3 server sends its session
+    tickets after the handshake, so its socket is readable without being closed.  urllib3
+    would take that for a dropped connection and open another; here the waiting bytes are
+    read, without blocking: TLS records that bring no data mean it is alive, and any byte
+    of data, or the end, means it is not (as urllib3 says of a readable socket)."""
+
+    sock: socket.socket | None
+
+    @property
+    def is_connected(self) -> bool:
+        sock = self.sock
+        if sock is None:
+            return False
+        if not wait_for_read(sock, timeout=0.0):
+            return True
+        if not isinstance(sock, ssl.SSLSocket):
+            return False
+        timeout = sock.gettimeout()
+        try:
+            sock.settimeout(0.0)
+            sock.recv(1)  # a byte (nothing was asked) or b"" (the end): not alive
+        except ssl.SSLWantReadError:
+            return True  # only TLS's own records were waiting
+        except (OSError, ValueError):
+            return False
+        else:
+            return False
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sock.settimeout(timeout)
+
+
 class _Connection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPConnection):
     pass
 
 
-class _TlsConnection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnection):
+class _TlsConnection(
+    _SessionTickets, _Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnection
+):
     pass
 
 
@@ -320,3 +358,53 @@ class _TlsPool(_NewWhenAsked, HTTPSConnectionPool):
 
 #: ``PoolManager.pool_classes_by_scheme`` for connections that keep the deadline.
 POOL_CLASSES: dict[str, type[HTTPConnectionPool]] = {"http": _Pool, "https": _TlsPool}
+
+
+def opening_ahead(count: int) -> contextlib.AbstractContextManager[None]:
+    """The first request this thread sends in the block that goes out (not one the cache
+    answers) also makes ``count`` connections to its host stand open (:func:`open_ahead`)
+    for the requests about to follow there: an install's downloads, once its resolution
+    returns.  A new connection waits a round trip for TCP and another for TLS before its
+    first request can go; these then pass while the resolution waits on that answer.
+    Where the cache answers everything, nothing waits on the network, and nothing opens."""
+    return _for_this_thread("ahead", count)
+
+
+def pending_ahead() -> int:
+    """The connections :func:`opening_ahead` asked this thread for, now that its request
+    goes out (once: a later request in the block finds none)."""
+    count: int = getattr(_current, "ahead", None) or 0
+    _current.ahead = None
+    return count
+
+
+def open_ahead(pool: HTTPConnectionPool, count: int, timeout: float) -> None:
+    """Make ``count`` connections stand open in ``pool`` for the requests about to follow,
+    those it holds open already counting: the others are opened side by side, each in a
+    thread of its own, and go into the pool once connected; this returns at once.  Each
+    counts as kept: one the server closes before its first answer is a
+    :class:`StaleConnectionError`, and its request goes again at once on a new
+    connection.  Nothing waits for them and none fails aloud: a request that finds none
+    ready opens a connection of its own, and says why that one failed."""
+    taken = [pool._get_conn() for _ in range(count)]
+    for conn in taken:
+        if isinstance(conn, _Connection | _TlsConnection) and conn.sock is None:
+            threading.Thread(
+                target=_connect,
+                args=(pool, conn, timeout),
+                name="cudaup-connect-ahead",
+                daemon=True,  # an exit does not wait for a connection nobody asked for yet
+            ).start()
+        else:
+            pool._put_conn(conn)  # open already: it counts, and is at once back for others
+
+
+def _connect(pool: HTTPConnectionPool, conn: _Connection | _TlsConnection, timeout: float) -> None:
+    try:
+        conn.timeout = timeout
+        conn.connect()
+        conn._answered_over = conn.sock
+    except Exception:  # see open_ahead
+        conn.close()
+    finally:
+        pool._put_conn(conn)

@@ -267,13 +267,15 @@ class HttpClient:
     ) -> urllib3.BaseHTTPResponse:
         import urllib3  # noqa: PLC0415
 
-        from cudaup.net.deadline import headers_within, on_a_new_connection  # noqa: PLC0415
+        from cudaup.net import deadline  # noqa: PLC0415
 
         retries = self._retries if retry else 0
         all_headers = {**_IDENTITY, **self._auth_header(url), **(headers or {})}
         read_timeout = timeout if timeout is not None else self.settings.timeout
         proxy = self.proxy_for(url)
         manager = self._manager(url, proxy)
+        if ahead := deadline.pending_ahead():  # this request goes out: see opening_ahead
+            deadline.open_ahead(manager.connection_from_url(url), ahead, min(10.0, read_timeout))
         failure: urllib3.exceptions.HTTPError | int = 0
         attempt, anew = 0, False
         while True:
@@ -284,8 +286,8 @@ class HttpClient:
             try:
                 # the downloader's watchdog bounds its own requests (retry=False)
                 with (
-                    headers_within(self.settings.stall_timeout if retry else None),
-                    on_a_new_connection(anew),
+                    deadline.headers_within(self.settings.stall_timeout if retry else None),
+                    deadline.on_a_new_connection(anew),
                 ):
                     response = manager.request(
                         method,

@@ -75,9 +75,17 @@ R = TypeVar("R")
 # The orchestrator (I/O)
 # ----------------------------------------------------------------------------
 class Resolver:
-    def __init__(self, settings: Settings, http: HttpClient | None = None) -> None:
+    def __init__(
+        self, settings: Settings, http: HttpClient | None = None, *, downloads_next: int = 0
+    ) -> None:
+        """``downloads_next``: how many of the resolved files the caller starts downloading
+        at once when the resolution returns (an install's staging).  As many connections to
+        their host are then opened while the resolution still waits on its last answers
+        (:meth:`~cudaup.net.http.HttpClient.open_ahead`): each new one costs round trips
+        (TCP's, then TLS's) that would otherwise come before those downloads' first bytes."""
         self.settings = settings
         self.http = http if http is not None else HttpClient(settings)
+        self.downloads_next = downloads_next
         self.pypi = PackageIndex(self.http, settings.pypi_url)
         self._listing_dates: dict[str, str | None] = {}
 
@@ -329,6 +337,26 @@ class Resolver:
         also: Sequence[str] = (),
         only_offered: bool = False,
     ) -> Resolution:
+        # The archives are on the manifest's host: their downloads' connections open while
+        # the listing or the manifest is read.
+        wanted = _wanted(components, closure) if components else ()
+        downloads = min(self.downloads_next, len(wanted) or self.downloads_next)
+        from cudaup.net.deadline import opening_ahead  # noqa: PLC0415 - urllib3 with it
+
+        with opening_ahead(downloads):
+            return self._resolve_manifest(
+                request, platform, components, also, closure, only_offered
+            )
+
+    def _resolve_manifest(
+        self,
+        request: ReleaseRequest,
+        platform: Platform,
+        components: Sequence[str] | None,
+        also: Sequence[str],
+        closure: bool,
+        only_offered: bool,
+    ) -> Resolution:
         if request.exact_label:
             label = request.exact_label
             manifest = self.nvidia.manifest(label)
@@ -376,28 +404,33 @@ class Resolver:
         return Resolution(request.text, platform, "redist", facts.release(), tuple(probed))
 
     # -- pypi channel -------------------------------------------------------------
-    def _pages_ahead(
+    def _forecast(
         self, request: ReleaseRequest, components: Sequence[str], closure: bool
-    ) -> AbstractContextManager[dict[str, Future[list[DistFile]]]]:
-        """The pages of the wheels ``components`` (with what each needs, for ``closure``)
-        will pin, being read while ``cuda-toolkit``'s page and metadata are: a round trip
-        less before the downloads, two with the connections those pages open.
+    ) -> list[str]:
+        """The PyPI projects of the wheels ``components`` (with what each needs, for
+        ``closure``) will pin, as :func:`~cudaup.core.components.pypi_project` forecasts
+        them for the request's CUDA major; none for ``latest``, which has no major, or for
+        the whole toolkit (no components named).  Which project a release pins is only
+        known from its metadata: a forecast only lets requests start sooner."""
+        if request.kind == "latest":
+            return []
+        major = request.parts[0]
+        wanted = _wanted(components, closure)
+        forecast = (comp.pypi_project(name, major) for name in wanted)
+        return list(dict.fromkeys(map(canonicalize_name, forecast)))
 
-        Which project a release pins is only known from its metadata, so each page is
-        the one :func:`~cudaup.core.components.pypi_project` forecasts for the request's
-        CUDA major, and a pick takes a page from here only when the metadata pins that
-        very project: a page read for nothing (or failing) is dropped unasked, so a wrong
-        forecast costs a request, never an answer.  ``latest`` has no major to forecast.
-        Leaving the ``with`` waits for the pages still being read: nothing of a resolution
-        outlives it (a page's answer is being written into the cache)."""
-        known = set(comp.ALIASES.values())
-        names = [comp.nvidia_name(name) for name in components]
-        wanted = comp.with_closure(names, known) if closure else names
-        projects: list[str] = []
-        if request.kind != "latest":
-            major = request.parts[0]
-            forecast = (comp.pypi_project(name, major) for name in wanted if name in known)
-            projects = list(dict.fromkeys(map(canonicalize_name, forecast)))
+    def _pages_ahead(
+        self, projects: Sequence[str]
+    ) -> AbstractContextManager[dict[str, Future[list[DistFile]]]]:
+        """The pages of the ``projects`` forecast (:meth:`_forecast`), being read while
+        ``cuda-toolkit``'s page and metadata are: a round trip less before the downloads,
+        two with the connections those pages open.
+
+        A pick takes a page from here only when the metadata pins that very project: a
+        page read for nothing (or failing) is dropped unasked, so a wrong forecast costs
+        a request, never an answer.  Leaving the ``with`` waits for the pages still being
+        read: nothing of a resolution outlives it (a page's answer is being written into
+        the cache)."""
         return in_background_each(
             self.pypi.files, projects, self.settings.workers, "cudaup-page-ahead"
         )
@@ -411,7 +444,8 @@ class Resolver:
         also: Sequence[str] = (),
         only_offered: bool = False,
     ) -> Resolution:
-        with self._pages_ahead(request, [*(components or ()), *also], closure) as ahead:
+        forecast = self._forecast(request, [*(components or ()), *also], closure)
+        with self._pages_ahead(forecast) as ahead:
             meta_files = [f for f in self.pypi.files("cuda-toolkit") if f.is_wheel and not f.yanked]
             by_version: dict[Version, DistFile] = {}
             for file in meta_files:
@@ -427,7 +461,14 @@ class Resolver:
                 raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
             version = picked[0]
             meta_file = by_version[version]
-            metadata = self.pypi.metadata(meta_file)
+            # The index that serves cuda-toolkit's wheel serves the others from the same
+            # host (PyPI's files host, a mirror's own): their downloads' connections open
+            # while its metadata is read.
+            downloads = min(self.downloads_next, len(forecast) or self.downloads_next)
+            from cudaup.net.deadline import opening_ahead  # noqa: PLC0415 - urllib3 with it
+
+            with opening_ahead(downloads):
+                metadata = self.pypi.metadata(meta_file)
             provided = [str(e) for e in (metadata.provides_extra or [])]
             if components is not None:
                 needed = [n for n in also if comp.pypi_extra(n) in provided and n not in components]
@@ -482,3 +523,11 @@ class Resolver:
             return Resolution(
                 request.text, platform, "pypi", release, tuple(artifacts), tuple(notes)
             )
+
+
+def _wanted(components: Sequence[str], closure: bool) -> list[str]:
+    """The components cudaup knows among ``components`` (with what each needs, for
+    ``closure``), by NVIDIA's names."""
+    known = set(comp.ALIASES.values())
+    names = [comp.nvidia_name(name) for name in components]
+    return [n for n in (comp.with_closure(names, known) if closure else names) if n in known]
