@@ -374,7 +374,8 @@ def pending_ahead() -> int:
     """The connections :func:`opening_ahead` asked this thread for, now that its request
     goes out (once: a later request in the block finds none)."""
     count: int = getattr(_current, "ahead", None) or 0
-    _current.ahead = None
+    if count:  # every request asks: most find nothing, and write nothing
+        _current.ahead = None
     return count
 
 

@@ -81,7 +81,7 @@ class Resolver:
         """``downloads_next``: how many of the resolved files the caller starts downloading
         at once when the resolution returns (an install's staging).  As many connections to
         their host are then opened while the resolution still waits on its last answers
-        (:meth:`~cudaup.net.http.HttpClient.open_ahead`): each new one costs round trips
+        (:func:`~cudaup.net.deadline.opening_ahead`): each new one costs round trips
         (TCP's, then TLS's) that would otherwise come before those downloads' first bytes."""
         self.settings = settings
         self.http = http if http is not None else HttpClient(settings)
@@ -100,6 +100,11 @@ class Resolver:
 
     def _map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return map_concurrently(function, items, self.settings.workers)
+
+    def _connections_ahead(self, files: int) -> int:
+        """The connections to open ahead of the downloads that follow (``downloads_next``),
+        no more than the ``files`` the resolution forecasts (0: it forecasts none)."""
+        return min(self.downloads_next, files or self.downloads_next)
 
     # -- release lists ---------------------------------------------------------
     def listed_versions(self) -> list[Version]:
@@ -328,6 +333,24 @@ class Resolver:
         return self._map(lambda a: self._probe(a, expected_from="manifest"), artifacts)
 
     # -- redist channel ---------------------------------------------------------
+    def _release_manifest(self, request: ReleaseRequest) -> tuple[str, Manifest]:
+        """The release ``request`` names in NVIDIA's listing, and its redist manifest."""
+        if request.exact_label:
+            label = request.exact_label
+            manifest = self.nvidia.manifest(label)
+            if manifest is None:
+                raise self._not_found(request, self.listed_versions(), " with a redist manifest")
+            return label, manifest
+        versions = self.listed_versions()
+        picked = request.pick(versions)
+        if not picked:
+            raise self._not_found(request, versions, "")
+        label = str(picked[0])
+        manifest = self.nvidia.manifest(label)
+        if manifest is None:
+            raise ReleaseNotFoundError(f"the listing names {label} but its manifest answers 404")
+        return label, manifest
+
     def _resolve_redist(
         self,
         request: ReleaseRequest,
@@ -339,40 +362,10 @@ class Resolver:
     ) -> Resolution:
         # The archives are on the manifest's host: their downloads' connections open while
         # the listing or the manifest is read.
-        wanted = _wanted(components, closure) if components else ()
-        downloads = min(self.downloads_next, len(wanted) or self.downloads_next)
         from cudaup.net.deadline import opening_ahead  # noqa: PLC0415 - urllib3 with it
 
-        with opening_ahead(downloads):
-            return self._resolve_manifest(
-                request, platform, components, also, closure, only_offered
-            )
-
-    def _resolve_manifest(
-        self,
-        request: ReleaseRequest,
-        platform: Platform,
-        components: Sequence[str] | None,
-        also: Sequence[str],
-        closure: bool,
-        only_offered: bool,
-    ) -> Resolution:
-        if request.exact_label:
-            label = request.exact_label
-            manifest = self.nvidia.manifest(label)
-            if manifest is None:
-                raise self._not_found(request, self.listed_versions(), " with a redist manifest")
-        else:
-            versions = self.listed_versions()
-            picked = request.pick(versions)
-            if not picked:
-                raise self._not_found(request, versions, "")
-            label = str(picked[0])
-            manifest = self.nvidia.manifest(label)
-            if manifest is None:
-                raise ReleaseNotFoundError(
-                    f"the listing names {label} but its manifest answers 404"
-                )
+        with opening_ahead(self._connections_ahead(len(_wanted(components or (), closure)))):
+            label, manifest = self._release_manifest(request)
         if components is not None:
             here = {k for k, c in manifest.components.items() if c.archive_for(platform)}
             if only_offered:
@@ -464,10 +457,9 @@ class Resolver:
             # The index that serves cuda-toolkit's wheel serves the others from the same
             # host (PyPI's files host, a mirror's own): their downloads' connections open
             # while its metadata is read.
-            downloads = min(self.downloads_next, len(forecast) or self.downloads_next)
             from cudaup.net.deadline import opening_ahead  # noqa: PLC0415 - urllib3 with it
 
-            with opening_ahead(downloads):
+            with opening_ahead(self._connections_ahead(len(forecast))):
                 metadata = self.pypi.metadata(meta_file)
             provided = [str(e) for e in (metadata.provides_extra or [])]
             if components is not None:
