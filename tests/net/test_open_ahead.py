@@ -18,19 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.config import Settings
 from cudaup.errors import NetworkError
-from cudaup.net.backoff import Backoff
 from cudaup.net.deadline import opening_ahead
-from cudaup.net.http import HttpClient
 from tests.faultserver import Fault, FaultServer, self_signed
+from tests.net.test_kept_connections import client
 
 DOCUMENT = b"a document " * 100
-
-
-def client(tmp_path: Path, slept: list[float]) -> HttpClient:
-    settings = Settings.from_env(cache_dir=tmp_path / "cache")
-    return HttpClient(settings, backoff=Backoff(sleep=slept.append))
 
 
 def opened_ahead() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -31,6 +32,25 @@ from tests.install.served import CUDART, make_wheel, serve_extras, serve_pypi, s
 from tests.net.test_open_ahead import opened_ahead
 
 
+def held_until(server: FaultServer, path: str, ready: Callable[[], bool]) -> threading.Event:
+    """Hold ``path``'s answer until ``ready()`` (or 5 s: the event returned, set first,
+    says so)."""
+    answer, late = threading.Event(), threading.Event()
+    server.resources[path].faults.append(Fault(hang="headers", until=answer))
+
+    def watch() -> None:
+        end = time.monotonic() + 5
+        while not ready():
+            if time.monotonic() > end:
+                late.set()
+                break
+            time.sleep(0.005)
+        answer.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return late
+
+
 def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
     fault_server: FaultServer, tmp_path: Path
 ) -> None:
@@ -38,25 +58,14 @@ def test_the_component_pages_are_read_while_cuda_toolkits_page_is(
     (or, were that page read only after the metadata, 5 s later); each page is asked
     for once."""
     url = serve_pypi(fault_server, "13.0.1", make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART))
-    asked, late = threading.Event(), threading.Event()
-    fault_server.resources["/simple/cuda-toolkit/"].faults.append(
-        Fault(hang="headers", until=asked)
+    page = "/simple/nvidia-cuda-runtime/"
+    late = held_until(
+        fault_server, "/simple/cuda-toolkit/", lambda: bool(fault_server.requests(page))
     )
-
-    def watch() -> None:
-        try:
-            fault_server.wait_for_requests(1, "/simple/nvidia-cuda-runtime/", deadline=5)
-        except AssertionError:
-            late.set()
-        asked.set()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
     resolver = Resolver(Settings.from_env(pypi_url=url, cache_dir=tmp_path))
     resolution = resolver.resolve(
         "13.0.1", platform="linux-x86_64", channel="pypi", components=["cudart"], closure=True
     )
-    watcher.join()
     assert not late.is_set(), "cudart's page was read only after cuda-toolkit's"
     assert [a.component for a in resolution.artifacts] == ["cuda_cudart"]
     assert len(fault_server.requests("/simple/nvidia-cuda-runtime/")) == 1
@@ -104,25 +113,6 @@ def test_latest_has_no_major_to_forecast(fault_server: FaultServer, tmp_path: Pa
     assert page.started >= toolkit.started + 0.2  # read once the metadata named it
 
 
-def held_until_connected(server: FaultServer, path: str, connections: int) -> threading.Event:
-    """Hold ``path``'s answer until ``server`` has taken ``connections`` connections, its
-    own request's included (or 5 s: the event returned is then set)."""
-    ready, late = threading.Event(), threading.Event()
-    server.resources[path].faults.append(Fault(hang="headers", until=ready))
-
-    def watch() -> None:
-        end = time.monotonic() + 5
-        while server.accepted < connections:
-            if time.monotonic() > end:
-                late.set()
-                break
-            time.sleep(0.005)
-        ready.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    return late
-
-
 @pytest.mark.parametrize(("components", "downloads"), [(["nvcc"], 3), (["cudart"], 1)])
 def test_the_downloads_connections_open_while_the_metadata_is_read(
     components: list[str], downloads: int, fault_server: FaultServer, tmp_path: Path
@@ -145,7 +135,7 @@ def test_the_downloads_connections_open_while_the_metadata_is_read(
             files,
         )
         meta = "/files/cuda_toolkit-13.0.1-py2.py3-none-any.whl.metadata"
-        late = held_until_connected(files, meta, downloads)
+        late = held_until(files, meta, lambda: files.accepted >= downloads)
         http = HttpClient(Settings.from_env(pypi_url=url, cache_dir=tmp_path))
         Resolver(http.settings, http, downloads_next=3).resolve(
             "13.0.1", platform="linux-x86_64", channel="pypi", components=components, closure=True
@@ -165,7 +155,7 @@ def test_the_archives_connections_open_while_the_manifest_is_read(
     """The redist channel: the archives' host is the manifest's."""
     serve_redist(fault_server, "13.0.1", {"bin/nvcc": (b"\x7fELF", 0o755)})
     manifest = "/compute/cuda/redist/redistrib_13.0.1.json"
-    late = held_until_connected(fault_server, manifest, 2)
+    late = held_until(fault_server, manifest, lambda: fault_server.accepted >= 2)
     http = HttpClient(Settings.from_env(download_url=fault_server.url, cache_dir=tmp_path))
     resolution = Resolver(http.settings, http, downloads_next=2).resolve(
         "13.0.1", platform="linux-x86_64", channel="redist", components=["nvcc"], closure=True
