@@ -19,7 +19,7 @@ import pytest
 from cudaup.errors import EXIT_CODES
 from cudaup.install.installer import InstallOptions, InstallResult, install
 from cudaup.install.linking import LinkMode
-from cudaup.install.store import Store
+from cudaup.install.store import InstalledToolkit, Store
 from tests.fakenvidia.server import FakeNvidiaServer
 from tests.faultserver import FaultServer
 from tests.helpers import point_env_at, run_cli, settings_for
@@ -27,6 +27,11 @@ from tests.install.served import CUDART, make_wheel, serve_pypi
 from tests.osfaults import NOBODY, ROOT_ONLY
 
 RELEASE = "13.0.1"
+
+
+#: ``cudaup install`` of RELEASE's nvcc (and its closure) from the fake NVIDIA server.
+CLI_INSTALL = ("install", RELEASE, "--channel", "redist", "--components", "nvcc",
+               "--platform", "linux-x86_64", "--json")  # fmt: skip
 
 
 @pytest.fixture
@@ -40,6 +45,19 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
     return Path(os.environ["CUDAUP_CACHE_DIR"])
+
+
+@pytest.fixture
+def toolkit(
+    fake_nvidia: FakeNvidiaServer,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Path:
+    """RELEASE's nvcc installed into the store by the CLI (``CLI_INSTALL``)."""
+    point_env_at(monkeypatch, fake_nvidia)
+    assert run_cli(capsys, *CLI_INSTALL).code == 0
+    return store.toolkits_dir / RELEASE
 
 
 def install_at(
@@ -386,28 +404,21 @@ def test_cli_a_wheel_that_lies_about_a_member_is_exit_7(
 
 
 def test_cli_a_change_in_place_with_its_mtime_put_back_is_found_on_reinstall(
-    fake_nvidia: FakeNvidiaServer,
-    store: Store,
+    toolkit: Path,
     cache: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Issue #20's attack: install, uninstall, change the cached ``tree/bin/nvcc`` in
     place (same size, same inode, mtime put back with ``os.utime``), install again.
     Its ctime moved, which nothing but the clock could put back: the tree is hashed,
     found wrong, and unpacked again."""
-    point_env_at(monkeypatch, fake_nvidia)
-    argv = ("install", RELEASE, "--channel", "redist", "--components", "nvcc",
-            "--platform", "linux-x86_64", "--json")  # fmt: skip
-    toolkit = store.toolkits_dir / RELEASE
-    assert run_cli(capsys, *argv).code == 0
     clean = snapshot(toolkit)
     assert run_cli(capsys, "uninstall", RELEASE, "--json").code == 0
     cached = nvcc_entry(cache) / "tree/bin/nvcc"
     inode, mtime = cached.stat().st_ino, cached.stat().st_mtime_ns
     change_in_place(cached, b"#!/bin/sh\nid -u > /tmp/owned\n")
     assert (cached.stat().st_ino, cached.stat().st_mtime_ns) == (inode, mtime)
-    again = run_cli(capsys, *argv)
+    again = run_cli(capsys, *CLI_INSTALL)
     assert again.code == 0, again.err
     notes = again.json()["notes"]
     assert any("bin/nvcc does not hold the bytes" in note and "discarded" in note
@@ -416,6 +427,57 @@ def test_cli_a_change_in_place_with_its_mtime_put_back_is_found_on_reinstall(
     assert record_of(toolkit, "cuda_nvcc")["tree"] == "unpacked"
     # The tree unpacked anew and then linked is vouched for by its stamp again: a
     # second prefix is checked by sizes and modes only.
-    prefix = run_cli(capsys, *argv, "--prefix", str(toolkit.parent / "second"))
+    prefix = run_cli(capsys, *CLI_INSTALL, "--prefix", str(toolkit.parent / "second"))
     assert prefix.code == 0, prefix.err
     assert "tree: digests" not in record_of(toolkit.parent / "second", "cuda_nvcc")["checks"]  # type: ignore[operator]
+
+
+def test_cli_uninstall_keeps_the_stamps_of_the_trees_it_was_linked_from(
+    toolkit: Path,
+    cache: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Removing a toolkit's hard links moves the ctime of every cached file they shared:
+    without ``uninstall`` stamping the trees anew, the next install would hash them all."""
+    cached = nvcc_entry(cache) / "tree/bin/nvcc"
+    ctime = cached.stat().st_ctime_ns
+    assert run_cli(capsys, "uninstall", RELEASE, "--json").code == 0
+    assert cached.stat().st_ctime_ns != ctime  # what voids a stamp taken before
+    again = run_cli(capsys, *CLI_INSTALL)
+    assert again.code == 0, again.err
+    for component in ("cuda_nvcc", "cuda_cudart"):
+        assert record_of(toolkit, component)["tree"] == "cache"
+        assert "tree: digests" not in record_of(toolkit, component)["checks"]  # type: ignore[operator]
+
+
+def test_cli_uninstall_vouches_for_no_tree_its_stamp_did_not_vouch_for_before(
+    toolkit: Path,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A tree changed in place before the uninstall (mtime put back), or written while it
+    removes the links, is not stamped: the next install hashes it, finds it wrong, and
+    unpacks it again."""
+    clean = snapshot(toolkit)
+    change_in_place(nvcc_entry(cache) / "tree/bin/nvcc", b"#!/bin/sh\nexit 7\n")
+    assert run_cli(capsys, "uninstall", RELEASE, "--json").code == 0
+    again = run_cli(capsys, *CLI_INSTALL)
+    assert again.code == 0, again.err
+    assert any("bin/nvcc does not hold the bytes" in n for n in again.json()["notes"])
+    assert snapshot(toolkit) == clean
+
+    removal = Store.remove
+
+    def remove_then_write(self: Store, installed: InstalledToolkit) -> None:
+        removal(self, installed)
+        with (nvcc_entry(cache) / "tree/bin/nvcc").open("r+b") as handle:
+            handle.write(b"#!/bin/sh\nexit 6\n")  # as a tool writes: its mtime moves
+
+    monkeypatch.setattr(Store, "remove", remove_then_write)
+    assert run_cli(capsys, "uninstall", RELEASE, "--json").code == 0
+    monkeypatch.setattr(Store, "remove", removal)
+    third = run_cli(capsys, *CLI_INSTALL)
+    assert third.code == 0, third.err
+    assert any("bin/nvcc does not hold the bytes" in n for n in third.json()["notes"])
+    assert snapshot(toolkit) == clean

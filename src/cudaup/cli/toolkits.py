@@ -24,7 +24,7 @@ from cudaup.cli.output import emit_json
 from cudaup.cli.progress import display_for
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
-from cudaup.install.installer import InstallOptions, InstallResult, install
+from cudaup.install.installer import InstallOptions, InstallResult, install, uninstall
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
@@ -267,7 +267,8 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     # The system link goes back to what it was before `default --system` made it lead
     # here (refused, with nothing removed, where that needs root).
     link_changes, link_note = system_link.release_link_to(store, toolkit.path)
-    store.remove(toolkit)
+    settings = settings_of(args)
+    uninstall(store, toolkit, settings.cache_root)
     unset = None
     chosen = resolve_default(store)
     if chosen is not None and chosen.path is None:
@@ -285,7 +286,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
             f"{system_link.LINK} {after.words()} again",
         )
     # Its unpacked archives stay in the cache (hard links kept them shared until now).
-    reclaimable = inspect(settings_of(args).cache_root).reclaimable
+    reclaimable = inspect(settings.cache_root).reclaimable
     if args.json:
         emit_json(
             {

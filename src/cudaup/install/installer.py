@@ -65,7 +65,13 @@ from cudaup.errors import (
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
 from cudaup.install.store import InstalledToolkit, Store
-from cudaup.install.unpack_cache import STAGE_WORKERS, Staged, StagedTrees, stage_all
+from cudaup.install.unpack_cache import (
+    STAGE_WORKERS,
+    Staged,
+    StagedTrees,
+    stage_all,
+    stamps_kept,
+)
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
@@ -251,6 +257,20 @@ def _checks(tree: Staged | None) -> dict[str, Any]:
     if tree is None:
         return {}
     return {"tree": tree.source, "checks": list(tree.checks), "hard_links": tree.linked}
+
+
+def uninstall(store: Store, toolkit: InstalledToolkit, cache_root: Path) -> None:
+    """Delete ``toolkit`` (:meth:`Store.remove`).  The unpacked trees its record says it
+    was hard-linked from keep their stamps (:func:`~cudaup.install.unpack_cache.stamps_kept`):
+    installing those archives again checks sizes and modes, not every file's sha256."""
+    artifacts = (toolkit.record or {}).get("artifacts")
+    linked = [
+        a.get("sha256")
+        for a in (artifacts if isinstance(artifacts, list) else [])
+        if isinstance(a, dict) and a.get("hard_links") is True
+    ]
+    with stamps_kept(cache_root, [key for key in linked if isinstance(key, str)]):
+        store.remove(toolkit)
 
 
 def _merge_trees(

@@ -292,7 +292,8 @@ def fingerprint(seen: Mapping[str, Seen]) -> str:
 
 def relinked(before: Mapping[str, Seen], after: Mapping[str, Seen]) -> str | None:
     """How a tree changed between two scans other than by hard links made to its files
-    (which move each file's ctime and nothing else), in words; None when it did not."""
+    or removed (which move each file's ctime and link count, and nothing else), in
+    words; None when it did not."""
     if before.keys() != after.keys():
         return "its entries changed while it was being linked"
     for path, was in before.items():

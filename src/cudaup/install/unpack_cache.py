@@ -42,7 +42,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -168,6 +168,29 @@ def stage_all(
     by_index = {index: tree for (index, _artifact), tree in zip(items, staged, strict=True)}
     trees = [by_index[index] for index in range(len(artifacts))]
     return StagedTrees(trees, stager.notes, stager.checked, stager.boot)
+
+
+@contextlib.contextmanager
+def stamps_kept(cache_root: Path, keys: Iterable[str]) -> Iterator[None]:
+    """Keep the stamps of the unpacked trees ``keys`` (archives' sha256) across the removal
+    of a toolkit hard-linked from them.  Each removed link moves its file's ctime, which
+    voids a stamp: the next install of those archives would hash every file again.  A
+    tree whose stamp holds before is scanned again after, and stamped anew when ctimes
+    and link counts are all that moved (see :meth:`_Entry.stamp`).  Never fails: a tree
+    it cannot vouch for is hashed by the next install, as it would have been."""
+    uid, boot, root = os.geteuid(), boot_id(), CacheLayout(cache_root).unpacked
+    held: list[_Entry] = []
+    with contextlib.suppress(OSError):  # no cache (or not ours): nothing to keep
+        if boot is not None and _refusal(root, uid) is None:
+            for key in dict.fromkeys(k for k in keys if _SHA256.match(k)):
+                entry = _Entry(inside(root, key), key)
+                with contextlib.suppress(OSError, DamagedTreeError, ForeignTreeError):
+                    found = entry.load(uid)
+                    if found is not None and found[1]:
+                        held.append(entry)
+    yield
+    for entry in held:
+        entry.stamp(boot, uid)
 
 
 class _Stager:
@@ -467,11 +490,12 @@ class _Entry:
     def stamp(self, boot: str | None, uid: int) -> None:
         """Record that the digests were found right, for the files as they are now.
 
-        Called once the install that checked them is published: linking, and then
-        renaming those links into the toolkit, moved each file's ctime, and the stamp
+        Called once the install that checked them is published (or a toolkit linked
+        from them removed: :func:`stamps_kept`): linking, and then renaming those links
+        into the toolkit (or removing them), moved each file's ctime, and the stamp
         must hold the ctimes the next use will find.  So the tree is scanned again and
         stamped only when those moves are all that changed since it was loaded.  A
-        write during the install with its mtime put back goes unseen: only the cache's
+        write meanwhile with its mtime put back goes unseen: only the cache's
         own user (or root) can write these files, and that user could as well rewrite
         the stamp; the stamp finds what tools and accidents do, not what that user means.
         """
