@@ -114,6 +114,17 @@ def test_a_prefix_holding_another_release_is_replaced_only_with_force(
     # the same release again is still "already installed", with or without --force
     again = install(capsys, "13.0.1", *x86)
     assert again.code == 0 and run_cli(capsys, "list").code == 0
+    # Deleting 12.8.1's hard links moved the ctime of its cached files; the replacement
+    # stamped those trees anew, so 12.8.1 elsewhere is checked by sizes and modes only.
+    elsewhere = tmp_path / "elsewhere"
+    assert (
+        install(capsys, "12.8.1", "--platform", "linux-x86_64", "--prefix", str(elsewhere)).code
+        == 0
+    )
+    record = json.loads((elsewhere / "cudaup-record.json").read_text())
+    assert [(a["tree"], "tree: digests" in a["checks"]) for a in record["artifacts"]] == [
+        ("cache", False) for _ in record["artifacts"]
+    ]
 
 
 @pytest.mark.parametrize("force", [False, True])

@@ -260,17 +260,24 @@ def _checks(tree: Staged | None) -> dict[str, Any]:
 
 
 def uninstall(store: Store, toolkit: InstalledToolkit, cache_root: Path) -> None:
-    """Delete ``toolkit`` (:meth:`Store.remove`).  The unpacked trees its record says it
-    was hard-linked from keep their stamps (:func:`~cudaup.install.unpack_cache.stamps_kept`):
-    installing those archives again checks sizes and modes, not every file's sha256."""
-    artifacts = (toolkit.record or {}).get("artifacts")
+    """Delete ``toolkit`` (:meth:`Store.remove`).  The unpacked trees it was hard-linked
+    from keep their stamps: installing those archives again checks sizes and modes, not
+    every file's sha256."""
+    with stamps_kept(cache_root, _linked_from(toolkit)):
+        store.remove(toolkit)
+
+
+def _linked_from(toolkit: InstalledToolkit | None) -> list[str]:
+    """The cache keys (archives' sha256) of the unpacked trees ``toolkit``'s record says
+    its files are hard links into: the trees whose stamps its removal would void
+    (:func:`~cudaup.install.unpack_cache.stamps_kept` checks each key)."""
+    artifacts = ((toolkit.record if toolkit else None) or {}).get("artifacts")
     linked = [
         a.get("sha256")
         for a in (artifacts if isinstance(artifacts, list) else [])
         if isinstance(a, dict) and a.get("hard_links") is True
     ]
-    with stamps_kept(cache_root, [key for key in linked if isinstance(key, str)]):
-        store.remove(toolkit)
+    return [key for key in linked if isinstance(key, str)]
 
 
 def _merge_trees(
@@ -432,10 +439,11 @@ def materialize(
     ):
         store.sweep(final.parent, final.name)
         existing = store.at(final)
+        replaced = None  # another release at the prefix, which the publish deletes
         if options.prefix is not None and check_prefix(final, existing, release, options.force):
             assert existing is not None
             notes.append(f"replaced CUDA {existing.version} at {final} (--force)")
-            existing = None  # nothing of another release is kept or merged
+            replaced, existing = existing, None  # nothing of another release is kept or merged
         if (
             existing is not None
             and existing.version == release
@@ -514,7 +522,8 @@ def materialize(
             needed = len(json.dumps(record, indent=1, sort_keys=True)) + 1
             with explained(f"cannot publish CUDA {release} at {final}", final, places, needed):
                 store.write_record(tree, record)
-                store.publish(tree, final)
+                with stamps_kept(settings.cache_root, _linked_from(replaced)):
+                    store.publish(tree, final)
             if trees is not None:
                 trees.stamp()
         if options.prefix is not None:
