@@ -109,6 +109,26 @@ def test_a_command_imports_only_its_own_module(
     assert not others & modules, sorted(others & modules)
 
 
+#: What a command that only reads the machine and the store never loads: the network
+#: stack and the download engine (~0.1 s of imports, all of it before the answer).  Not
+#: ``ssl``: :data:`PROBE` loads it itself, after the command, to count TLS contexts.
+NETWORK = ("urllib3", "http.client", "cudaup.download", "cudaup.install.installer")
+
+
+@pytest.mark.parametrize(
+    "argv", [["which", "nvcc"], ["env"], ["show"], ["list"], ["default"], ["shims"]]
+)
+def test_a_command_that_reads_the_store_loads_no_network_stack(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDAUP_HOME", str(tmp_path))
+    monkeypatch.delenv("CUDAUP_TOOLKIT", raising=False)
+    code, modules, _ = loaded(*argv)
+    assert code == 0 or code > 1  # nothing installed here is an answer; exit 1 would be a bug
+    assert "cudaup.install.store" in modules  # it did read the store
+    assert not [m for m in modules for heavy in NETWORK if m.startswith(heavy)], argv
+
+
 #: Runs the CLI in-process and prints, in order, when the CA certificates began to load
 #: (the ``cudaup-tls`` thread) and when a command module was imported.
 ORDER = """

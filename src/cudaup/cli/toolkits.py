@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cudaup.cli.common import (
     add_components,
@@ -21,19 +22,21 @@ from cudaup.cli.common import (
     warn,
 )
 from cudaup.cli.output import emit_json
-from cudaup.cli.progress import display_for
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
-from cudaup.install.installer import InstallOptions, InstallResult, install, uninstall
 from cudaup.install.store import InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
 from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
 
+if TYPE_CHECKING:
+    from cudaup.install.installer import InstallResult
+
 # Imported where used, not here: an install imports only what installing needs (lock
 # files only with --lock; pins only without a version; what selects the active toolkit
 # only when the shims are on PATH; the machine's other toolkits, the system link and the
-# listing only for uninstall and list), which the start-up test in tests/install pins.
+# listing only for uninstall and list), which the start-up test in tests/install pins;
+# `list` and `uninstall` import no download engine (tests/cli/test_startup.py).
 
 
 def add_install(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +100,9 @@ def add_list(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from cudaup.cli.progress import display_for  # noqa: PLC0415 - see the imports
+    from cudaup.install.installer import InstallOptions, install  # noqa: PLC0415
+
     store = Store.from_env()
 
     options = InstallOptions(
@@ -232,6 +238,7 @@ def _to_remove(store: Store, value: str) -> InstalledToolkit | None:
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
     # See the imports: an install needs none of these.
+    from cudaup.install.installer import uninstall  # noqa: PLC0415 - nor list this
     from cudaup.machine.toolkits import Lookup, find_toolkits  # noqa: PLC0415
     from cudaup.switch import system_link  # noqa: PLC0415
     from cudaup.switch.selection import resolve_default  # noqa: PLC0415
