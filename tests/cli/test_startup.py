@@ -129,6 +129,16 @@ def test_a_command_that_reads_the_store_loads_no_network_stack(
     assert not [m for m in modules for heavy in NETWORK if m.startswith(heavy)], argv
 
 
+@pytest.mark.parametrize("action", ["dir", "info"])
+def test_the_cache_command_loads_no_network_stack(
+    action: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(tmp_path))
+    code, modules, _ = loaded("cache", action)
+    assert code == 0 and "cudaup.util.cachedir" in modules
+    assert not [m for m in modules for heavy in NETWORK if m.startswith(heavy)], action
+
+
 #: Runs the CLI in-process and prints, in order, when the CA certificates began to load
 #: (the ``cudaup-tls`` thread) and when a command module was imported.
 ORDER = """

@@ -67,7 +67,7 @@ COMMANDS: dict[str, CommandInfo] = {
         "cudaup list --json",
     ),
     "cache": CommandInfo(
-        "cudaup.cli.transfer",
+        "cudaup.cli.cache",
         "cudaup's cache: where it is, what it holds, making room",
         "cudaup cache prune",
     ),

@@ -1,4 +1,5 @@
-"""The commands that move bytes without installing: ``download`` and ``cache``."""
+"""The command that moves bytes without installing: ``download`` (``cache`` is in
+:mod:`cudaup.cli.cache`, which needs no network)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from cudaup.download.api import FILES_AT_ONCE
 from cudaup.errors import HostUnreachableError, NetworkError, UsageError
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.net.tls import warm_up
-from cudaup.util import cachedir
 
 
 def add_download(parser: argparse.ArgumentParser) -> None:
@@ -47,17 +47,6 @@ def add_download(parser: argparse.ArgumentParser) -> None:
         "else 16G), stated or not: a body that never ends stops there",
     )
     parser.set_defaults(handler=cmd_download)
-
-
-def add_cache(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "action",
-        choices=("dir", "info", "prune", "clean"),
-        help="dir: print its path. info: sizes by area. prune: remove what no installed "
-        "toolkit uses (unpacked archives, finished downloads; partial downloads stay, to "
-        "resume). clean: remove everything but lock files.",
-    )
-    parser.set_defaults(handler=cmd_cache)
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -145,45 +134,3 @@ def _as_unreachable(exc: NetworkError, urls: list[str]) -> HostUnreachableError 
         except OSError:
             return HostUnreachableError(str(exc), url, public=True)
     return None
-
-
-def cmd_cache(args: argparse.Namespace) -> int:
-
-    root = settings_of(args).cache_root
-    if args.action == "dir":
-        if args.json:
-            emit_json(cachedir.CacheLayout(root).to_json())
-        else:
-            print(root)
-        return 0
-    if args.action == "info":
-        info = cachedir.inspect(root)
-        if args.json:
-            emit_json(info.to_json())
-            return 0
-        print(f"{root}: {human_size(info.bytes)}")
-        for area in info.areas:
-            line = f"  {area.name + '/':<11} {human_size(area.bytes):>10}  {area.files} files"
-            if area.name == "unpacked" and area.files:
-                line += (
-                    f"; {human_size(area.shared_bytes)} shared with installed toolkits, "
-                    f"{area.unused_entries} archives no toolkit uses"
-                )
-            print(line)
-        if info.reclaimable:
-            print(f"`cudaup cache prune` frees {human_size(info.reclaimable)}")
-        return 0
-    report = cachedir.prune(root) if args.action == "prune" else cachedir.clean(root)
-    if args.json:
-        emit_json(report.to_json())
-    else:
-        linked = (
-            f"; {human_size(report.still_linked)} stay on disk, hard-linked by installed toolkits"
-            if report.still_linked
-            else ""
-        )
-        print(
-            f"removed {len(report.removed)} entries from {root}, "
-            f"{human_size(report.freed)} freed{linked}"
-        )
-    return 0
