@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+import urllib3
 
 from cudaup.errors import NetworkError
-from cudaup.net.deadline import opening_ahead
+from cudaup.net.deadline import open_ahead, opening_ahead
 from tests.faultserver import Fault, FaultServer, self_signed
 from tests.net.test_kept_connections import client
 
@@ -116,3 +117,13 @@ def test_a_host_that_takes_no_connection_ahead_fails_only_the_request(tmp_path: 
         waits.append(len(slept))
     assert failures[0] == failures[1] and f"127.0.0.1:{port}" in failures[0]
     assert waits[0] == waits[1] > 0
+
+
+def test_a_pool_closed_under_it_opens_nothing_and_raises_nothing() -> None:
+    """A pool the manager closed between its lookup and the opening (its least recently
+    used, when more hosts are asked for than it keeps): nothing opens, and the request
+    that follows fails or succeeds on its own, never on this."""
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", 9)
+    pool.close()
+    open_ahead(pool, 2, 1.0)
+    assert not [t for t in threading.enumerate() if t.name == "cudaup-connect-ahead"]

@@ -387,7 +387,10 @@ def open_ahead(pool: HTTPConnectionPool, count: int, timeout: float) -> None:
     :class:`StaleConnectionError`, and its request goes again at once on a new
     connection.  Nothing waits for them and none fails aloud: a request that finds none
     ready opens a connection of its own, and says why that one failed."""
-    taken = [pool._get_conn() for _ in range(count)]
+    taken = []
+    # A pool the manager closed since its lookup (its least recently used): nothing opens.
+    with contextlib.suppress(urllib3.exceptions.PoolError):
+        taken += [pool._get_conn() for _ in range(count)]
     for conn in taken:
         if isinstance(conn, _Connection | _TlsConnection) and conn.sock is None:
             threading.Thread(
