@@ -2,6 +2,8 @@
 
 - ``cudaup --version`` and ``cudaup --help`` against ``python -c pass`` (the same
   interpreter): what importing and building the parser costs on top of Python;
+- ``cudaup show`` and ``cudaup cache dir``, commands that read only this machine (an
+  empty store, the toolkits found here, the cache's path): no network stack to import;
 - ``cudaup probe URL`` of a file that exists, on a host already answering (the test
   suite's fake NVIDIA server on loopback), against ``curl -sI URL`` plus ``python -c
   pass``: a Python tool cannot start faster than Python, nor ask faster than curl.
@@ -82,8 +84,9 @@ def main() -> None:
     parser.add_argument(
         "--against",
         type=Path,
-        help="another tree's src/ (compiled here first; give a copy): its --version and --help "
-        "run through the same console script with PYTHONPATH at it, in the same rounds",
+        help="another tree's src/ (compiled here first; give a copy): its --version, --help, "
+        "show and cache dir run through the same console script with PYTHONPATH at it, in the "
+        "same rounds",
     )
     args = parser.parse_args()
     python = sys.executable
@@ -103,6 +106,7 @@ def main() -> None:
             "CUDAUP_NVIDIA_DOWNLOAD_URL": server.download_url,
             "CUDAUP_NVIDIA_ARCHIVE_URL": server.archive_url,
             "CUDAUP_NVIDIA_PRERELEASE_URL": server.prerelease_url,
+            "CUDAUP_HOME": str(Path(tmp) / "home"),  # an empty store, not this user's
         }
         installer, manifest = server.download_url + INSTALLER, server.download_url + MANIFEST
         commands: dict[str, tuple[list[str], str]] = {
@@ -115,10 +119,14 @@ def main() -> None:
                 "fresh",
             ),
             "`cudaup --help`, from the wheel": ([str(wheel_bin / "cudaup"), "--help"], "fresh"),
+            "`cudaup show`": ([*cudaup, "show"], "fresh"),
+            "`cudaup cache dir`": ([*cudaup, "cache", "dir"], "fresh"),
             **(
                 {
                     "`cudaup --version`, the --against tree": ([*cudaup, "--version"], "fresh"),
                     "`cudaup --help`, the --against tree": ([*cudaup, "--help"], "fresh"),
+                    "`cudaup show`, the --against tree": ([*cudaup, "show"], "fresh"),
+                    "`cudaup cache dir`, the --against tree": ([*cudaup, "cache", "dir"], "fresh"),
                 }
                 if args.against
                 else {}
