@@ -22,7 +22,6 @@ def add_cache(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-
     root = settings_of(args).cache_root
     if args.action == "dir":
         if args.json:

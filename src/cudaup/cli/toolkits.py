@@ -238,7 +238,7 @@ def _to_remove(store: Store, value: str) -> InstalledToolkit | None:
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
     # See the imports: an install needs none of these.
-    from cudaup.install.installer import uninstall  # noqa: PLC0415 - nor list this
+    from cudaup.install.installer import uninstall  # noqa: PLC0415 - list needs none of it
     from cudaup.machine.toolkits import Lookup, find_toolkits  # noqa: PLC0415
     from cudaup.switch import system_link  # noqa: PLC0415
     from cudaup.switch.selection import resolve_default  # noqa: PLC0415
