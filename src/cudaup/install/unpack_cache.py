@@ -178,11 +178,15 @@ def stamps_kept(cache_root: Path, keys: Iterable[str]) -> Iterator[None]:
     tree whose stamp holds before is scanned again after, and stamped anew when ctimes
     and link counts are all that moved (see :meth:`_Entry.stamp`).  Never fails: a tree
     it cannot vouch for is hashed by the next install, as it would have been."""
+    wanted = list(dict.fromkeys(k for k in keys if _SHA256.match(k)))
+    if not wanted:  # an install that replaces nothing: no boot id to read, no tree to scan
+        yield
+        return
     uid, boot, root = os.geteuid(), boot_id(), CacheLayout(cache_root).unpacked
     held: list[_Entry] = []
     with contextlib.suppress(OSError):  # no cache (or not ours): nothing to keep
         if boot is not None and _refusal(root, uid) is None:
-            for key in dict.fromkeys(k for k in keys if _SHA256.match(k)):
+            for key in wanted:
                 entry = _Entry(inside(root, key), key)
                 with contextlib.suppress(OSError, DamagedTreeError, ForeignTreeError):
                     found = entry.load(uid)
