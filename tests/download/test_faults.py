@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,16 @@ import pytest
 from cudaup.config import Settings
 from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, download
 from cudaup.download.arrival import Arrival
-from cudaup.download.remote import MAX_FAILURES, MIN_READ
+from cudaup.download.remote import (
+    MAX_FAILURES,
+    MIN_READ,
+    ReadBuffer,
+    RetryableError,
+    ask,
+    body_of,
+    read_body,
+)
+from cudaup.download.watch import Flow, TransferLimits, Watchdog
 from cudaup.errors import EXIT_CODES, ArrivalLostError, NetworkError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
@@ -193,6 +203,39 @@ def test_a_server_that_goes_silent_after_its_headers_fails_as_a_stall(
         f"the server stalled: nothing arrived from {host} for {STALL:g} s (last: "
     )
     assert all(r.sent == 0 for r in ranges(fault_server))
+
+
+def test_a_dropped_tls_connection_hands_over_no_raw_record_as_the_body(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The watchdog drops a TLS connection while its next records wait in the kernel.
+    # urllib3's own shutdown (SSLSocket.shutdown) dropped the TLS object too: the reads
+    # after it read the socket raw, and those records came back as if they were the body
+    # (a download wrote them into its file; only the checksum caught them).
+    body = payload(8 * MIB, seed=13)
+    with FaultServer(tls=self_signed(tmp_path)) as server:
+        server.add("/f.run", body)
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))
+        http = client(tmp_path)
+        watchdog = Watchdog(TransferLimits.of(http.settings))
+        got = bytearray()
+
+        def receive(raw: Any, flow: Flow) -> tuple[None, bool]:
+            chunks = read_body(body_of(raw), ReadBuffer(), flow=flow)
+            got.extend(next(chunks))
+            deadline = time.monotonic() + 10
+            while server.sent("/f.run") < len(got) + 4 * MIN_READ:  # sent: queued here
+                assert time.monotonic() < deadline, "the server sent no more"
+                time.sleep(0.01)
+            watchdog.drop_all("dropped by the test")
+            for chunk in chunks:
+                got.extend(chunk)
+            return None, True
+
+        with pytest.raises(RetryableError, match="dropped by the test"):
+            ask(http, watchdog, server.url + "/f.run", {"Accept-Encoding": "identity"}, receive)
+    assert len(got) > MIN_READ  # what was queued was read after the drop...
+    assert bytes(got) == body[: len(got)]  # ...and all of it is the body's
 
 
 def capped(server: FaultServer, body: bytes) -> None:

@@ -34,7 +34,7 @@ def run_flow(rate: int, seconds: float, reading: int = 0) -> tuple[Response, str
     watchdog = Watchdog(LIMITS, clock)
     response = Response()
     with watchdog.flow() as flow:
-        watchdog.attach(flow, response)
+        watchdog.attach(flow, response.shutdown)
         flow.reading = reading
         for _ in range(int(seconds * 8)):
             clock.now += 0.125
@@ -68,7 +68,7 @@ def test_no_floor_when_the_limit_is_zero() -> None:
     clock = Clock()
     watchdog = Watchdog(TransferLimits(0, 1.0, 30.0, 60.0), clock)
     with watchdog.flow() as flow:
-        watchdog.attach(flow, Response())
+        watchdog.attach(flow, Response().shutdown)
         clock.now += 100
         watchdog.check()
         assert flow.dropped is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import re
 import threading
@@ -15,6 +16,7 @@ import urllib3
 
 from cudaup.download.watch import Flow, Watchdog, supervise
 from cudaup.errors import HostUnreachableError, NetworkError, RemoteFileMissingError
+from cudaup.net.deadline import cut_off
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient, describe, unresolved
 
 T = TypeVar("T")
@@ -261,7 +263,7 @@ def ask(
                 raw = http.open(
                     "GET", url, headers, timeout=watchdog.request_timeout(), retry=False
                 )
-                watchdog.attach(flow, raw)
+                watchdog.attach(flow, functools.partial(cut_off, socket_of(raw)))
                 result, drained = receive(raw, flow)
                 return result
             except TRANSIENT as exc:
@@ -374,6 +376,17 @@ def body_of(raw: urllib3.BaseHTTPResponse) -> Body:
     if not isinstance(inner, http.client.HTTPResponse) or buffered is None or len(buffered):
         return raw
     return _DirectBody(inner)
+
+
+def socket_of(raw: urllib3.BaseHTTPResponse) -> object | None:
+    """The socket ``raw``'s body is read from: what the watchdog shuts to drop it.
+
+    Found through the ``http.client`` response's reader, which holds it even where the
+    connection let go of it (an answer that closes the connection); else the connection's.
+    """
+    reader = getattr(getattr(raw, "_fp", None), "fp", None)
+    sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    return sock if sock is not None else getattr(raw.connection, "sock", None)
 
 
 class _DirectBody:

@@ -28,7 +28,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 from cudaup.config import Settings
 from cudaup.errors import NetworkError
@@ -57,10 +56,6 @@ class TransferLimits:
         )
 
 
-class Droppable(Protocol):
-    def shutdown(self) -> None: ...
-
-
 class Flow:
     """One request of a download: its body's bytes over time, and a way to drop it."""
 
@@ -71,13 +66,15 @@ class Flow:
         self.reading = 0
         #: why the watchdog dropped this flow, once it did
         self.dropped: str | None = None
-        self._response: Droppable | None = None
+        #: ends the blocked read and every later one (set once the headers arrived)
+        self._cut: Callable[[], None] | None = None
         self._attached_at: float | None = None
         self._samples: deque[tuple[float, int]] = deque()
 
-    def attach(self, response: Droppable, now: float) -> None:
-        """The headers arrived: from now on the body is measured against the floor."""
-        self._response = response
+    def attach(self, cut: Callable[[], None], now: float) -> None:
+        """The headers arrived: from now on the body is measured against the floor, and
+        ``cut`` drops it (:func:`cudaup.net.deadline.cut_off` on its socket)."""
+        self._cut = cut
         self._attached_at = now
         self._samples.append((now, 0))
 
@@ -105,11 +102,10 @@ class Flow:
         )
 
     def drop(self, reason: str) -> None:
-        """Shut the socket's reading side: the thread blocked in a read gets an error."""
+        """Shut the socket: the thread blocked in a read sees the body end early."""
         self.dropped = reason
-        if self._response is not None:
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                self._response.shutdown()
+        if self._cut is not None:
+            self._cut()
 
 
 class Watchdog:
@@ -156,9 +152,9 @@ class Watchdog:
         whatever the window (a short one is what the fault tests run with)."""
         return min(TICK, self.limits.speed_time / 10)
 
-    def attach(self, flow: Flow, response: Droppable) -> None:
+    def attach(self, flow: Flow, cut: Callable[[], None]) -> None:
         with self._lock:
-            flow.attach(response, self._clock())
+            flow.attach(cut, self._clock())
 
     def progressed(self, count: int) -> None:
         """``count`` body bytes arrived; once enough have, the stall clock starts again."""

@@ -18,6 +18,9 @@ for idempotent requests (a backoff sleep there would only wait on the critical p
 urllib3 hands out the connection only with the response, so the deadline (and the ask
 for a new connection) reaches it through this thread's state, set around the request by
 the thread that sends it.
+
+A read blocked on a connection is ended from another thread one way only, here and in
+the downloader's watchdog: :func:`cut_off`, TCP's own shutdown under the TLS layer.
 """
 
 from __future__ import annotations
@@ -227,6 +230,24 @@ class Alarms:
 _alarms = Alarms()
 
 
+def cut_off(sock: object) -> None:
+    """End the read blocked on ``sock`` (a connection's socket, TLS or not) and every
+    read after it, from any thread: they see the end of the stream.
+
+    TCP's own shutdown, under every TLS layer.  ``SSLSocket.shutdown`` (what urllib3's
+    ``HTTPResponse.shutdown`` calls) also drops the TLS object, so the next read on that
+    socket reads it raw: the TLS records still queued in the kernel came back as if they
+    were the body, and a download wrote them into its file.
+    """
+    while not isinstance(sock, socket.socket):
+        # urllib3's SSLTransport (TLS to an https:// proxy) wraps the socket it rides on
+        sock = getattr(sock, "socket", None)
+        if sock is None:
+            return
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class _Deadline:
     """What both connection classes add to ``getresponse``."""
 
@@ -245,10 +266,7 @@ class _Deadline:
                 if state["answered"]:
                     return  # the headers came as the deadline passed: keep them
                 state["passed"] = True
-            # the blocked read returns; socket's own shutdown, not SSLSocket's: that one
-            # also drops the TLS object, and a read after it raises ValueError, not EOF
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            cut_off(sock)  # the blocked read returns
 
         alarm = _alarms.arm(seconds, give_up)
         try:
