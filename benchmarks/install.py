@@ -8,7 +8,7 @@ install; pip and uv get exactly those, pinned (``name==version``, ``--no-deps``)
 so all three resolve from the index and unpack the same files.  (Left to
 itself, ``cuda-toolkit[nvcc,cudart]==13.0.1`` gives uv newer crt and nvvm
 wheels and no CCCL: 168 files.)  Cold: an empty cache for each tool; warm: the
-same cache again, into a fresh target.  pip runs with its configuration file
+same cache again, into a fresh target (the cold one kept until then).  pip runs with its configuration file
 disabled and PyPI as its only index, so no local mirror helps it.  The tools
 take turns within each run, so a change in the network's speed over the
 minutes of a run falls on all of them alike, each run starting one tool later, and each
@@ -286,8 +286,10 @@ def main() -> None:
                     "CUDAUP_CACHE_DIR": str(cache),
                     "CUDAUP_HOME": str(work / f"home-{slug}-{run}"),
                 }
+                targets = []
                 for phase in ("cold", "warm"):
                     target = work / f"target-{slug}-{run}-{phase}"
+                    targets.append(target)
                     settle_memory()
                     seconds, used = timed(command(cache, target), env)
                     wall.setdefault((name, phase), []).append(seconds)
@@ -295,11 +297,16 @@ def main() -> None:
                     if not wheels:  # cudaup goes first: the others get what it installed
                         wheels = installed_wheels(target)
                         print("wheels:", " ".join(pins(wheels)), flush=True)
-                    shutil.rmtree(target, ignore_errors=True)
                     print(
                         f"run {run + 1} {name:<8} {phase} {seconds:.2f} s  cpu {used:.2f} s",
                         flush=True,
                     )
+                # The cold target stays through the warm install: deleting its hard links
+                # first would move the ctime of every cached file, and cudaup's warm
+                # install would hash them all again (a reinstall after `rm -rf`, not the
+                # cache reuse this measures; `cudaup uninstall` keeps the stamps).
+                for target in targets:
+                    shutil.rmtree(target, ignore_errors=True)
                 shutil.rmtree(cache, ignore_errors=True)
             if shutil.which("curl"):
                 fetched = work / f"curl-{run}"
@@ -335,7 +342,7 @@ def main() -> None:
         f"the wheels cudaup installs for nvcc and cudart, pinned for pip and uv "
         f"(`{' '.join(pins(wheels))}`, `--no-deps`); whole-process wall time, median (range) of {args.runs} runs, "
         "the tools taking turns within each run, each run starting one tool later (cold: an empty cache; warm: the same command "
-        "again into a fresh target). CPU is user + system time of the process and its children. "
+        "again into a fresh target, the cold one kept until then). CPU is user + system time of the process and its children. "
         "cudaup also lays the wheels out as a CUDA_HOME (lib64, unversioned .so links, "
         "version.json); pip and uv only unpack them. cudaup runs from compiled bytecode, as "
         f"installed from its wheel. Caches and targets: {where}."
