@@ -332,12 +332,11 @@ class _SessionTickets:
         except ssl.SSLWantReadError:
             return True  # only TLS's own records were waiting
         except (OSError, ValueError):
-            return False
-        else:
-            return False
+            pass  # broken: not alive either
         finally:
             with contextlib.suppress(OSError, ValueError):
                 sock.settimeout(timeout)
+        return False
 
 
 class _Connection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPConnection):
