@@ -300,6 +300,42 @@ def test_an_unpacked_directory_another_user_owns_is_not_used_at_all(
         assert record_of(tmp_path / "again", component)["tree"] == "private"
 
 
+@ROOT_ONLY
+def test_a_downloads_directory_another_user_made_is_not_used(
+    fake_nvidia: FakeNvidiaServer,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shared cache (sticky, writable by all) where another user made ``downloads/``
+    first: they could rewrite a part file there between its check and its use, so the
+    archives are downloaded into the install's own staging, and their files stay."""
+    install_at(fake_nvidia, store, tmp_path / "clean")
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    downloads = shared / "downloads"
+    downloads.mkdir()
+    planted = downloads / "planted.part"
+    planted.write_bytes(b"theirs")
+    for path in (downloads, planted):
+        os.chown(path, NOBODY, NOBODY)
+    monkeypatch.setenv("CUDAUP_CACHE_DIR", str(shared))
+    result = install_at(fake_nvidia, store, tmp_path / "again")
+    assert snapshot(tmp_path / "again") == snapshot(tmp_path / "clean")
+    assert [n for n in result.notes if "does not download into" in n] == [
+        f"{downloads} is owned by uid {NOBODY} (nobody), not by you (uid 0 (root)) or root: "
+        f"cudaup does not download into {downloads}, where another user could change an "
+        "archive between its check and its use; the archives were downloaded for this "
+        "install only (make the cache yours and not writable by others, or set "
+        "CUDAUP_CACHE_DIR)"
+    ]
+    assert sorted(p.name for p in downloads.iterdir()) == ["planted.part"]
+    assert planted.read_bytes() == b"theirs" and planted.stat().st_uid == NOBODY
+    # The trees were unpacked from the verified archives into the cache, which is ours.
+    assert record_of(tmp_path / "again", "cuda_nvcc")["tree"] == "unpacked"
+
+
 def test_trees_writable_by_group_or_others_are_refused(
     cli_install: CliInstall, store: Store, cache: Path, tmp_path: Path
 ) -> None:

@@ -215,3 +215,49 @@ def test_every_cache_directory_refuses_a_link_planted_for_it(tmp_path: Path, pla
         layout.plan_dir("uv")
     (tmp_path / "linked").symlink_to(root)
     assert cachedir.CacheLayout(tmp_path / "linked").downloads == tmp_path / "linked" / "downloads"
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "why"),
+    [
+        (NOBODY, 0o755, f"is owned by uid {NOBODY} (nobody)"),
+        (0, 0o775, "is writable by its group (mode 775)"),
+        (0, 0o1777, "is writable by its group and every user (mode 1777)"),
+    ],
+)
+@ROOT_ONLY
+def test_a_plan_directory_another_user_owns_or_may_write_is_refused(
+    tmp_path: Path, owner: int, mode: int, why: str
+) -> None:
+    """uv's cache and the facts read from wheels decide what an upgrade installs: ``plan/``
+    is used only when it is ours or root's and no one else may write it, the sticky bit
+    notwithstanding (another user could make ``plan/uv`` first)."""
+    root = tmp_path / "cache"
+    layout = cachedir.CacheLayout(root)
+    assert layout.plan_dir("uv") == root / "plan/uv" and (root / "plan").is_dir()
+    (root / "plan").chmod(mode)
+    os.chown(root / "plan", owner, owner)
+    with pytest.raises(UntrustedPathError) as caught:
+        layout.plan_dir("uv")
+    assert str(caught.value).startswith(
+        f"cudaup does not use {root / 'plan'}: {root / 'plan'} {why}"
+    )
+    assert caught.value.exit_code == 22
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o1777, False), (0o755, False)])
+def test_the_cache_above_plan_must_not_let_others_replace_it(
+    tmp_path: Path, mode: int, refused: bool
+) -> None:
+    """Who may rename entries of the cache may put another ``plan/`` in its place; the
+    sticky bit forbids that.  The cache's path may be a link: where it leads counts."""
+    real = tmp_path / "real"
+    real.mkdir()
+    real.chmod(mode)
+    (tmp_path / "cache").symlink_to(real)
+    layout = cachedir.CacheLayout(tmp_path / "cache")
+    if refused:
+        with pytest.raises(UntrustedPathError, match=f"{real} is writable by its group and every"):
+            layout.plan_dir("wheels")
+    else:
+        assert layout.plan_dir("wheels") == tmp_path / "cache/plan/wheels"

@@ -133,6 +133,8 @@ def download(
     cache = cache_place(http.settings.cache_root)
     with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
         try:
+            with target.explained(directory, "examine"):
+                target.check_trusted(*_cache_above(directory, http.settings.cache_root))
             watchdog = Watchdog(TransferLimits.of(http.settings))
             job = DownloadJob(
                 request,
@@ -168,6 +170,18 @@ def _prepare_directory(directory: Path, http: HttpClient) -> Place:
     except (FileExistsError, NotADirectoryError):
         raise UsageError(f"{directory} is not a directory: {place.remedy}") from None
     return place
+
+
+def _cache_above(directory: Path, cache: Path) -> tuple[Path, ...]:
+    """The directories of cudaup's cache above ``directory`` (the cache itself for
+    ``downloads/``): who may write them may put another directory in its place.  The
+    cache's own path may be a link (the user's choice): the directory it leads to counts."""
+    try:
+        below = directory.absolute().relative_to(cache.absolute())
+    except ValueError:
+        return ()
+    real = cache.resolve()
+    return tuple(real / Path(*below.parts[:depth]) for depth in range(len(below.parts)))
 
 
 def _check_writable(directory: Path, place: Place) -> None:

@@ -75,7 +75,7 @@ class Arrival:
                     raise ArrivalLostError("the download stopped before it began")
                 path, complete = self._path, self._complete
             try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except FileNotFoundError:
                 if complete:
                     raise

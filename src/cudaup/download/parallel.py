@@ -437,10 +437,8 @@ def _prepare(
     if plan is not None:
         check_space(target.directory, size - plan.completed, request.filename)
         return plan
-    target.discard()
     check_space(target.directory, size, request.filename)
-    with target.explained(target.part, "create", size), target.part.open("wb") as handle:
-        handle.truncate(size)
+    os.close(target.create_part(size))
     return SegmentPlan.split(size, connections, tail)
 
 

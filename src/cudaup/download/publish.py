@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import stat
 from pathlib import Path
 
 from cudaup.download.request import DownloadRequest
 from cudaup.download.target import DownloadPaths, fsync_dir
 from cudaup.errors import IntegrityError, UsageError
+from cudaup.util.trust import file_problem
 
 #: Bytes hashed per read, here and while a download fills its part file.
 HASH_BLOCK = 4 * 1024 * 1024
@@ -25,11 +27,19 @@ def hash_file(path: Path, algorithm: str) -> str:
 
 
 def is_verified(path: Path, request: DownloadRequest) -> bool:
-    """Whether ``path`` already holds the file: the known size and the strongest checksum."""
+    """Whether ``path`` already holds the file: the known size and the strongest checksum,
+    in a regular file (not a link) that no one but its owner, this user or root, may
+    change (:meth:`DownloadPaths.check_trusted` refused one another user owns)."""
     checksum = request.checksum
-    if checksum is None or not path.is_file():
+    if checksum is None:
         return False
-    if request.size is not None and path.stat().st_size != request.size:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode) or file_problem(str(path), info) is not None:
+        return False
+    if request.size is not None and info.st_size != request.size:
         return False
     return hash_file(path, checksum[0]) == checksum[1]
 

@@ -82,9 +82,7 @@ class _Stream:
 
     def run(self) -> None:
         try:
-            with self.target.explained(self.target.part, "create", self.limit):
-                handle = self.target.part.open("wb")
-            with handle:
+            with os.fdopen(self.target.create_part(self.limit or 0), "wb") as handle:
                 self._run(handle)
         except BaseException as exc:  # handed to the supervising thread
             self.error = exc

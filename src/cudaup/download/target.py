@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudaup.errors import CudaupError, DownloadTooLargeError, InsufficientSpaceError, UsageError
+from cudaup.errors import (
+    CudaupError,
+    DownloadTooLargeError,
+    InsufficientSpaceError,
+    UntrustedPathError,
+    UsageError,
+)
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, explain, explained, output_place
 from cudaup.util.paths import inside
+from cudaup.util.trust import OTHERS_WRITE, directory_problem, file_problem, trusted_uids, who
 
 if TYPE_CHECKING:
     from cudaup.download.remote import Remote
@@ -41,6 +50,59 @@ class DownloadPaths:
         )
         self.directory = directory
         self.place = place if place is not None else output_place(directory)
+
+    def check_trusted(self, *above: Path) -> None:
+        """Refuse to download where another user could change the bytes between their
+        check and their use (exit 22): a directory (this one, and ``above``: the cache
+        that holds it) that another user owns or may write (the sticky bit aside: there
+        others may add entries, never rename or remove ours), or a part file, resume state
+        or earlier download under this file's names that another user owns, which cudaup
+        neither uses nor removes.  Ours that is no regular file, or that others may
+        write, is removed: the download starts afresh.  Call it holding the download's
+        lock, before any of those files is read."""
+        for directory in (*above, self.directory):
+            problem = directory_problem(str(directory))
+            if problem is not None:
+                raise UntrustedPathError(
+                    f"cudaup does not download into {self.directory}: {problem}, so another "
+                    f"user could replace the file between its check and its use; "
+                    f"{self.place.remedy}"
+                )
+        for path in (self.final, self.part, self.state):
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                continue
+            if info.st_uid not in trusted_uids():
+                raise UntrustedPathError(
+                    f"{path} belongs to {who(info.st_uid)}: cudaup neither uses nor removes "
+                    f"another user's file; remove it, or {self.place.remedy}"
+                )
+            if path != self.final and (
+                not stat.S_ISREG(info.st_mode) or info.st_mode & OTHERS_WRITE
+            ):
+                with self.explained(path, "remove"):
+                    path.unlink()
+
+    def create_part(self, size: int) -> int:
+        """A new part file of ``size`` bytes, created here (never a file found under its
+        name, nor through a link): its descriptor, open for reading and writing."""
+        self.discard()
+        with self.explained(self.part, "create", size):
+            try:
+                flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(self.part, flags, 0o644)
+            except FileExistsError:
+                raise UntrustedPathError(
+                    f"{self.part} appeared again as soon as cudaup removed it: another process "
+                    f"is writing in {self.directory}; {self.place.remedy}"
+                ) from None
+            try:
+                os.ftruncate(fd, size)
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
 
     def load_state(self) -> dict[str, Any] | None:
         try:
@@ -85,7 +147,20 @@ class PartFile:
     """
 
     def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise UntrustedPathError(f"{path} became a symbolic link while it downloaded") from None
+        info = os.fstat(self.fd)
+        problem = file_problem(str(path), info)
+        if problem is not None or not stat.S_ISREG(info.st_mode):
+            os.close(self.fd)
+            raise UntrustedPathError(
+                f"{problem or f'{path} is not a regular file'}: cudaup does not write a "
+                "download into a file another user could change"
+            )
         self._users = 0
         self._closed = False
         self._changed = threading.Condition()

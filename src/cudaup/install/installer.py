@@ -77,7 +77,7 @@ from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.net.http import HttpClient
 from cudaup.resolve.resolver import Resolver
-from cudaup.util.cachedir import CacheLayout
+from cudaup.util.cachedir import downloads_for
 from cudaup.util.cachedir import using as using_cache
 from cudaup.util.faults import Place, cache_place, explained, prefix_place, store_place
 from cudaup.util.parallel import in_background
@@ -482,9 +482,11 @@ def materialize(
             if channel == "installer":
                 from cudaup.install.runfile import run_runfile  # noqa: PLC0415 - this channel's only
 
+                downloads, refused = downloads_for(settings.cache_root, staging)
+                notes += [refused] if refused is not None else []
                 [runfile] = download_many(
                     resolution.artifacts,
-                    CacheLayout(settings.cache_root).downloads,
+                    downloads,
                     http=http,
                     connections=options.connections,
                     progress=progress,

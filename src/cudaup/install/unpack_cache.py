@@ -71,7 +71,7 @@ from cudaup.install.tree import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.util.boot import boot_id
-from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout
+from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout, downloads_for
 from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
@@ -212,7 +212,8 @@ class _Stager:
         per_file: int | None,
     ) -> None:
         layout = CacheLayout(cache_root)
-        self.root, self.downloads, self.parts = layout.unpacked, layout.downloads, parts
+        self.root, self.parts = layout.unpacked, parts
+        self.downloads, refused = downloads_for(cache_root, parts.parent)
         self.http, self.strip_top, self.progress = http, strip_top, progress
         self.link_mode, self.verify, self.places = link_mode, verify, places
         # Files already download side by side (up to 4): a given count is shared among them
@@ -227,6 +228,8 @@ class _Stager:
         self._lock = threading.Lock()
         with explained("cannot prepare cudaup's cache", self.root, self.places):
             make_directory(cache_root, self.root.name)
+        if refused is not None:
+            self._tell(refused)
         self.refusal = _refusal(self.root, self.uid)
         if self.refusal is not None:
             self._tell(

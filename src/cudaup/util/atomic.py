@@ -36,10 +36,12 @@ def _write(path: Path, data: bytes | str, mode: int, durable: bool) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
+            # mkstemp creates 0600; these are ordinary files.  On the descriptor: in a
+            # shared directory the name could be another file by now.
+            os.fchmod(handle.fileno(), mode)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        Path(tmp).chmod(mode)  # mkstemp creates 0600; these are ordinary files
         Path(tmp).replace(path)
     except BaseException:
         with contextlib.suppress(OSError):

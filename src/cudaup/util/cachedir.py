@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree
+from cudaup.errors import UntrustedPathError
+from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree, store_place
 from cudaup.util.locks import locked
-from cudaup.util.paths import directory
+from cudaup.util.paths import directory, make_directory
+from cudaup.util.trust import directory_problem
 
 AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
@@ -77,11 +79,30 @@ class CacheLayout:
 
     @property
     def plan(self) -> Path:
-        return directory(self.root, "plan")
+        """``plan/``, made here when missing and then checked: what is kept there (uv's
+        cache, facts read from wheels, uv's answers) decides what an upgrade installs,
+        so it must be the user's or root's and writable by no one else, and so must the
+        cache above it (the sticky bit aside), else :class:`UntrustedPathError`."""
+        plan = directory(self.root, "plan")
+        with contextlib.suppress(OSError):  # a cache we may not write: its writes say so
+            make_directory(self.root, "plan")
+        # The cache's own path may be a link (the user's choice): where it leads counts.
+        for path, sticky in ((self.root.resolve(), True), (plan, False)):
+            try:
+                problem = directory_problem(str(path), sticky=sticky)
+            except FileNotFoundError:
+                continue
+            if problem is not None:
+                raise UntrustedPathError(
+                    f"cudaup does not use {plan}: {problem}, and what it keeps there (uv's "
+                    "cache, facts read from wheels) decides what is installed; "
+                    f"{cache_place(self.root).remedy}"
+                )
+        return plan
 
     def plan_dir(self, *parts: str) -> Path:
-        """A directory below ``plan/`` (``uv``, ``wheels``, ``resolutions``): the same check."""
-        return directory(self.root, "plan", *parts)
+        """A directory below ``plan/`` (``uv``, ``wheels``, ``resolutions``): the same checks."""
+        return directory(self.plan, *parts)
 
     @property
     def unpacked_lock(self) -> Path:
@@ -92,6 +113,32 @@ class CacheLayout:
         keyed by the target's real path so that two spellings of it share one lock."""
         key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
         return self.locks / f"{key}.lock"
+
+
+def downloads_for(cache_root: Path, staging: Path) -> tuple[Path, str | None]:
+    """Where an install downloads its archives: the cache's ``downloads/``, unless another
+    user owns or may write it, or the cache above it (see
+    :meth:`cudaup.download.target.DownloadPaths.check_trusted`, which refuses such a
+    directory): then ``staging/downloads``, for this install only, with a note that says
+    why."""
+    shared = CacheLayout(cache_root).downloads
+    for holder in (cache_root.resolve(), shared):
+        try:
+            problem = directory_problem(str(holder))
+        except OSError:  # not there yet (the download makes it, then checks it) or unreadable
+            continue
+        if problem is not None:
+            private = staging / "downloads"
+            with explained(f"cannot create {private}", staging, [store_place(staging)]):
+                private.mkdir(0o700, exist_ok=True)
+            note = (
+                f"{problem}: cudaup does not download into {shared}, where another user could "
+                "change an archive between its check and its use; the archives were "
+                "downloaded for this install only (make the cache yours and not writable by "
+                "others, or set CUDAUP_CACHE_DIR)"
+            )
+            return private, note
+    return shared, None
 
 
 @dataclass(frozen=True, slots=True)

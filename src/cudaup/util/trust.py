@@ -1,4 +1,5 @@
-"""Who may decide what runs: the one rule for pins and for toolkits named by path.
+"""Who may decide what runs: the one rule for pins, toolkits named by path, and the
+directories cudaup downloads and plans in.
 
 Git's answer to CVE-2022-24765 (``safe.directory``), applied to what chooses a
 toolkit.  A ``.cuda-version`` file, or a toolkit directory named by a path (in a
@@ -18,6 +19,10 @@ chosen it:
   the user's or root's and no one else may rename it.  The whole chain matters
   because the toolkit is checked first and run later: a directory another user may
   write, anywhere above it, would let them put another toolkit in its place.
+
+The directories cudaup downloads into, and the cache's ``plan/``, follow the same
+rule (:func:`directory_problem`): another user who may write there could change the
+bytes between their check and their use.
 
 ``CUDAUP_SAFE_DIRECTORIES`` lists the exceptions a user trusts, as git's
 ``safe.directory`` does: ``:``-separated absolute paths, each a pin's directory or a
@@ -110,6 +115,20 @@ def file_problem(path: str, info: os.stat_result) -> str | None:
     """Why the file or directory ``info`` describes may not decide what runs, or ``None``:
     owned by someone other than the invoking user or root, or writable by others."""
     return _not_trusted_owner(path, info) or _writable_by_others(path, info)
+
+
+def directory_problem(path: str, *, sticky: bool = True) -> str | None:
+    """Why another user could replace what cudaup writes in the directory ``path`` (not
+    following a link), or ``None``: it must be owned by the invoking user or root and
+    writable by no one else, except (with ``sticky``) with the sticky bit (``/tmp``),
+    where others may add entries but neither rename nor remove the user's.  Raises
+    ``OSError`` when it cannot be examined."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory (a symbolic link?)"
+    if sticky and info.st_mode & stat.S_ISVTX:
+        return _not_trusted_owner(path, info)
+    return file_problem(path, info)
 
 
 def path_problem(path: str) -> str | None:
