@@ -158,3 +158,15 @@ def test_an_earlier_download_others_may_write_is_fetched_again(
     again = fetch(fault_server, out, tmp_path / "cache")
     assert again.read_bytes() == BODY and again.stat().st_mode & 0o022 == 0
     assert len(fault_server.requests()) > before
+
+
+def test_a_directory_of_ours_under_the_part_name_is_a_usage_error(
+    fault_server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fault_server.add("/f.run", BODY)
+    out = output(tmp_path, 0o755)
+    (out / "f.run.part").mkdir()
+    run = run_cli(capsys, "download", fault_server.url + "/f.run", "--sha256", SHA, "-o", str(out))
+    assert run.code == EXIT_CODES["usage"] == 2
+    assert f"{out}/f.run.part is a directory; cudaup will not download f.run beside it" in run.err
+    assert fault_server.requests() == []

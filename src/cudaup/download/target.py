@@ -78,11 +78,17 @@ class DownloadPaths:
                     f"{path} belongs to {who(info.st_uid)}: cudaup neither uses nor removes "
                     f"another user's file; remove it, or {self.place.remedy}"
                 )
-            if path != self.final and (
-                not stat.S_ISREG(info.st_mode) or info.st_mode & OTHERS_WRITE
+            if path == self.final or (
+                stat.S_ISREG(info.st_mode) and not info.st_mode & OTHERS_WRITE
             ):
-                with self.explained(path, "remove"):
-                    path.unlink()
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                raise UsageError(
+                    f"{path} is a directory; cudaup will not download {self.final.name} "
+                    f"beside it (remove it, or {self.place.remedy})"
+                )
+            with self.explained(path, "remove"):
+                path.unlink()
 
     def create_part(self, size: int) -> int:
         """A new part file of ``size`` bytes, created here (never a file found under its
