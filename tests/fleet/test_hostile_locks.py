@@ -327,12 +327,22 @@ def test_a_lock_naming_another_host_is_refused_though_it_serves_the_right_bytes(
     assert sandbox.changed(before, sandbox.snapshot()) == set()
 
 
+@pytest.mark.parametrize("planted", ["compute", "simple", "packages"])
 def test_a_link_planted_in_the_mirror_is_not_written_through(
-    locked: Sandbox, capsys: pytest.CaptureFixture[str]
+    locked: Sandbox, capsys: pytest.CaptureFixture[str], planted: str
 ) -> None:
+    """compute/: the archives would land in the decoy; simple/: the wheel index would be
+    written there (issue of round 19: the index's own directory was not checked);
+    packages/: the decoy's wheels would be read and listed as the mirror's."""
     mirror = locked.root / "mirror"
     mirror.mkdir()
-    (mirror / "compute").symlink_to(locked.decoy)  # compute/cuda/redist/… would land in the decoy
+    wheel = "x-1.0-py3-none-any.whl"
+    if planted != "packages":  # a wheel of the mirror's, so that an index is written
+        (mirror / "packages").mkdir()
+        (mirror / "packages" / wheel).write_bytes(b"a wheel")
+    else:
+        (locked.decoy / wheel).write_bytes(b"the decoy's wheel")
+    (mirror / planted).symlink_to(locked.decoy)
     before = locked.snapshot()
     result = run_cli(capsys, *commands(locked)[1])
     assert result.code == EXIT_CODES["untrusted-path"] and "is a symbolic link" in result.err

@@ -40,9 +40,12 @@ from cudaup.download import DownloadRequest, Progress, download, is_verified
 from cudaup.errors import IntegrityError, NetworkError, SourceFormatError
 from cudaup.fleet.lockfile import MAX_LOCK_BYTES, LockFile, mirror_path
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
+from cudaup.util import paths
 from cudaup.util.atomic import atomic_write
 from cudaup.util.paths import inside
 
+#: The directories the mirror writes indexes into (and reads ``packages/`` back).
+_INDEXED = (("compute", "cuda", "redist"), ("packages",), ("simple",))
 _MANIFEST = re.compile(r"redistrib_(\d+(?:\.\d+){1,3})\.json$")
 
 
@@ -118,6 +121,8 @@ def build_mirror(
 ) -> MirrorReport:
     report = MirrorReport()
     lock.check_hosts(lock_origins(settings))  # before anything is fetched
+    for where in _INDEXED:  # a link planted for one of them: refused before anything is fetched
+        paths.directory(directory, *where, field="mirror path")
     roots = origins(settings)
     files: list[tuple[str, int | None, str | None, str | None]] = [
         (f.url, f.size, f.sha256, f.md5) for toolkit in lock.toolkits for f in toolkit.files
@@ -164,7 +169,8 @@ def _check_wheel_name(name: str, url: str) -> str:
 
 def _write_listing(directory: Path) -> None:
     """``compute/cuda/redist/`` in the shape of NVIDIA's auto-generated index."""
-    redist = inside(directory, "compute", "cuda", "redist")
+    # directory(): a link planted for redist/ itself would carry the listing elsewhere.
+    redist = paths.directory(directory, "compute", "cuda", "redist", field="mirror path")
     if not redist.is_dir():
         return
     items = [
@@ -187,7 +193,7 @@ def _write_listing(directory: Path) -> None:
 
 def _write_simple_index(directory: Path) -> None:
     """A static PEP 503 index of every wheel under ``packages/``."""
-    packages = inside(directory, "packages")
+    packages = paths.directory(directory, "packages", field="mirror path")
     if not packages.is_dir():
         return
     projects: dict[str, list[Path]] = {}
@@ -197,7 +203,7 @@ def _write_simple_index(directory: Path) -> None:
         except (InvalidWheelFilename, ValueError):
             continue  # not put there by a mirror run: not listed
         projects.setdefault(name, []).append(wheel)
-    simple = inside(directory, "simple")
+    simple = paths.directory(directory, "simple", field="mirror path")
     for project, wheels in projects.items():
         links = []
         for wheel in wheels:
