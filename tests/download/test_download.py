@@ -40,6 +40,8 @@ from cudaup.errors import (
     IntegrityError,
     NetworkError,
     RemoteFileMissingError,
+    UntrustedPathError,
+    UsageError,
 )
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
@@ -737,6 +739,38 @@ def test_an_early_reader_of_a_failed_download_is_told(
     thread.join()
     assert isinstance(outcome[0], RemoteFileMissingError)
     assert arrival.lost
+
+
+@pytest.mark.parametrize("why", ["name", "directory"])
+def test_an_early_reader_of_a_download_refused_before_it_began_is_told(
+    fault_server: FaultServer, tmp_path: Path, why: str
+) -> None:
+    """A download that stops before its first request (a file name whose resume state no
+    file system takes; a directory others may write) leaves no reader waiting: an install
+    that extracts while it downloads hung there (round 19)."""
+    fault_server.add("/f.run", BODY)
+    arrival = Arrival()
+    out = tmp_path / "out"
+    name = "a" * 250 + ".run" if why == "name" else "f.run"
+    if why == "directory":
+        out.mkdir(mode=0o777)
+        out.chmod(0o777)
+    refused = DownloadRequest(fault_server.url + "/f.run", name, SIZE, SHA)
+    opened: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            arrival.open().close()
+        except ArrivalLostError as exc:
+            opened.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    with pytest.raises((UsageError, UntrustedPathError)):
+        download(refused, out, http=client(tmp_path), arrival=arrival)
+    reader.join(timeout=30)
+    assert not reader.is_alive() and len(opened) == 1
+    assert arrival.lost and fault_server.requests() == []
 
 
 def test_an_early_reader_learns_that_the_download_restarted(

@@ -113,8 +113,45 @@ def download(
     Setting ``cancel`` stops the download within about a tenth of a second, its resumable
     state saved, with :class:`cudaup.util.parallel.CancelledError`.
     """
-    if not isinstance(request, DownloadRequest):
-        request = DownloadRequest.from_artifact(request)
+    try:
+        result = _download(
+            request
+            if isinstance(request, DownloadRequest)
+            else DownloadRequest.from_artifact(request),
+            directory,
+            http=http,
+            connections=connections,
+            progress=progress,
+            allow_unverified=allow_unverified,
+            slots=slots,
+            arrival=arrival,
+            cancel=cancel,
+            durable=durable,
+        )
+    except BaseException:
+        # Whatever stopped it, and however early (a name no file system takes, a
+        # directory refused): a reader waiting for the bytes must hear of it.
+        if arrival is not None:
+            arrival._lose()
+        raise
+    if arrival is not None:
+        arrival._finish(result.path)
+    return result
+
+
+def _download(
+    request: DownloadRequest,
+    directory: Path,
+    *,
+    http: HttpClient,
+    connections: int | None,
+    progress: Progress | None,
+    allow_unverified: bool,
+    slots: threading.Semaphore | None,
+    arrival: Arrival | None,
+    cancel: threading.Event | None,
+    durable: bool,
+) -> DownloadResult:
     if request.checksum is None and not allow_unverified:
         raise IntegrityError(
             f"no checksum is known for {request.filename}, so it cannot be verified",
@@ -132,30 +169,22 @@ def download(
     busy = f"another process has held the lock on {target.final} for a day"
     cache = cache_place(http.settings.cache_root)
     with locked(lock_path, busy=busy, wait=24 * 3600, place=cache, on_wait=waiting, cancel=cancel):
-        try:
-            with target.explained(directory, "examine"):
-                target.check_trusted(*_cache_above(directory, http.settings.cache_root))
-            watchdog = Watchdog(TransferLimits.of(http.settings))
-            job = DownloadJob(
-                request,
-                target,
-                http,
-                watchdog,
-                connections,
-                progress,
-                slots,
-                arrival,
-                cancel,
-                durable=durable,
-            )
-            result = _download_locked(job)
-        except BaseException:
-            if arrival is not None:
-                arrival._lose()
-            raise
-    if arrival is not None:
-        arrival._finish(result.path)
-    return result
+        with target.explained(directory, "examine"):
+            target.check_trusted(*_cache_above(directory, http.settings.cache_root))
+        watchdog = Watchdog(TransferLimits.of(http.settings))
+        job = DownloadJob(
+            request,
+            target,
+            http,
+            watchdog,
+            connections,
+            progress,
+            slots,
+            arrival,
+            cancel,
+            durable=durable,
+        )
+        return _download_locked(job)
 
 
 def _prepare_directory(directory: Path, http: HttpClient) -> Place:
