@@ -22,21 +22,31 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cudaup.core.documents import load_json
-from cudaup.errors import ConflictError, LockedError, PermissionDeniedError, SourceFormatError
+from cudaup.errors import (
+    ConflictError,
+    LockedError,
+    PermissionDeniedError,
+    SourceFormatError,
+    UntrustedPathError,
+)
 from cudaup.upgrade.clone import Entry, Fingerprint, exchange
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, remove_tree
 from cudaup.util.locks import locked
+from cudaup.util.paths import make_directory
+from cudaup.util.trust import directory_problem
 
 STORE = ".cudaup-snapshots"
 RECORD = "snapshot.json"
@@ -84,7 +94,7 @@ class EnvironmentSnapshot:
     def fingerprint(self) -> Fingerprint:
         what = str(self.path / MANIFEST)
         try:
-            data = (self.path / MANIFEST).read_bytes()
+            data = _read_file(self.path / MANIFEST, MAX_MANIFEST)
         except FileNotFoundError:
             raise SourceFormatError(f"{what} is missing: the snapshot cannot be checked") from None
         rows = load_json(data, what=what, max_bytes=MAX_MANIFEST)
@@ -125,8 +135,35 @@ class SnapshotStore:
         self.directory = self.environment.parent / STORE / self.environment.name
 
     # -- the store -------------------------------------------------------------------
+    def check_trusted(self) -> None:
+        """Refuse a store another user could have written (exit 22): what it holds is
+        swapped into the environment by ``rollback``, and its entries are deleted.  The
+        environment's directory must let no one else rename its entries (owned by you or
+        root, and writable by no one else unless sticky), and the store and the
+        environment's directory in it, where they exist, must be directories (not links)
+        of yours or root's that no one else may write."""
+        checks = (
+            (self.environment.parent, True),
+            (self.environment.parent / STORE, False),
+            (self.directory, False),
+        )
+        for path, sticky in checks:
+            try:
+                problem = directory_problem(str(path), sticky=sticky)
+            except FileNotFoundError:
+                return  # nothing below it exists yet
+            if problem is not None:
+                raise UntrustedPathError(
+                    f"cudaup does not use the snapshots of {self.environment}: {problem}, so "
+                    "another user could have written them, or could change them before "
+                    "they are restored; run as the user who owns the environment, or fix "
+                    "the permissions"
+                )
+
     def ensure(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.check_trusted()
+        make_directory(self.environment.parent, STORE, self.environment.name)
+        self.check_trusted()  # another user may have made one of them a moment ago
         if self.directory.stat().st_dev != self.environment.stat().st_dev:
             raise ConflictError(
                 f"{self.environment} is a mount point of its own: cudaup swaps an environment "
@@ -139,6 +176,7 @@ class SnapshotStore:
         """Hold this environment's lock: two upgrades (or a rollback) never overlap.  The
         lock file is 0o644: only those who may change the environment write beside it, and
         anyone else's cudaup can still lock it read-only."""
+        self.check_trusted()
         path = self.directory / "lock"
         busy = f"another cudaup held the lock on {self.environment} for {wait:.0f} s ({path})"
 
@@ -201,6 +239,7 @@ class SnapshotStore:
     # -- records -----------------------------------------------------------------------
     def snapshots(self) -> list[EnvironmentSnapshot]:
         """Every snapshot, oldest first."""
+        self.check_trusted()
         if not self.directory.is_dir():
             return []
         found = []
@@ -215,7 +254,7 @@ class SnapshotStore:
         path = self.path_of(snapshot_id)
         what = str(path / RECORD)
         try:
-            data = (path / RECORD).read_bytes()
+            data = _read_file(path / RECORD, MAX_RECORD)
         except FileNotFoundError:
             raise SourceFormatError(
                 f"{what} is missing: not a snapshot cudaup finished writing (remove {path})"
@@ -228,8 +267,14 @@ class SnapshotStore:
             or record.get("status") not in STATUSES
             or not isinstance(record.get("created"), str)
             or not isinstance(record.get("changes"), list)
+            or not isinstance(record.get("environment"), str)
         ):
             raise SourceFormatError(f"{what} is not a snapshot record cudaup wrote (remove {path})")
+        if os.path.realpath(record["environment"]) != str(self.environment):
+            raise SourceFormatError(
+                f"{what} is a snapshot of {record['environment']}, not of {self.environment} "
+                f"(remove {path})"
+            )
         return EnvironmentSnapshot(snapshot_id, path, record)
 
     def write(self, snapshot: EnvironmentSnapshot) -> None:
@@ -314,14 +359,14 @@ class SnapshotStore:
                 self.write(snapshot)
                 notes.append(f"snapshot {snapshot.id}: an interrupted rollback changed nothing")
             for leftover in (work, aside):
-                if leftover.exists():
-                    remove_tree(leftover)
+                if leftover.exists() or leftover.is_symlink():
+                    _remove(leftover)
         known = {s.id for s in self.snapshots()}
         for entry in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
             prefix, _, rest = entry.name.partition("-")
             half_made = _ID.match(entry.name) and entry.name not in known
             if half_made or (prefix in {"work", "aside"} and _ID.match(rest) and rest not in known):
-                remove_tree(entry)  # what a process killed while cloning left
+                _remove(entry)  # what a process killed while cloning left
         for note in notes:
             echo(note)
         return notes
@@ -333,6 +378,29 @@ class SnapshotStore:
         for snapshot in doomed:
             self.remove(snapshot)
         return doomed
+
+
+def _read_file(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (never through a link, never a FIFO that
+    would block), at most ``limit`` of them; else :class:`SourceFormatError`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise SourceFormatError(f"{path} is a symbolic link, not a file cudaup wrote") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceFormatError(f"{path} is not a regular file, not one cudaup wrote")
+        return handle.read(limit + 1)  # load_json refuses what passes the limit
+
+
+def _remove(path: Path) -> None:
+    """Remove what a killed run left: a tree, or a file or link standing in its place."""
+    if path.is_dir() and not path.is_symlink():
+        remove_tree(path)
+    else:
+        path.unlink()
 
 
 @dataclass(frozen=True, slots=True)

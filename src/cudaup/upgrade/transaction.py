@@ -402,6 +402,11 @@ class Upgrader:
                 raise ConflictError(f"{root} has no snapshot: nothing to roll back")
             else:
                 chosen = candidates[-1]
+            if chosen.tree.is_symlink() or not chosen.tree.is_dir():
+                raise IntegrityError(
+                    f"snapshot {chosen.id} of {root} holds no tree ({chosen.tree} is not a "
+                    "directory): it was not restored"
+                )
             changed = chosen.fingerprint().differences(chosen.tree)
             if changed:
                 raise IntegrityError(
