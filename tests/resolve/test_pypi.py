@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core.wheels import wheel_fits
+from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
 from cudaup.resolve.choose import choose_wheel, requirements_for
 from cudaup.resolve.pypi import (
@@ -70,6 +71,7 @@ def test_parse_pep691_json() -> None:
         str(files[0].version) == "13.0.3.0" and files[0].size == 2706 and not files[0].core_metadata
     )
     assert files[0].yank_reason is None and files[1].yank_reason == "broken"
+    assert files[0].metadata_sha256 is None and files[1].metadata_sha256 == "cd" * 32
     assert (
         files[1].yanked
         and files[1].core_metadata
@@ -98,8 +100,37 @@ def test_parse_pep503_html_with_cross_host_links() -> None:
         and files[0].requires_python == ">=3.10"
         and files[0].core_metadata
     )
+    assert files[0].metadata_sha256 == "01" * 32 and files[1].metadata_sha256 is None
     assert files[1].yanked and str(files[1].version) == "0.3.21+cu130"
     assert files[1].yank_reason is None  # data-yanked="": yanked, no reason given
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_a_metadata_file_is_checked_against_the_sha256_the_index_gives(
+    tmp_path: Path, right: bool
+) -> None:
+    """PEP 714's ``core-metadata`` hash: metadata that decides what is resolved is used
+    only when it is the file the index vouched for (a mirror of the files out of sync
+    with its index, or tampering, is exit 7)."""
+    served = METADATA.encode()
+    vouched = hashlib.sha256(served if right else served + b"\n").hexdigest()
+    routes = {"/w.whl.metadata": reply(200, served)}
+    with ScriptedServer(routes) as server:
+        index = PackageIndex(HttpClient(Settings.from_env(cache_dir=tmp_path)), server.url)
+        file = DistFile("cuda_toolkit-13.0.1-py2.py3-none-any.whl", server.url + "/w.whl",
+                        None, None, None, False, True, metadata_sha256=vouched)  # fmt: skip
+        if right:
+            assert index.metadata(file).version == Version("13.0.1")
+        else:
+            with pytest.raises(IntegrityError) as caught:
+                index.metadata(file)
+            assert caught.value.exit_code == 7
+            found = hashlib.sha256(served).hexdigest()
+            assert str(caught.value) == (
+                f"{server.url}/w.whl.metadata: sha256 mismatch: the index says {vouched}, the "
+                f"file served is {found}; the index and the host of its files disagree (a "
+                "mirror out of sync, or tampering)"
+            )
 
 
 @pytest.mark.parametrize("how", ["pep658", "whole-wheel", "range-read"])

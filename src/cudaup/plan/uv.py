@@ -139,8 +139,9 @@ def write_local_index(root: Path, pages: Mapping[str, Sequence[DistFile]], where
             if file.yanked:
                 reason = html.escape(file.yank_reason or "")
                 attributes.append(f'data-yanked="{reason}"' if reason else "data-yanked")
-            if file.core_metadata:
-                attributes.append('data-core-metadata="true"')
+            if file.core_metadata:  # with its sha256 where known, for uv to check (PEP 714)
+                known = f"sha256={file.metadata_sha256}" if file.metadata_sha256 else "true"
+                attributes.append(f'data-core-metadata="{known}"')
             links.append(f"<a {' '.join(attributes)}>{html.escape(file.filename)}</a><br>")
         page = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n"
         directory = inside(root, name, field="project", error=SourceFormatError)

@@ -42,7 +42,12 @@ from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import decode_text, load_json
 from cudaup.core.names import MAX_SIZE, check_file_name, check_file_names, check_size
-from cudaup.errors import NetworkError, RemoteFileMissingError, SourceFormatError
+from cudaup.errors import (
+    IntegrityError,
+    NetworkError,
+    RemoteFileMissingError,
+    SourceFormatError,
+)
 from cudaup.net.http import HttpClient
 from cudaup.net.ranged_file import RangedFile, wheel_archive
 
@@ -70,6 +75,8 @@ class DistFile:
     core_metadata: bool
     #: Why it was yanked (PEP 592), when the index says.
     yank_reason: str | None = None
+    #: The sha256 of its core metadata file (PEP 658/714), when the index gives one.
+    metadata_sha256: str | None = None
 
     @property
     def is_wheel(self) -> bool:
@@ -132,6 +139,13 @@ def _truthy_metadata(value: Any) -> bool:
     return bool(value) and value is not False
 
 
+def _metadata_sha256(value: Any, where: str) -> str | None:
+    """The sha256 a JSON page's ``core-metadata`` gives (``{"sha256": ...}``), if any."""
+    return (
+        _sha256(value.get("sha256"), f"{where} core-metadata") if isinstance(value, dict) else None
+    )
+
+
 def _optional_text(entry: dict[str, Any], key: str, where: str) -> str | None:
     value = entry.get(key)
     if value is not None and not isinstance(value, str):
@@ -182,6 +196,7 @@ def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
         if not isinstance(hashes, dict):
             raise SourceFormatError(f"{where}: 'hashes' is not an object")
         size = entry.get("size")
+        metadata = entry.get("core-metadata", entry.get("dist-info-metadata"))
         files.append(
             DistFile(
                 filename=filename,
@@ -192,10 +207,9 @@ def parse_simple_json(data: bytes, page_url: str) -> list[DistFile]:
                 else check_size(size, field="size", where=where, text=False),
                 requires_python=_optional_text(entry, "requires-python", where),
                 yanked=bool(entry.get("yanked", False)),
-                core_metadata=_truthy_metadata(
-                    entry.get("core-metadata", entry.get("dist-info-metadata"))
-                ),
+                core_metadata=_truthy_metadata(metadata),
                 yank_reason=_yank_reason(entry.get("yanked")),
+                metadata_sha256=_metadata_sha256(metadata, where),
             )
         )
     return files
@@ -255,6 +269,9 @@ def parse_simple_html(text: str, page_url: str) -> list[DistFile]:
                 yanked="data-yanked" in attrs,
                 core_metadata=metadata is not None and metadata != "false",
                 yank_reason=_yank_reason(attrs.get("data-yanked")),
+                metadata_sha256=_sha256(metadata.split("=", 1)[1], f"{where} core-metadata")
+                if metadata is not None and metadata.startswith("sha256=")
+                else None,
             )
         )
     return files
@@ -275,7 +292,7 @@ def parse_page(body: bytes, page_url: str) -> list[DistFile]:
 DIGEST_KIND = "files"
 #: Bumped whenever parsing a page gives other files or fields: an older digest is then
 #: not used (its ``format`` differs), and the page is parsed again.
-DIGEST_FORMAT = 1
+DIGEST_FORMAT = 2
 
 
 #: A digest's columns: the fields of :class:`DistFile` in order, each with the types its
@@ -289,6 +306,7 @@ _COLUMNS: dict[str, frozenset[type]] = {
     "yanked": frozenset({bool}),
     "core_metadata": frozenset({bool}),
     "yank_reason": frozenset({str, type(None)}),
+    "metadata_sha256": frozenset({str, type(None)}),
 }
 #: Deletes lower-case hex digits: a digest's sha256 column, joined, must leave nothing.
 _NOT_HEX = str.maketrans("", "", "0123456789abcdef")
@@ -324,7 +342,7 @@ def files_from_digest(payload: bytes, page_url: str) -> list[DistFile] | None:
     ):
         return None
     sizes = [size for size in columns["size"] if size is not None]
-    hashes = [sha256 for sha256 in columns["sha256"] if sha256 is not None]
+    hashes = [h for h in columns["sha256"] + columns["metadata_sha256"] if h is not None]
     if sizes and not 0 <= min(sizes) <= max(sizes) <= MAX_SIZE:
         return None
     if not set(map(len, hashes)) <= {64} or "".join(hashes).translate(_NOT_HEX):
@@ -373,6 +391,13 @@ class PackageIndex:
                 file.url + ".metadata", cache="metadata", max_bytes=MAX_METADATA_BYTES
             )
             if response.ok:
+                found = hashlib.sha256(response.body).hexdigest()
+                if file.metadata_sha256 is not None and found != file.metadata_sha256:
+                    raise IntegrityError(
+                        f"{file.url}.metadata: sha256 mismatch: the index says "
+                        f"{file.metadata_sha256}, the file served is {found}; the index and "
+                        "the host of its files disagree (a mirror out of sync, or tampering)"
+                    )
                 return parse_metadata(response.body, f"{file.url}.metadata")
         if file.size is not None and file.size > SMALL_WHEEL:
             return _metadata_from_wheel(lambda: RangedFile(self.http, file.url), file.url)
