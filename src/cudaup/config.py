@@ -109,7 +109,9 @@ class Settings:
             pypi_url=env.get("CUDAUP_PYPI_URL") or DEFAULT_PYPI_URL,
             cache_dir=Path(cache) if cache else None,
             home=home,
-            speed_limit=int(_number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True)),
+            speed_limit=int(
+                _number(env, "CUDAUP_SPEED_LIMIT", DEFAULT_SPEED_LIMIT, zero=True, most=2.0**53)
+            ),
             speed_time=_number(env, "CUDAUP_SPEED_TIME", DEFAULT_SPEED_TIME),
             stall_timeout=_number(env, "CUDAUP_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT),
             max_size=parse_size(max_size, "CUDAUP_MAX_SIZE") if max_size else DEFAULT_MAX_SIZE,
@@ -123,6 +125,14 @@ class Settings:
             overrides["pypi_url"] = overrides.get("pypi_url") or root + "/simple"
         given = {k: v for k, v in overrides.items() if v is not None}
         settings = replace(settings, **given)  # type: ignore[arg-type]
+        for url in settings.source_urls:
+            if not url.isascii() or not url.isprintable():
+                # Bytes that are no text (a non-UTF-8 argument), or a URL no request can carry.
+                raise UsageError(
+                    f"{url!a} is not a URL cudaup "
+                    "can ask (a mirror, index or NVIDIA URL: ASCII, no control characters; "
+                    "percent-encode the rest)"
+                )
         return replace(
             settings,
             download_url=settings.download_url.rstrip("/"),
@@ -184,8 +194,21 @@ class Settings:
         return url.startswith(self.prerelease_url + "/")
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
-    """A non-negative number of seconds or bytes from ``env``; ``zero`` allows 0 (off)."""
+#: The most seconds a setting may name: a wait longer than ~31 years is no limit at
+#: all, and the clocks the waits use refuse one past ~292 (``threading.TIMEOUT_MAX``).
+MOST_SECONDS = 1e9
+
+
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    zero: bool = False,
+    most: float = MOST_SECONDS,
+) -> float:
+    """A non-negative number of seconds or bytes from ``env``, at most ``most``; ``zero``
+    allows 0 (off)."""
     text = env.get(name, "").strip()
     if not text:
         return default
@@ -193,9 +216,9 @@ def _number(env: Mapping[str, str], name: str, default: float, *, zero: bool = F
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero) or value > most:
         least = "0 (off) or more" if zero else "more than 0"
-        raise UsageError(f"{name}={text!r} is not a number of {least}")
+        raise UsageError(f"{name}={text!r} is not a number of {least}, up to {most:g}")
     return value
 
 

@@ -4,13 +4,16 @@ Every :class:`~cudaup.errors.CudaupError` becomes one sentence on stderr and its
 code, its hint (what gets round it) on a ``hint:`` line, and the error object on stdout
 under ``--json``; Ctrl-C says whether the same
 command resumes; a full disk or a refusal that no handler translated still names
-the path (exit 10 or 14); anything else is a bug (exit 1), with a traceback only under
+the path (exit 10 or 14), and so does a path no handler worded that cannot be used as
+it is (a file where a directory must be, a name too long: exit 2); anything else is a
+bug (exit 1, its error object under ``--json`` too), with a traceback only under
 ``--debug``.  Loaded only when a run fails, so that every start stays light.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -35,11 +38,24 @@ def answer(exc: BaseException, argv: list[str], json_wanted: bool, debug: bool) 
     if isinstance(exc, OSError):
         where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path.cwd()
         translated = explain(exc, "cudaup cannot go on", where, known_places())
+        if translated is None and exc.filename is not None and exc.errno in _NOT_USABLE:
+            translated = UsageError(
+                f"cannot use {os.fsdecode(exc.filename)}: {exc.strerror or exc}; check the "
+                "path (an argument, or a CUDAUP_*, HOME or XDG_* variable, names it)"
+            )
         if translated is not None:
             return _fail(translated, argv, json_wanted, debug)
     if not isinstance(exc, Exception):
         raise exc  # SystemExit, GeneratorExit: not errors of cudaup's to word
-    return _internal(exc, debug)
+    return _internal(exc, json_wanted, debug)
+
+
+#: What a path the user named (an argument, a variable) can be that no handler worded:
+#: a file where a directory must be, a name too long, a loop of links.  Bad input (exit
+#: 2), whichever path it was, since the sentence names it.
+_NOT_USABLE = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP, errno.ENXIO}
+)
 
 
 def unknown_command(name: str) -> UsageError:
@@ -82,8 +98,12 @@ def hint_for(exc: CudaupError, argv: Sequence[str]) -> str | None:
     return f"no network here? {'; '.join(ways)}" if ways else None
 
 
-def _internal(exc: Exception, debug: bool) -> int:
+def _internal(exc: Exception, json_wanted: bool, debug: bool) -> int:
+    """A bug (exit 1): said on stderr, and under ``--json`` as an error object too."""
     if debug:
         raise exc
+    if json_wanted:
+        message = f"internal error: {exc!r}"
+        emit_json({"error": {"kind": "internal", "message": message, "exit_code": 1}})
     sys.stderr.write(f"cudaup: internal error: {exc!r} (rerun with --debug for a traceback)\n")
     return 1

@@ -40,7 +40,13 @@ codecs.register_error("cudaup-ascii", _transliterate)
 
 
 def _tolerant_output() -> None:
-    """Print on any terminal: characters its encoding lacks become ASCII (``✓`` → ``ok``)."""
+    """Print on any terminal: characters its encoding lacks become ASCII (``✓`` → ``ok``).
+    A stream closed before cudaup started (``>&-``: Python then has none) takes
+    ``/dev/null``: what would go there goes nowhere, and the command still runs."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: PTH123, SIM115 - the process's, for its life
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: PTH123, SIM115 - the process's, for its life
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="cudaup-ascii")

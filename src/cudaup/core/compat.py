@@ -56,7 +56,7 @@ FORWARD_NOTE = (
 
 
 def _read(name: str) -> str:
-    return resources.files("cudaup").joinpath(f"data/{name}").read_text()
+    return resources.files("cudaup").joinpath(f"data/{name}").read_text(encoding="utf-8")
 
 
 def _rows(name: str) -> list[dict[str, str]]:

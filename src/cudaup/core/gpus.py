@@ -42,7 +42,7 @@ Capability = tuple[int, int]
 @cache
 def ptx_isa_releases() -> dict[Capability, Capability]:
     """PTX ISA version → the CUDA release that introduced it (``(9, 0)`` → ``(13, 0)``)."""
-    text = resources.files("cudaup").joinpath("data/ptx-isa.tsv").read_text()
+    text = resources.files("cudaup").joinpath("data/ptx-isa.tsv").read_text(encoding="utf-8")
     rows = csv.DictReader(io.StringIO(text), delimiter="\t")
     return {_pair(row["ptx_isa"]): _pair(row["cuda"]) for row in rows}
 

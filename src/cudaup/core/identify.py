@@ -63,7 +63,11 @@ class Identity:
 def shipped_table() -> dict[str, dict[str, str]]:
     """Component versions per release, shipped with cudaup (see data/README.md)."""
     try:
-        text = resources.files("cudaup").joinpath("data/release_components.json").read_text()
+        text = (
+            resources.files("cudaup")
+            .joinpath("data/release_components.json")
+            .read_text(encoding="utf-8")
+        )
     except FileNotFoundError:
         return {}
     releases: dict[str, dict[str, str]] = json.loads(text)["releases"]

@@ -112,7 +112,7 @@ class DownloadPaths:
 
     def load_state(self) -> dict[str, Any] | None:
         try:
-            document = json.loads(self.state.read_text())
+            document = json.loads(self.state.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return document if isinstance(document, dict) and document.get("schema") == 1 else None

@@ -69,6 +69,7 @@ from cudaup.core.names import (
 from cudaup.core.platforms import Platform, parse_platform
 from cudaup.errors import IntegrityError, SourceFormatError, UsageError
 from cudaup.util.atomic import atomic_write
+from cudaup.util.reading import read_regular
 
 LOCK_VERSION = 1
 #: A lock of every platform with every component is a few hundred KB.
@@ -372,7 +373,7 @@ def _wheels(entry: Any, where: str) -> LockedWheels:
 def read_lock(path: Path) -> LockFile:
     """The lock at ``path``, every field checked (see the module docstring)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_LOCK_BYTES)
     except OSError as exc:
         raise UsageError(f"cannot read the lock {path}: {exc.strerror}") from None
     document = load_toml(data, what=str(path), max_bytes=MAX_LOCK_BYTES)

@@ -43,6 +43,7 @@ from cudaup.net.http import PUBLIC_HOSTS, HttpClient
 from cudaup.util import paths
 from cudaup.util.atomic import atomic_write
 from cudaup.util.paths import inside
+from cudaup.util.reading import read_regular
 
 #: The directories the mirror writes indexes into (and reads ``packages/`` back).
 _INDEXED = (("compute", "cuda", "redist"), ("packages",), ("simple",))
@@ -85,7 +86,7 @@ def _tables(value: object, what: str) -> list[dict[str, object]]:
 def _pylock_wheels(path: Path) -> Iterable[tuple[str, int | None, str]]:
     """(url, size, sha256) of every wheel a PEP 751 lock names."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_LOCK_BYTES)
     except OSError as exc:
         raise SourceFormatError(f"cannot read the PEP 751 lock {path}: {exc.strerror}") from None
     document = load_toml(data, what=str(path), max_bytes=MAX_LOCK_BYTES)

@@ -146,5 +146,5 @@ def finish_layout(root: Path, release: str, components: Mapping[str, str]) -> li
     document: dict[str, dict[str, str]] = {"cuda": {"name": "CUDA SDK", "version": release}}
     for name, version in sorted(components.items()):
         document[name] = {"name": name, "version": version}
-    (root / "version.json").write_text(json.dumps(document, indent=3) + "\n")
+    (root / "version.json").write_text(json.dumps(document, indent=3) + "\n", encoding="utf-8")
     return notes

@@ -59,6 +59,7 @@ from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import store_place
 from cudaup.util.locks import locked
 from cudaup.util.paths import directory, inside, make_directory
+from cudaup.util.reading import read_regular
 
 RECORD = "cudaup-record.json"
 
@@ -247,11 +248,11 @@ class Store:
 
     # -- the default -------------------------------------------------------------------
     def default(self) -> str | None:
-        try:
-            value = (self.home / "default").read_text().strip()
-        except OSError:
+        try:  # what cudaup wrote: a release or a path, in UTF-8 (the shims read it too)
+            value = read_regular(self.home / "default", 4096).decode().strip()
+        except (OSError, ValueError):
             return None
-        return value or None
+        return value if value and len(value) <= 4096 else None
 
     def is_empty(self) -> bool:
         """No toolkit that runs here and no default: the next install becomes the default."""

@@ -122,8 +122,8 @@ def parse_nvcc_version(text: str) -> tuple[str, str] | None:
 
 def _version_json(directory: Path) -> tuple[dict[str, str], str | None]:
     try:
-        document = json.loads((directory / "version.json").read_text())
-    except (OSError, ValueError):
+        document = json.loads((directory / "version.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}, None
     components: dict[str, str] = {}
     declared: str | None = None
@@ -179,7 +179,7 @@ def inspect_directory(
             components.setdefault(name, version)
     if declared is None:
         try:
-            text = (directory / "version.txt").read_text()
+            text = (directory / "version.txt").read_text(encoding="utf-8")
         except OSError:
             text = ""
         if match := re.search(r"CUDA Version (\d+\.\d+\.\d+)", text):
@@ -475,7 +475,11 @@ def _conda_prefixes(lookup: Lookup) -> list[Path]:
     home = lookup.env.get("HOME")
     if home:
         try:
-            listed = (Path(home) / ".conda" / "environments.txt").read_text().splitlines()
+            listed = (
+                (Path(home) / ".conda" / "environments.txt")
+                .read_text(encoding="utf-8")
+                .splitlines()
+            )
         except OSError:
             listed = []
         prefixes += [Path(line.strip()) for line in listed if line.strip()]
@@ -492,8 +496,8 @@ def _conda(lookup: Lookup) -> Iterable[Found]:
         declared: str | None = None
         for meta in sorted((prefix / "conda-meta").glob("*.json")):
             try:
-                record = json.loads(meta.read_text())
-            except (OSError, ValueError):
+                record = json.loads(meta.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
                 continue
             name, version = record.get("name", ""), record.get("version", "")
             if name == "cuda-version":

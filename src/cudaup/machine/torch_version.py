@@ -29,7 +29,7 @@ def read_torch(sites: list[Path]) -> TorchInfo | None:
     for site in sites:
         path = site / "torch" / "version.py"
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError:
             continue
         version = _TORCH_VERSION.search(text)

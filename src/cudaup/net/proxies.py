@@ -167,7 +167,8 @@ def _parse_proxy(text: str, variable: str) -> Proxy:
         port = parts.port
     except ValueError:
         port = -1
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or port == -1:
+    unusable = not text.isascii() or not text.isprintable()  # bytes that are no text
+    if unusable or parts.scheme not in _DEFAULT_PORTS or not parts.hostname or port == -1:
         shown = _without_credentials(parts)
         raise UsageError(
             f"{variable}={shown} is not an http:// or https:// proxy URL, the kinds cudaup "

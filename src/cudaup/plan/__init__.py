@@ -35,7 +35,7 @@ def parse_requirements(texts: list[str]) -> list[Requirement]:
 
 def python_version(text: str | None) -> tuple[int, int]:
     """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
-    if text and re.fullmatch(r"\d+\.\d+", text):
+    if text and re.fullmatch(r"\d{1,4}\.\d{1,4}", text):
         major, minor = text.split(".")
         return int(major), int(minor)
     interpreter = text or shutil.which("python3") or sys.executable

@@ -39,7 +39,7 @@ def export_pylock(result: PlanResult, destination: Path, settings: Settings) -> 
             raise SourceFormatError(
                 f"uv could not lock the plan it resolved: {answer.reason or 'no lock written'}"
             )
-        text = lock.read_text()
+        text = lock.read_text(encoding="utf-8")
     if "file:" in text:
         # uv names no index in the lock today; a local path in it would be a lie to any reader.
         raise CudaupError("uv's lock names a local path; it was not written")

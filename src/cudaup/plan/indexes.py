@@ -16,8 +16,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from cudaup.core.documents import load_toml
 from cudaup.errors import UsageError
 from cudaup.plan.lines import tag_line
+from cudaup.util.reading import read_regular
 
 
 # ----------------------------------------------------------------------------
@@ -48,12 +50,30 @@ class Index:
 
 def load_indexes(extra: Path | None = None) -> dict[str, Index]:
     """The shipped index table, extended or overridden by a user file of the same format."""
-    documents = [tomllib.loads(resources.files("cudaup").joinpath("data/indexes.toml").read_text())]
+    documents = [
+        tomllib.loads(
+            resources.files("cudaup").joinpath("data/indexes.toml").read_text(encoding="utf-8")
+        )
+    ]
     if extra is not None and extra.is_file():
         try:
-            documents.append(tomllib.loads(extra.read_text()))
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{extra} is not valid TOML ({exc})") from None
+            documents.append(
+                load_toml(read_regular(extra, 1 << 20), what=str(extra), max_bytes=1 << 20)
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot read {extra}: {exc.strerror}") from None
+        tables = documents[-1].get("indexes", {})
+        if not isinstance(tables, dict) or not all(
+            isinstance(entry, dict)
+            and isinstance(entry.get("urls", {}), dict)
+            and isinstance(entry.get("projects", []), list)
+            and isinstance(entry.get("only", []), list)
+            for entry in tables.values()
+        ):
+            raise UsageError(
+                f"{extra}: 'indexes' must be a table of tables, each with a 'urls' table "
+                "and 'projects' and 'only' lists"
+            )
     indexes: dict[str, Index] = {}
     for document in documents:
         for name, entry in document.get("indexes", {}).items():

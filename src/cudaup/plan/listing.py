@@ -55,8 +55,8 @@ def plan_releases(settings: Settings, cache: Path) -> LiveReleases:
 
 def _remembered(path: Path, key: list[str]) -> LiveReleases | None:
     try:
-        entry = json.loads(path.read_text())
-    except (OSError, ValueError):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or entry.get("key") != key:
         return None

@@ -146,7 +146,7 @@ def write_local_index(root: Path, pages: Mapping[str, Sequence[DistFile]], where
         page = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n"
         directory = inside(root, name, field="project", error=SourceFormatError)
         directory.mkdir(exist_ok=True)
-        (directory / "index.html").write_text(page)
+        (directory / "index.html").write_text(page, encoding="utf-8")
     return root.resolve().as_uri()
 
 
@@ -302,8 +302,8 @@ class UvRunner:
         with tempfile.TemporaryDirectory(dir=self.work_dir, prefix="uv-") as scratch:
             folder = Path(scratch)
             requirements, constraints = folder / "requirements.in", folder / "constraints.txt"
-            requirements.write_text("\n".join(job.requirements) + "\n")
-            constraints.write_text("\n".join(job.constraints) + "\n")
+            requirements.write_text("\n".join(job.requirements) + "\n", encoding="utf-8")
+            constraints.write_text("\n".join(job.constraints) + "\n", encoding="utf-8")
             argv = self.argv(job, requirements, constraints)
             output = None
             if pylock is not None:
@@ -312,15 +312,16 @@ class UvRunner:
                 # uv prefers the versions an existing output file pins; the answer is
                 # then written there instead of to stdout.
                 output = folder / "preferred.txt"
-                output.write_text("\n".join(job.preferences) + "\n")
+                output.write_text("\n".join(job.preferences) + "\n", encoding="utf-8")
                 argv += ["-o", str(output)]
             code, out, err = self._run(argv, self.environment(job), stoppable)
             if output is not None and code == 0:
-                out = output.read_text()
+                out = output.read_text(encoding="utf-8")
             if self.memo is not None:
                 out, err = self.memo.upstream_text(out), self.memo.upstream_text(err)
                 if pylock is not None and code == 0:
-                    pylock.write_text(self.memo.upstream_text(pylock.read_text()))
+                    text = self.memo.upstream_text(pylock.read_text(encoding="utf-8"))
+                    pylock.write_text(text, encoding="utf-8")
         try:
             answer = _answer(code, out, err)  # raises on a failure that is not an answer
         except NetworkError:
@@ -353,10 +354,10 @@ class UvRunner:
         assert self.answers is not None
         path = self.answers / key[:2] / f"{key}.json"
         try:
-            entry = json.loads(path.read_text())
+            entry = json.loads(path.read_text(encoding="utf-8"))
             age = time.time() - float(entry["time"])
             code, out, err = entry["code"], entry["out"], entry["err"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, RecursionError, KeyError, TypeError):
             return None
         if entry.get("key") != key or not 0 <= age < self.answer_ttl:
             return None

@@ -134,8 +134,8 @@ class WheelFacts:
         if file.sha256 is None:
             return None
         try:
-            entry = json.loads(self._path(key).read_text())
-        except (OSError, ValueError):
+            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
         if (
             not isinstance(entry, dict)

@@ -334,11 +334,13 @@ def nearest_pin(start: str, env: Mapping[str, str]) -> tuple[str | None, str, li
 
 
 def read_default(home: str) -> str:
+    """The default cudaup wrote in ``home`` ("" when none, or not text of at most 4 KiB)."""
     try:
         with open(os.path.join(home, "default"), encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
+            text = handle.read(4097).strip()
+    except (OSError, ValueError):  # ValueError: bytes that are no UTF-8
         return ""
+    return text if len(text) <= 4096 else ""
 
 
 class Choice:

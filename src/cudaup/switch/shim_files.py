@@ -86,7 +86,7 @@ def stale_shims(store: Store) -> list[Path]:
         if entry.is_symlink() or not is_shim(entry):
             continue
         with contextlib.suppress(OSError):
-            if entry.read_text() != shim_text(entry.name, store.home):
+            if entry.read_text(encoding="utf-8") != shim_text(entry.name, store.home):
                 stale.append(entry)
     return stale
 
@@ -143,7 +143,7 @@ def write_shims(store: Store, tools: Iterable[str], *, python: str | None = None
             continue  # someone else's file
         text = shim_text(tool, store.home, python)
         with contextlib.suppress(OSError):
-            if path.read_text() == text:
+            if path.read_text(encoding="utf-8") == text:
                 written.append(path)
                 continue
         atomic_write(path, text, mode=0o755)

@@ -114,7 +114,7 @@ def read_link_state(root: SystemRoot) -> LinkState:
     status = None
     if admin is not None:
         with contextlib.suppress(OSError, IndexError):
-            status = admin.read_text().splitlines()[0].strip()
+            status = admin.read_text(encoding="utf-8").splitlines()[0].strip()
     return LinkState("link", target, name, status, root.readlink(f"/etc/alternatives/{name}"))
 
 
@@ -138,7 +138,7 @@ def _registered(root: SystemRoot, name: str, target: str) -> bool:
     admin = _admin_file(root, name)
     if admin is None:
         return False
-    lines = admin.read_text().splitlines()
+    lines = admin.read_text(encoding="utf-8").splitlines()
     for index in range(2, len(lines) - 1):
         if lines[index] == target:
             priority = lines[index + 1].split()
@@ -181,14 +181,14 @@ def _history_path(store: Store) -> Path:
 def read_history(store: Store) -> list[dict[str, Any]]:
     """The recorded changes of ``/usr/local/cuda``, oldest first."""
     try:
-        document = json.loads(_history_path(store).read_text())
+        document = json.loads(_history_path(store).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise explain(
             exc, f"cannot read {_history_path(store)}", store.home, known_places()
         ) or SourceFormatError(f"cannot read {_history_path(store)}: {exc.strerror}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise SourceFormatError(f"{_history_path(store)} is not valid JSON ({exc})") from None
     history = document.get("history") if isinstance(document, dict) else None
     return [entry for entry in history or [] if isinstance(entry, dict)]

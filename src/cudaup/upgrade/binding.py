@@ -45,7 +45,7 @@ def write_binding(site: Path, toolkit: Path | None) -> Path:
 def read_binding(site: Path) -> Path | None:
     """The toolkit ``site``'s binding names (None: there is none cudaup wrote)."""
     try:
-        text = (site / BINDING).read_text()
+        text = (site / BINDING).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     match = _BOUND.search(text)

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import secrets
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, remove_tree
 from cudaup.util.locks import locked
 from cudaup.util.paths import make_directory
+from cudaup.util.reading import read_regular
 from cudaup.util.trust import directory_problem
 
 STORE = ".cudaup-snapshots"
@@ -382,17 +382,15 @@ class SnapshotStore:
 
 def _read_file(path: Path, limit: int) -> bytes:
     """The bytes of the regular file ``path`` (never through a link, never a FIFO that
-    would block), at most ``limit`` of them; else :class:`SourceFormatError`."""
+    would block), at most ``limit + 1`` of them; else :class:`SourceFormatError`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular(path, limit, follow=False)
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise SourceFormatError(f"{path} is a symbolic link, not a file cudaup wrote") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SourceFormatError(f"{path} is not a regular file, not one cudaup wrote")
-        return handle.read(limit + 1)  # load_json refuses what passes the limit
+        if exc.errno == errno.ELOOP:
+            raise SourceFormatError(f"{path} is a symbolic link, not a file cudaup wrote") from None
+        if exc.errno == errno.EINVAL:
+            raise SourceFormatError(f"{path} is not a regular file, not one cudaup wrote") from None
+        raise
 
 
 def _remove(path: Path) -> None:

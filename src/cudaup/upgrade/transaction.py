@@ -198,7 +198,7 @@ class Upgrader:
                 lock = locking.result()
             self.echo(f"applying the plan to a copy of {root} (uv)")
             pins = scratch / "requirements.txt"
-            pins.write_text(pinned_requirements(lock))
+            pins.write_text(pinned_requirements(lock), encoding="utf-8")
             shutil.copyfile(lock, store.path_of(snapshot_id) / "pylock.toml")  # what it installed
             indexes = list(plan.result.job.indexes)
             if plan.result.pages:
@@ -300,7 +300,7 @@ class Upgrader:
         if not (folder / "complete").is_file():
             made = scratch / "line"
             write_local_index(made, pages, "the plan's per-line indexes")
-            (made / "complete").write_text("")
+            (made / "complete").write_text("", encoding="utf-8")
             folder.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):  # another upgrade put the same pages there
                 made.rename(folder)

@@ -15,7 +15,7 @@ _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 def boot_id() -> str | None:
     """This boot's id (Linux); None where there is none: then nothing unsynced is trusted."""
     try:
-        value = _BOOT_ID.read_text().strip()
+        value = _BOOT_ID.read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return value or None

@@ -1,0 +1,186 @@
+"""What an audit of every command with hostile arguments, environments and streams found
+ending in exit 1 (an internal error) or a hang, each now a documented exit code and one
+sentence naming the cause: paths no file system takes, bytes that are no text, settings
+past what a clock can wait, files that are FIFOs or endless devices, closed streams.
+
+Each case runs the real command in a fresh interpreter (``python -m cudaup``), as a user
+would, offline or against nothing: none needs the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from cudaup.cli import switch
+from cudaup.errors import EXIT_CODES
+from tests.helpers import run_cli
+
+
+def cudaup(
+    tmp_path: Path, *argv: str | bytes, env: Mapping[str, str | bytes] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m cudaup ARGV`` with a home and cache of its own under ``tmp_path``
+    (``env``'s values may be bytes that are no text)."""
+    environment = {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+    environment[b"CUDAUP_HOME"] = os.fsencode(tmp_path / "home")
+    environment[b"CUDAUP_CACHE_DIR"] = os.fsencode(tmp_path / "cache")
+    environment.update({os.fsencode(k): os.fsencode(v) for k, v in (env or {}).items()})
+    return subprocess.run(
+        [sys.executable, "-m", "cudaup", *argv],
+        env=environment,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def said(run: subprocess.CompletedProcess[bytes]) -> str:
+    err = run.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "internal error" not in err, err
+    return err
+
+
+def test_a_path_no_file_system_takes_is_bad_input_in_words_and_json(tmp_path: Path) -> None:
+    long = "x" * 5000
+    run = cudaup(tmp_path, "--json", "--offline", "download", "13.0", "-o", long)
+    assert run.returncode == EXIT_CODES["usage"] == 2
+    assert f"cannot use {long}: File name too long" in said(run)
+    error = json.loads(run.stdout)["error"]
+    assert error["kind"] == "usage" and "File name too long" in error["message"]
+
+
+def test_a_home_that_is_a_file_is_bad_input(tmp_path: Path) -> None:
+    home = tmp_path / "a-file"
+    home.write_text("")
+    run = cudaup(tmp_path, "default", "13.0", env={"CUDAUP_HOME": str(home)})
+    assert run.returncode == 2 and f"cannot use {home}/default" in said(run)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        ((b"--mirror", b"\xff", b"--offline", b"resolve", b"13.0"), {}),
+        ((b"--offline", b"resolve", b"13.0"), {"CUDAUP_PYPI_URL": b"http://x/\xff"}),
+    ],
+)
+def test_a_url_of_bytes_that_are_no_text_is_bad_input(
+    tmp_path: Path, argv: tuple[bytes, ...], env: dict[str, str | bytes]
+) -> None:
+    run = cudaup(tmp_path, *argv, env=env)
+    assert run.returncode == 2 and "is not a URL cudaup can ask" in said(run)
+
+
+def test_a_proxy_of_bytes_that_are_no_text_is_bad_input(tmp_path: Path) -> None:
+    run = cudaup(tmp_path, "probe", "https://pypi.org/simple/", env={"HTTPS_PROXY": b"\xff"})
+    assert run.returncode == 2 and "is not an http:// or https:// proxy URL" in said(run)
+
+
+def test_a_wait_longer_than_a_clock_takes_is_bad_input(tmp_path: Path) -> None:
+    env = {"CUDAUP_STALL_TIMEOUT": "9" * 23}
+    run = cudaup(tmp_path, "probe", "https://pypi.org/simple/", env=env)
+    assert run.returncode == 2
+    assert f"CUDAUP_STALL_TIMEOUT='{'9' * 23}' is not a number of more than 0" in said(run)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_lock_that_is_a_fifo_or_an_endless_device_is_refused_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    lock = tmp_path / "cuda.lock.toml"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock = Path("/dev/zero")
+    for argv in (("install", "--lock", str(lock)), ("mirror", str(lock), str(tmp_path / "m"))):
+        run = cudaup(tmp_path, *argv)
+        assert run.returncode == 2, argv
+        assert f"cannot read the lock {lock}: not a regular file" in said(run)
+
+
+def test_a_default_that_is_no_text_is_no_default(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "default").write_bytes(b"\xff\xfe\x00" * 10)
+    for argv in (("show",), ("list",)):
+        run = cudaup(tmp_path, *argv)
+        assert run.returncode == 0, said(run)
+    assert b"default    none" in cudaup(tmp_path, "show").stdout
+
+
+def test_closed_streams_neither_crash_nor_stop_the_command(tmp_path: Path) -> None:
+    """``>&-``: Python starts with no ``sys.stdout``; what would go there goes nowhere."""
+    closed = subprocess.run(
+        ["bash", "-c", f'exec "{sys.executable}" -m cudaup list >&-'],
+        env={**os.environ, "CUDAUP_HOME": str(tmp_path / "home")},
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert closed.returncode == 0 and said(closed) == ""
+    failing = subprocess.run(
+        ["bash", "-c", f'exec "{sys.executable}" -m cudaup --json --offline compat >&-'],
+        env={**os.environ, "CUDAUP_HOME": str(tmp_path / "home")},
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert failing.returncode == 2 and "no NVIDIA driver found" in said(failing)
+
+
+def test_a_c_locale_without_utf8_mode_reads_the_shipped_tables(tmp_path: Path) -> None:
+    run = cudaup(tmp_path, "--offline", "compat", "13.0", env={"LC_ALL": "C", "PYTHONUTF8": "0"})
+    assert run.returncode == 0, said(run)
+
+
+def test_an_over_long_python_version_is_bad_input(tmp_path: Path) -> None:
+    run = cudaup(tmp_path, "--offline", "plan", "torch", "--python", "13." + "9" * 5000)
+    assert run.returncode == 2 and "to learn its version" in said(run)
+
+
+def test_an_internal_error_is_an_error_object_under_json_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 1 is a bug, and still one JSON object on stdout under ``--json``."""
+
+    def broken(_args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(switch, "cmd_show", broken)
+    run = run_cli(capsys, "--json", "show")
+    assert run.code == 1 and "internal error: RuntimeError('a bug')" in run.err
+    assert run.json()["error"] == {
+        "kind": "internal",
+        "message": "internal error: RuntimeError('a bug')",
+        "exit_code": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "says"),
+    [
+        (b"indexes = 5\n", 2, "'indexes' must be a table of tables"),
+        (b"a = " + b"[" * 100_000 + b"\n", 8, "is nested too deeply"),
+        (b"\xff\n", 8, "is not UTF-8"),
+    ],
+)
+def test_a_user_index_table_of_another_shape_is_named(
+    tmp_path: Path, text: bytes, code: int, says: str
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "indexes.toml").write_bytes(text)
+    run = cudaup(tmp_path, "--offline", "plan", "torch", "--python", "3.11")
+    assert run.returncode == code and f"{tmp_path}/home/indexes.toml" in said(run)
+    assert says in said(run)
+
+
+def test_a_toolkit_whose_version_json_is_nested_too_deeply_is_still_listed(
+    tmp_path: Path,
+) -> None:
+    """A toolkit's own file, read to tell its components: unusable, so not read."""
+    toolkit = tmp_path / "cuda-x"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "version.json").write_text("[" * 100_000)
+    run = cudaup(tmp_path, "--json", "list", env={"CUDA_HOME": str(toolkit)})
+    assert run.returncode == 0, said(run)
