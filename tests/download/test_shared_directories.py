@@ -82,7 +82,7 @@ def test_a_directory_another_user_owns_or_may_write_is_refused(
 ) -> None:
     fault_server.add("/f.run", BODY)
     out = output(tmp_path, mode)
-    os.chown(out, owner, owner)
+    os.chown(out, owner, NOBODY)  # a group of others
     assert refusal(fault_server, out, tmp_path / "cache") == (
         f"cudaup does not download into {out}: {out} {why}, so another user could replace "
         "the file between its check and its use; choose another -o directory, or fix its "
@@ -101,6 +101,18 @@ def test_a_sticky_directory_others_may_write_takes_downloads(
     """/tmp's case: others may add entries there, but neither rename nor remove ours."""
     fault_server.add("/f.run", BODY)
     out = output(tmp_path, 0o1777)
+    assert fetch(fault_server, out, tmp_path / "cache").read_bytes() == BODY
+
+
+@ROOT_ONLY
+def test_a_directory_writable_by_your_own_group_alone_takes_downloads(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """umask 002 (Debian's and Ubuntu's users): every directory a user makes is 775, its
+    group the user's own private one (root's here: named root, no other member)."""
+    fault_server.add("/f.run", BODY)
+    out = output(tmp_path, 0o775)
+    os.chown(out, 0, 0)
     assert fetch(fault_server, out, tmp_path / "cache").read_bytes() == BODY
 
 

@@ -76,6 +76,7 @@ def test_a_store_another_user_made_in_a_sticky_directory_is_refused(
             use()
 
 
+@ROOT_ONLY
 @pytest.mark.parametrize("mode", [0o777, 0o775])
 def test_a_directory_others_may_rename_entries_of_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int
@@ -83,6 +84,7 @@ def test_a_directory_others_may_rename_entries_of_is_refused(
     """Without the sticky bit, whoever may write the environment's directory may put
     another store (or a link to one) in the place of ours at any time."""
     venv = environment(tmp_path / "open", mode)
+    os.chown(tmp_path / "open", 0, NOBODY)  # a group of others
     snapshot = plant(tmp_path / "open" / STORE / "venv", venv)
     code, err = rollback(capsys, venv)
     assert code == 22 and f"{tmp_path / 'open'} is writable by its group" in err, err

@@ -236,7 +236,7 @@ def test_a_plan_directory_another_user_owns_or_may_write_is_refused(
     layout = cachedir.CacheLayout(root)
     assert layout.plan_dir("uv") == root / "plan/uv" and (root / "plan").is_dir()
     (root / "plan").chmod(mode)
-    os.chown(root / "plan", owner, owner)
+    os.chown(root / "plan", owner, NOBODY)  # a group of others
     with pytest.raises(UntrustedPathError) as caught:
         layout.plan_dir("uv")
     assert str(caught.value).startswith(

@@ -120,15 +120,35 @@ def file_problem(path: str, info: os.stat_result) -> str | None:
 def directory_problem(path: str, *, sticky: bool = True) -> str | None:
     """Why another user could replace what cudaup writes in the directory ``path`` (not
     following a link), or ``None``: it must be owned by the invoking user or root and
-    writable by no one else, except (with ``sticky``) with the sticky bit (``/tmp``),
-    where others may add entries but neither rename nor remove the user's.  Raises
-    ``OSError`` when it cannot be examined."""
+    writable by no one else (its group's write is allowed when the group is the user's
+    private one), except (with ``sticky``) with the sticky bit (``/tmp``), where others
+    may add entries but neither rename nor remove the user's.  Raises ``OSError`` when it
+    cannot be examined."""
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         return f"{path} is not a directory (a symbolic link?)"
     if sticky and info.st_mode & stat.S_ISVTX:
         return _not_trusted_owner(path, info)
+    if info.st_mode & OTHERS_WRITE == stat.S_IWGRP and _group_is_yours(info.st_gid):
+        # Debian's and Ubuntu's users get umask 002: every directory they make is 775,
+        # writable by their own group alone.
+        return _not_trusted_owner(path, info)
     return file_problem(path, info)
+
+
+def _group_is_yours(gid: int) -> bool:
+    """Whether ``gid`` is the invoking user's private group (the scheme behind Debian's
+    and Ubuntu's umask 002): the user's own group, named after them, listing no other
+    member."""
+    try:
+        import grp  # noqa: PLC0415 - only a group-writable directory asks
+        import pwd  # noqa: PLC0415
+
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError):
+        return False
+    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
 
 
 def path_problem(path: str) -> str | None:
