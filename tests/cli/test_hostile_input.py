@@ -184,3 +184,24 @@ def test_a_toolkit_whose_version_json_is_nested_too_deeply_is_still_listed(
     (toolkit / "version.json").write_text("[" * 100_000)
     run = cudaup(tmp_path, "--json", "list", env={"CUDA_HOME": str(toolkit)})
     assert run.returncode == 0, said(run)
+
+
+@pytest.mark.parametrize("json_wanted", [False, True])
+def test_output_to_a_full_disk_is_exit_10_naming_standard_output(
+    tmp_path: Path, json_wanted: bool
+) -> None:
+    """``> /dev/full``, with output buffered as a user's shell gives it (this machine's
+    environment may set PYTHONUNBUFFERED): it exited 120, in Python's words."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["CUDAUP_HOME"] = str(tmp_path / "home")
+    with Path("/dev/full").open("w") as full:
+        run = subprocess.run(
+            [sys.executable, "-m", "cudaup", *(["--json"] if json_wanted else []), "list"],
+            stdout=full, stderr=subprocess.PIPE, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    err = said(run)
+    assert run.returncode == EXIT_CODES["insufficient-space"] == 10
+    assert err == (
+        "cudaup: error: cannot write cudaup's output to standard output: No space left on "
+        "device (where it is redirected: free space there, or redirect it elsewhere)\n"
+    )

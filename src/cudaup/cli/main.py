@@ -57,10 +57,37 @@ def _output_closed() -> int:
     when it flushes stdout at exit."""
     from cudaup.errors import OutputClosedError  # noqa: PLC0415 - see _run
 
+    _discard_stdout()
+    return OutputClosedError.exit_code
+
+
+def _flush_output() -> None:
+    """Write out what stdout holds; a full disk under it (``> /dev/full``, a quota) is
+    :class:`InsufficientSpaceError` naming standard output, and what is left goes nowhere
+    (so that the exit does not try again and fail in Python's words)."""
+    import errno  # noqa: PLC0415 - built in, and only here
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.errno not in {errno.ENOSPC, errno.EDQUOT}:
+            raise
+        from cudaup.errors import InsufficientSpaceError  # noqa: PLC0415 - see _run
+
+        _discard_stdout()
+        raise InsufficientSpaceError(
+            f"cannot write cudaup's output to standard output: {exc.strerror} (where it is "
+            "redirected: free space there, or redirect it elsewhere)"
+        ) from None
+
+
+def _discard_stdout() -> None:
+    """From now on, what is written to stdout (and what its buffer holds) goes nowhere."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return OutputClosedError.exit_code
 
 
 def run() -> NoReturn:
@@ -139,7 +166,7 @@ def _run(argv: list[str]) -> int:
         json_wanted, debug = args.json, args.debug
         output.begin(args.color, args.verbose + getattr(args, "verbose_after", 0))
         result: int = args.handler(args)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        _flush_output()  # a closed pipe or a full disk shows here, inside the handlers below
     except (BrokenPipeError, SystemExit):
         raise
     except BaseException as exc:
