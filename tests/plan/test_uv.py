@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -14,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from cudaup.errors import NetworkError, SourceFormatError, UsageError
+from cudaup.errors import InsufficientSpaceError, NetworkError, SourceFormatError, UsageError
 from cudaup.plan import uv
 from cudaup.plan.attempt import LineResolver
 from cudaup.plan.indexes import load_indexes
 from cudaup.plan.uv import CompileJob, UvRunner, find_uv, uv_environment, write_local_index
 from cudaup.resolve.pypi import DistFile
+from tests.osfaults import ROOT_ONLY, tmpfs
 from tests.plan.builders import PURE, wheel
 from tests.plan.pyindex import IndexServer
 
@@ -196,3 +198,23 @@ def test_the_index_table_is_checked(tmp_path: Path) -> None:
     table = load_indexes()
     assert table["flashinfer"].publishes_alone("flashinfer_jit_cache")
     assert not table["pytorch"].publishes_alone("torch")
+
+
+@ROOT_ONLY
+def test_uv_on_a_full_disk_is_exit_10_not_a_resolution_that_failed(tmp_path: Path) -> None:
+    """uv's own words on a cache it cannot write (a real uv, a real full tmpfs): a full
+    disk (exit 10, with the way out), where it was "uv could not resolve" (exit 8)."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("packaging\n")
+    with tmpfs(tmp_path / "disk", size="64k") as disk:
+        (disk / "fill").write_bytes(b"\0" * 60 * 1024)
+        done = subprocess.run(
+            [find_uv(), "pip", "compile", str(requirements), "--cache-dir", str(disk / "uv"),
+             "--offline", "--no-config", "--quiet"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert "No space left on device" in done.stderr, done.stderr
+    with pytest.raises(InsufficientSpaceError) as caught:
+        uv._answer(done.returncode, done.stdout, done.stderr)
+    assert caught.value.exit_code == 10
+    assert "free space in cudaup's cache, or set CUDAUP_CACHE_DIR" in str(caught.value)

@@ -35,7 +35,13 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from cudaup.errors import CudaupError, NetworkError, SourceFormatError, UsageError
+from cudaup.errors import (
+    CudaupError,
+    InsufficientSpaceError,
+    NetworkError,
+    SourceFormatError,
+    UsageError,
+)
 from cudaup.plan.closure import Closure, parse_compile_output
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.resolve.pypi import DistFile
@@ -445,6 +451,11 @@ def _answer(code: int, out: str, err: str) -> CompileAnswer:
         raise NetworkError(f"uv could not fetch {fetched.group(1)}: {_last_cause(err)}")
     if any(word in err for word in _NETWORK):
         raise NetworkError(f"uv could not reach an index: {_last_cause(err)}")
+    if "No space left on device" in err or "Disk quota exceeded" in err:
+        raise InsufficientSpaceError(
+            f"uv could not write its cache or its work files: {_last_cause(err)}; free space "
+            "in cudaup's cache, or set CUDAUP_CACHE_DIR to a directory on a larger disk"
+        )
     raise SourceFormatError(f"uv could not resolve the plan: {uv_reason(err) or f'exit {code}'}")
 
 
