@@ -23,7 +23,7 @@ from cudaup.errors import (
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, explain, explained, output_place
 from cudaup.util.paths import inside
-from cudaup.util.trust import OTHERS_WRITE, directory_problem, file_problem, trusted_uids, who
+from cudaup.util.trust import OTHERS_WRITE, directories_problem, file_problem, trusted_uids, who
 
 if TYPE_CHECKING:
     from cudaup.download.remote import Remote
@@ -60,14 +60,13 @@ class DownloadPaths:
         neither uses nor removes.  Ours that is no regular file, or that others may
         write, is removed: the download starts afresh.  Call it holding the download's
         lock, before any of those files is read."""
-        for directory in (*above, self.directory):
-            problem = directory_problem(str(directory))
-            if problem is not None:
-                raise UntrustedPathError(
-                    f"cudaup does not download into {self.directory}: {problem}, so another "
-                    f"user could replace the file between its check and its use; "
-                    f"{self.place.remedy}"
-                )
+        problem = directories_problem((str(d), True) for d in (*above, self.directory))
+        if problem is not None:
+            raise UntrustedPathError(
+                f"cudaup does not download into {self.directory}: {problem}, so another "
+                f"user could replace the file between its check and its use; "
+                f"{self.place.remedy}"
+            )
         for path in (self.final, self.part, self.state):
             try:
                 info = path.lstat()

@@ -46,7 +46,7 @@ from cudaup.util.faults import Place, remove_tree
 from cudaup.util.locks import locked
 from cudaup.util.paths import make_directory
 from cudaup.util.reading import read_regular
-from cudaup.util.trust import directory_problem
+from cudaup.util.trust import directories_problem
 
 STORE = ".cudaup-snapshots"
 RECORD = "snapshot.json"
@@ -142,23 +142,20 @@ class SnapshotStore:
         root, and writable by no one else unless sticky), and the store and the
         environment's directory in it, where they exist, must be directories (not links)
         of yours or root's that no one else may write."""
-        checks = (
-            (self.environment.parent, True),
-            (self.environment.parent / STORE, False),
-            (self.directory, False),
+        problem = directories_problem(
+            (
+                (str(self.environment.parent), True),
+                (str(self.environment.parent / STORE), False),
+                (str(self.directory), False),
+            )
         )
-        for path, sticky in checks:
-            try:
-                problem = directory_problem(str(path), sticky=sticky)
-            except FileNotFoundError:
-                return  # nothing below it exists yet
-            if problem is not None:
-                raise UntrustedPathError(
-                    f"cudaup does not use the snapshots of {self.environment}: {problem}, so "
-                    "another user could have written them, or could change them before "
-                    "they are restored; run as the user who owns the environment, or fix "
-                    "the permissions"
-                )
+        if problem is not None:
+            raise UntrustedPathError(
+                f"cudaup does not use the snapshots of {self.environment}: {problem}, so "
+                "another user could have written them, or could change them before "
+                "they are restored; run as the user who owns the environment, or fix "
+                "the permissions"
+            )
 
     def ensure(self) -> None:
         self.check_trusted()

@@ -36,7 +36,7 @@ from cudaup.errors import UntrustedPathError
 from cudaup.util.faults import DENIED, cache_place, denied, explained, remove_tree, store_place
 from cudaup.util.locks import locked
 from cudaup.util.paths import directory, make_directory
-from cudaup.util.trust import directory_problem
+from cudaup.util.trust import directories_problem
 
 AREAS = ("http", "downloads", "unpacked", "locks", "plan")
 LOCK_NAME = "unpacked.lock"
@@ -87,17 +87,13 @@ class CacheLayout:
         with contextlib.suppress(OSError):  # a cache we may not write: its writes say so
             make_directory(self.root, "plan")
         # The cache's own path may be a link (the user's choice): where it leads counts.
-        for path, sticky in ((self.root.resolve(), True), (plan, False)):
-            try:
-                problem = directory_problem(str(path), sticky=sticky)
-            except FileNotFoundError:
-                continue
-            if problem is not None:
-                raise UntrustedPathError(
-                    f"cudaup does not use {plan}: {problem}, and what it keeps there (uv's "
-                    "cache, facts read from wheels) decides what is installed; "
-                    f"{cache_place(self.root).remedy}"
-                )
+        problem = directories_problem(((str(self.root.resolve()), True), (str(plan), False)))
+        if problem is not None:
+            raise UntrustedPathError(
+                f"cudaup does not use {plan}: {problem}, and what it keeps there (uv's "
+                "cache, facts read from wheels) decides what is installed; "
+                f"{cache_place(self.root).remedy}"
+            )
         return plan
 
     def plan_dir(self, *parts: str) -> Path:
@@ -122,23 +118,22 @@ def downloads_for(cache_root: Path, staging: Path) -> tuple[Path, str | None]:
     directory): then ``staging/downloads``, for this install only, with a note that says
     why."""
     shared = CacheLayout(cache_root).downloads
-    for holder in (cache_root.resolve(), shared):
-        try:
-            problem = directory_problem(str(holder))
-        except OSError:  # not there yet (the download makes it, then checks it) or unreadable
-            continue
-        if problem is not None:
-            private = staging / "downloads"
-            with explained(f"cannot create {private}", staging, [store_place(staging)]):
-                private.mkdir(0o700, exist_ok=True)
-            note = (
-                f"{problem}: cudaup does not download into {shared}, where another user could "
-                "change an archive between its check and its use; the archives were "
-                "downloaded for this install only (make the cache yours and not writable by "
-                "others, or set CUDAUP_CACHE_DIR)"
-            )
-            return private, note
-    return shared, None
+    try:  # what is not there yet, the download makes and then checks
+        problem = directories_problem(((str(cache_root.resolve()), True), (str(shared), True)))
+    except OSError:  # unreadable: the download says so
+        return shared, None
+    if problem is None:
+        return shared, None
+    private = staging / "downloads"
+    with explained(f"cannot create {private}", staging, [store_place(staging)]):
+        private.mkdir(0o700, exist_ok=True)
+    note = (
+        f"{problem}: cudaup does not download into {shared}, where another user could "
+        "change an archive between its check and its use; the archives were downloaded "
+        "for this install only (make the cache yours and not writable by others, or set "
+        "CUDAUP_CACHE_DIR)"
+    )
+    return private, note
 
 
 @dataclass(frozen=True, slots=True)

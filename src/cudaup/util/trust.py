@@ -43,7 +43,7 @@ import stat
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 SAFE_DIRECTORIES_ENV = "CUDAUP_SAFE_DIRECTORIES"
 #: The write bits that let someone other than the owner change a file or directory.
@@ -134,6 +134,19 @@ def directory_problem(path: str, *, sticky: bool = True) -> str | None:
         # writable by their own group alone.
         return _not_trusted_owner(path, info)
     return file_problem(path, info)
+
+
+def directories_problem(checks: Iterable[tuple[str, bool]]) -> str | None:
+    """The first :func:`directory_problem` among ``checks`` (each a directory and whether
+    its sticky bit counts), skipping those not there yet (made later, and checked then)."""
+    for path, sticky in checks:
+        try:
+            problem = directory_problem(path, sticky=sticky)
+        except FileNotFoundError:
+            continue
+        if problem is not None:
+            return problem
+    return None
 
 
 def _group_is_yours(gid: int) -> bool:
