@@ -113,6 +113,34 @@ def test_exclusions_answer_each_kind() -> None:
     assert not cpu.fits((12, 8)) and cpu.cuda() == "no CUDA" and cpu.exclusion() == "torch!=2.9.1"
 
 
+def test_exclusions_toward_a_line_keep_out_the_far_side() -> None:
+    """A build for older lines than the one planned keeps out its version and all older,
+    one for newer lines its version and all newer; a build whose lines include the one
+    planned, says nothing of a direction, or carries a local label is excluded alone."""
+    older = Evidence("cuda-python", "12.6.2.post1", 12, None, "loads libnvrtc.so.12")
+    assert older.exclusion((13, 0)) == "cuda-python>12.6.2.post1"
+    assert older.exclusion() == "cuda-python!=12.6.2.post1"
+    newer = Evidence("cuda-bindings", "13.4.4", 13, None, "loads libnvrtc.so.13")
+    assert newer.exclusion((12, 8)) == "cuda-bindings<13.4.4"
+    same_major = Evidence("ops", "2.0", 13, 2, "its version module")
+    assert same_major.exclusion((13, 0)) == "ops<2.0"
+    assert same_major.exclusion((13, 4)) == "ops>2.0"
+    assert Evidence("ops", "2.0", 13, None, "l").exclusion((13, 0)) == "ops!=2.0"
+    spread = Evidence("bnb", "0.45", 0, None, "o", kind="lines", lines=((11, 7), (12, 8)))
+    assert spread.exclusion((13, 0)) == "bnb>0.45"
+    assert spread.exclusion((11, 0)) == "bnb<0.45"
+    assert spread.exclusion((12, 0)) == "bnb!=0.45"  # between its lines: no direction
+    tagged = Evidence("torch", "2.9.1+cu128", 12, 8, "t")
+    assert tagged.exclusion((13, 0)) == "torch!=2.9.1+cu128"
+    cpu = Evidence.cpu_only("torch", "2.9.1", "a CPU-only build")
+    assert cpu.exclusion((13, 0)) == "torch!=2.9.1"
+    assert Evidence.any_line("triton", "3.3.0", "ptxas").exclusion((13, 0)) == "triton!=3.3.0"
+    assert (
+        Evidence("cupy-cuda12x", "14", 12, None, "n", kind="name").exclusion((13, 0))
+        == "cupy-cuda12x<0"
+    )
+
+
 def test_line_constraints() -> None:
     constraints = line_constraints((13, 0), {11, 12, 13}, ["sgl-kernel!=0.3.21"])
     assert constraints[0] == "cuda-toolkit==13.0.*"

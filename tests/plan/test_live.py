@@ -188,6 +188,23 @@ def test_cuda_python_is_a_12_build(capsys: pytest.CaptureFixture[str]) -> None:
     assert package["evidence"] == "loads libnvrtc.so.12 by name"
 
 
+def test_a_dependency_backtracked_to_cuda_12_is_asked_for_newer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """flashinfer-python 0.7.4 requires ``cuda-python>=12.0``.  Beside torch 2.14.1 on 13.0,
+    uv took cuda-python 12.6.2.post1 (no dependencies; it loads libnvrtc.so.12), having
+    settled cuda-bindings first; excluding the 12.x builds one at a time led it to 12.6.0
+    and 12.5.0 and the line was given up (2026-12-06).  Asked for a cuda-python newer than
+    12.6.2.post1, uv takes a 13.x, whose cuda-bindings loads libnvrtc.so.13."""
+    argv = ("torch==2.14.1", "flashinfer-python==0.7.4", "--driver", "590.48.01", *X86)
+    result = _plan(capsys, *argv)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"] == "13.0"
+    closure = {p["name"]: p["version"] for p in document["closure"]}
+    assert closure["cuda-python"].startswith("13.") and closure["cuda-bindings"].startswith("13.")
+
+
 def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixture[str]) -> None:
     """bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl ships
     ``libbitsandbytes_cuda117.so`` … ``_cuda126.so`` and ``_cuda128.so`` (linking

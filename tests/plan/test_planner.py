@@ -355,3 +355,47 @@ def test_a_nightly_for_a_line_no_release_targets(world: IndexServer, tmp_path: P
     # A stable request with --pre still plans on every line the table has.
     stable = plan(world, tmp_path, ["torch==2.11.0"], only=("pypi",), pre=True)
     assert stable.line == (13, 0) and not any("pre-releases" in n for n in stable.notes)
+
+
+def test_a_dependency_backtracked_to_an_older_line_is_asked_for_newer(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """As uv resolved ``torch flashinfer-python`` on PyPI for 13.0 (2026-12-06): flashinfer's
+    dependency cuda-python came as 12.6.2.post1, a CUDA 12 build, though 13.x fits, because
+    uv had settled another dependency first that cuda-python 13.x does not accept.  Excluding
+    the 12.x builds one by one walked down to older 12.x builds until the line was given up;
+    a dependency built for an older line than the one planned is asked for newer instead."""
+    from tests.plan.builders import ABI3, PURE, shared_object, wheel
+    from tests.plan.world import _kernel
+
+    world.add("pypi", *wheel("fishhelper", "1.0", tag=PURE))
+    world.add("pypi", *wheel("fishhelper", "2.0", tag=PURE))
+    for version in ("12.4.0", "12.5.0", "12.6.0"):
+        world.add("pypi", *_kernel("nvpy", version, 12))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    world.add(
+        "pypi",
+        *wheel("nvpy", "13.0.0", ["fishhelper<2"], tag=ABI3, shared={"nvpy/_ops.so": ops}),
+    )
+    world.add("pypi", *wheel("fishinfer", "1.0", ["fishhelper", "nvpy"], tag=PURE))
+    result = plan(world, tmp_path, ["fishinfer"], only=("pypi",), line=(13, 0))
+    assert result.line == (13, 0)
+    assert result.closure is not None
+    picked = {name: str(p.version) for name, p in result.closure.packages.items()}
+    assert picked == {"fishinfer": "1.0", "nvpy": "13.0.0", "fishhelper": "1.0"}
+    assert "nvpy==13.0.0" in result.install_extra  # what the printed install lines pin
+
+    # When nothing resolves with the newer versions alone (nvq 3.0 needs what no index
+    # has), each contradicting build is excluded alone, and an older build that fits is
+    # found as before.
+    world.add("pypi", *_kernel("nvq", "1.0", 13))
+    world.add("pypi", *_kernel("nvq", "2.0", 12))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    world.add(
+        "pypi",
+        *wheel("nvq", "3.0", ["absent-project"], tag=ABI3, shared={"nvq/_ops.so": ops}),
+    )
+    world.add("pypi", *wheel("nvqwrap", "1.0", ["nvq"], tag=PURE))
+    result = plan(world, tmp_path, ["nvqwrap"], only=("pypi",), line=(13, 0))
+    assert result.closure is not None
+    assert str(result.closure.packages["nvq"].version) == "1.0"

@@ -212,12 +212,20 @@ class LineResolver:
         # Each round either takes a newly met project from its per-line index, excludes
         # versions that lack a requested extra, or excludes what contradicts the line; a
         # project is tried in a few versions at most.
-        rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 1
+        rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 2
         ahead: NextRound | None = None
+        # A dependency nobody requested, built for another line, is asked for versions on
+        # the line's side of it (Evidence.exclusion; uv already takes a requested project's
+        # newest); if nothing resolves so, the round is run again with each build alone out.
+        requested = {canonicalize_name(r.name) for r in requirements}
+        toward: Line | None = line
 
         def exclusions_after(fresh: Sequence[Evidence]) -> list[str]:
             return [
-                *(e.exclusion() for e in [*learnt, *fresh]),
+                *(
+                    e.exclusion(None if e.project in requested else toward)
+                    for e in [*learnt, *fresh]
+                ),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
 
@@ -248,6 +256,10 @@ class LineResolver:
                     ahead.discard()  # used, or the read-back found more: not this round
                     ahead = None
                 if answer.closure is None:
+                    if toward is not None:
+                        toward = None
+                        if exclusions_after(()) != exclusions:
+                            continue  # the same round, each build excluded alone
                     attempt.failure = no_resolution(line, answer, learnt, lacking)
                     return attempt
                 if turn is not None:

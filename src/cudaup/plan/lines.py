@@ -172,11 +172,37 @@ class Evidence:
     def describe(self) -> str:
         return f"{self.project} {self.version}: {self.cuda()} ({self.how})"
 
-    def exclusion(self) -> str:
-        """The constraint that keeps this package (or this version of it) out of a resolution."""
+    def exclusion(self, toward: Line | None = None) -> str:
+        """The constraint that keeps this package (or this version of it) out of a resolution.
+
+        With ``toward``, a build for lines all older than ``toward`` keeps out every version
+        up to its own (``>``), one for lines all newer every version from its own on (``<``):
+        uv, having settled other packages first, can backtrack a dependency to old builds
+        though newer ones fit, and excluding those one at a time walks down, away from the
+        line.  A version with a local label (``+cu128``) is excluded alone: a ``<`` or ``>``
+        specifier may not carry one."""
         if self.kind == "name":
             return f"{self.project}<0"
-        return f"{self.project}!={self.version}"
+        side = 0 if toward is None or "+" in self.version else self._side(toward)
+        operator = {-1: ">", 0: "!=", 1: "<"}[side]
+        return f"{self.project}{operator}{self.version}"
+
+    def _side(self, line: Line) -> int:
+        """-1 when every line this build fits is older than ``line``, 1 when every one is
+        newer, else 0 (it fits ``line``, or says nothing of a direction)."""
+        if self.kind == "lines":
+            fitted = self.lines
+        elif self.kind == "version":
+            fitted = ((self.major, self.minor),) if self.minor is not None else ()
+            if self.minor is None and self.major != line[0]:
+                return -1 if self.major < line[0] else 1
+        else:
+            return 0
+        if fitted and all(f < line for f in fitted):
+            return -1
+        if fitted and all(f > line for f in fitted):
+            return 1
+        return 0
 
 
 def toolkit_release(version: Version) -> str | None:
