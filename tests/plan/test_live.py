@@ -205,6 +205,21 @@ def test_a_dependency_backtracked_to_cuda_12_is_asked_for_newer(
     assert closure["cuda-python"].startswith("13.") and closure["cuda-bindings"].startswith("13.")
 
 
+def test_a_line_that_holds_sglang_back_is_passed_over(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sglang 0.5.23 requires ``torch==2.14.1`` (13.0); PyPI has no 13.1 torch.  On 13.1,
+    the newest line driver 590.48.01 runs fully, sglang resolved only as 0.5.2, which
+    requires no torch at all (2026-12-06): that line is passed over for 13.0's 0.5.23."""
+    result = _plan(capsys, "sglang<=0.5.23", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"] == "13.0"
+    assert document["packages"][0]["version"] == "0.5.23"
+    (passed,) = [e for e in document["excluded"] if e["line"] == "13.1"]
+    assert passed["kind"] == "held-back" and passed["packages"] == ["sglang"]
+
+
 def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixture[str]) -> None:
     """bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl ships
     ``libbitsandbytes_cuda117.so`` … ``_cuda126.so`` and ``_cuda128.so`` (linking

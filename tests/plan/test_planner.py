@@ -399,3 +399,66 @@ def test_a_dependency_backtracked_to_an_older_line_is_asked_for_newer(
     result = plan(world, tmp_path, ["nvqwrap"], only=("pypi",), line=(13, 0))
     assert result.closure is not None
     assert str(result.closure.packages["nvq"].version) == "1.0"
+
+
+def test_a_line_that_holds_a_request_back_to_no_cuda_is_passed_over(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """As ``sglang`` planned for driver 590.48.01 (2026-12-06): 13.1 resolved, with sglang
+    0.5.2, which requires no torch, because sglang 0.5.23 needs torch 2.14.1 and there is
+    no 13.1 torch.  Here servish 2.0 needs torch 2.11.0 (13.0) and 1.0 nothing: 13.2
+    resolves only with 1.0, so the plan takes 13.0 and its servish 2.0, and says why."""
+    from tests.plan.builders import PURE, wheel
+
+    world.add("pypi", *wheel("servish", "1.0", tag=PURE))
+    world.add("pypi", *wheel("servish", "2.0", ["torch==2.11.0"], tag=PURE))
+    result = plan(world, tmp_path, ["servish"], only=("pypi",), driver=None)
+    assert result.line == (13, 0)
+    assert [p.version for p in result.packages] == ["2.0"]
+    (passed,) = [e for e in result.excluded if e.line == (13, 2)]
+    assert passed.kind == "held-back" and passed.packages == ("servish",)
+    assert passed.message == (
+        "servish resolves on 13.2 only as 1.0, which names no CUDA line; its newest "
+        "version, 2.0, does not resolve there"
+    )
+    # Asked for 13.2, the plan keeps it, and says what it held back.
+    result = plan(world, tmp_path, ["servish"], only=("pypi",), driver=None, line=(13, 2))
+    assert [p.version for p in result.packages] == ["1.0"]
+    assert any(n.startswith("servish resolves on 13.2 only as 1.0") for n in result.notes)
+
+
+def test_a_request_held_back_on_every_line_keeps_the_newest_line(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """stuckfish 2.0 needs a project no index has: no line takes it newer than 1.0, so the
+    newest line stays, after one more line was resolved, and the note says so."""
+    from tests.plan.builders import PURE, wheel
+
+    world.add("pypi", *wheel("stuckfish", "1.0", tag=PURE))
+    world.add("pypi", *wheel("stuckfish", "2.0", ["no-such-project"], tag=PURE))
+    result = plan(world, tmp_path, ["stuckfish"], only=("pypi",), driver=None)
+    assert result.line == (13, 2)
+    assert [p.version for p in result.packages] == ["1.0"]
+    assert (
+        "stuckfish resolves on 13.2 only as 1.0, which names no CUDA line; its newest "
+        "version, 2.0, does not resolve there (no line tried takes it newer)"
+    ) in result.notes
+
+
+def test_a_pre_release_taken_without_pre_is_named(world: IndexServer, tmp_path: Path) -> None:
+    """uv takes a request's pre-release, without --pre, when no final release resolves
+    with the rest (xformers 0.0.35.dev1147 beside torch 2.14.1 on 13.0, 2026-12-06)."""
+    from tests.plan.builders import PURE, wheel
+    from tests.plan.world import _kernel
+
+    world.add("pypi", *_kernel("prefish", "1.0", 12))
+    world.add("pypi", *wheel("prefish", "2.0rc1", ["torch==2.11.0"], tag=PURE))
+    result = plan(world, tmp_path, ["prefish"], only=("pypi",), line=(13, 0))
+    assert [p.version for p in result.packages] == ["2.0rc1"]
+    assert (
+        "takes a pre-release without --pre: prefish 2.0rc1 (uv takes one when no final "
+        "release resolves with the rest)"
+    ) in result.notes
+    # Asked for by its specifier, it is no surprise.
+    result = plan(world, tmp_path, ["prefish>=2.0rc1"], only=("pypi",), line=(13, 0))
+    assert not any("pre-release" in n for n in result.notes)

@@ -98,7 +98,11 @@ def test_the_lines_passed_over_say_why() -> None:
     # A line taken under minor-version compatibility passes nothing over for that reason.
     assert passed_over((13, 2), support, DRIVER) == []
     assert "13.2 is taken under minor-version compatibility (--allow-minor-compat)" in (
-        minor_compat_note((13, 2), DRIVER, "--allow-minor-compat")
+        minor_compat_note((13, 2), DRIVER, asked=False, allowed=True)
+    )
+    assert "(as asked)" in minor_compat_note((13, 2), DRIVER, asked=True, allowed=True)
+    assert "(no line the driver runs fully fits)" in (
+        minor_compat_note((13, 2), DRIVER, asked=False, allowed=False)
     )
 
 

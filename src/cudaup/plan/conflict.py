@@ -14,6 +14,9 @@ each package resolved alone on every line.
 Exact pins can be proved to conflict before uv answers, from the pinned wheels' own
 metadata (:func:`pins_contradict`): ``vllm==0.20.0`` with ``torch==2.9.0`` conflict
 because vllm 0.20.0's wheel requires ``torch==2.11.0``, whatever else is resolved.
+
+Without a proof, the no-line error resolves each package alone on every line
+(:func:`each_alone`), to say on which lines each would resolve.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaup.errors import CudaupError
-from cudaup.plan.attempt import Attempt
+from cudaup.plan.attempt import Attempt, LineResolver
 from cudaup.plan.lines import Line
+from cudaup.plan.result import Alone, telling
+from cudaup.util.parallel import map_concurrently
 
 
 class ConflictProof:
@@ -127,3 +132,39 @@ def pins_contradict(
                     f"and you require {pins[other]}: no version of {other} satisfies both"
                 )
     return None
+
+
+def each_alone(
+    requirements: Sequence[Requirement],
+    lines: list[Line],
+    attempts: dict[Line, Attempt],
+    resolver: LineResolver,
+    workers: int,
+) -> list[Alone]:
+    """Each requested package resolved alone on every line (for the no-line error, when
+    no proof was made); with one package, the search's own ``attempts`` are reused."""
+    pairs = [
+        (r, line)
+        for r in requirements
+        for line in lines
+        if len(requirements) > 1 or line not in attempts
+    ]
+    results = map_concurrently(
+        lambda pair: resolver.attempt((pair[0],), pair[1], offline_first=True), pairs, workers
+    )
+    outcome: dict[tuple[str, Line], Attempt] = {
+        (str(r), line): a for (r, line), a in zip(pairs, results, strict=True)
+    }
+    if len(requirements) == 1:
+        outcome.update({(str(requirements[0]), ln): a for ln, a in attempts.items()})
+    resolves = {str(r): {ln for ln in lines if outcome[(str(r), ln)].ok} for r in requirements}
+    alone = []
+    for requirement in requirements:
+        mine = [(ln, outcome[(str(requirement), ln)]) for ln in lines]
+        failures = [a.failure for _, a in mine if a.failure is not None]
+        others = [v for k, v in resolves.items() if k != str(requirement)]
+        theirs = set.intersection(*others) if others else set()
+        alone.append(
+            Alone(str(requirement), [ln for ln, a in mine if a.ok], telling(failures, theirs))
+        )
+    return alone

@@ -34,7 +34,8 @@ from cudaup.errors import (
 )
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
-from cudaup.plan.conflict import ConflictProof, pins_contradict
+from cudaup.plan.conflict import ConflictProof, each_alone, pins_contradict
+from cudaup.plan.held_back import HeldBack, held_in, passed_over_for, takes_newer
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.indexes import Index
 from cudaup.plan.install import exact_pins, install_pins
@@ -49,7 +50,6 @@ from cudaup.plan.lines import (
 from cudaup.plan.listing import plan_releases
 from cudaup.plan.read_ahead import pins_ahead
 from cudaup.plan.result import (
-    Alone,
     Exclusion,
     PackagePick,
     PlanResult,
@@ -59,7 +59,6 @@ from cudaup.plan.result import (
     line_support,
     minor_compat_note,
     passed_over,
-    telling,
 )
 from cudaup.plan.survey import check_requested, fetch_pages, unreachable_error, yank_of
 from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
@@ -67,7 +66,6 @@ from cudaup.plan.wheels import WheelFacts
 from cudaup.plan.window import UvGate
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
-from cudaup.util.parallel import map_concurrently
 
 #: The identity of a job with no local per-line index.
 EMPTY = pages_identity({})
@@ -100,7 +98,8 @@ class Planner:
         """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on,
         lines the driver runs fully before those it runs under minor-version compatibility
         (:func:`~cudaup.plan.lines.line_tiers`; ``allow_minor_compat``: newest first, all
-        alike).
+        alike), passing over one that holds a request back to an old version naming no
+        CUDA line when the next line that resolves takes it newer (:mod:`cudaup.plan.held_back`).
 
         ``held``: projects whose version is their CUDA release, held to each line like
         the runtime; ``preferences``: versions kept where the resolution allows; ``pre``:
@@ -285,7 +284,7 @@ class _Run:
                 self.requirements,
                 lines,
                 exclusions,
-                self._alone(lines, attempts) if lines else [],
+                each_alone(self.requirements, lines, attempts, self.lines, WINDOW) if lines else [],
                 self.target,
                 live,
                 table,
@@ -293,15 +292,12 @@ class _Run:
         self.conflict_runner.cancel()  # a line resolved: no proof that none does is needed
         exclusions += passed_over(chosen.line, support, self.target.driver)
         result = self._result(chosen, exclusions, live, table)
+        held = held_in(chosen, self.requirements, self.lines, self.target)
+        result.notes += [h.words(chosen.line) + " (no line tried takes it newer)" for h in held]
         if support.get(chosen.line) == "minor-version":
-            why = (
-                "as asked"
-                if wanted is not None
-                else "--allow-minor-compat"
-                if self.allow_minor_compat
-                else "no line the driver runs fully fits"
-            )
-            result.notes.insert(0, minor_compat_note(chosen.line, self.target.driver, why))
+            asked, allow = wanted is not None, self.allow_minor_compat
+            note = minor_compat_note(chosen.line, self.target.driver, asked=asked, allowed=allow)
+            result.notes.insert(0, note)
         return result
 
     def _survey(self) -> None:
@@ -394,6 +390,7 @@ class _Run:
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
         queue, gate = list(candidates), UvGate(self.lines.cancel)
+        kept: tuple[Attempt, list[HeldBack]] | None = None  # a line that holds requests back
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
@@ -415,12 +412,22 @@ class _Run:
                     attempts[line] = attempt
                     if attempt.ok:
                         refused = self._named_release_check(attempt, live, table)
-                        if refused is None:
+                        if refused is not None:
+                            exclusions.append(refused)
+                            continue
+                        held = held_in(attempt, self.requirements, self.lines, self.target)
+                        if kept is None and held:
+                            kept = (attempt, held)  # an older line may take them newer
+                        elif kept is None:
                             return attempt, attempts
-                        exclusions.append(refused)
+                        elif not takes_newer(attempt, kept[1]):
+                            break  # the older lines would hold them back further
+                        else:
+                            exclusions.append(passed_over_for(kept[0].line, kept[1]))
+                            return attempt, attempts
                     elif attempt.failure is not None:
                         exclusions.append(attempt.failure)
-                return None, attempts
+                return (kept[0] if kept else None), attempts
             finally:
                 self.lines.cancel.set()
                 gate.wake()
@@ -467,37 +474,6 @@ class _Run:
         else:
             return None
         return Exclusion(attempt.line, "driver", message)
-
-    def _alone(self, lines: list[Line], attempts: dict[Line, Attempt]) -> list[Alone]:
-        """Each requested package resolved alone on every line (for the no-line error);
-        with one package, the search's own attempts are reused."""
-        pairs = [
-            (r, line)
-            for r in self.requirements
-            for line in lines
-            if len(self.requirements) > 1 or line not in attempts
-        ]
-        results = map_concurrently(
-            lambda pair: self.lines.attempt((pair[0],), pair[1], offline_first=True), pairs, WINDOW
-        )
-        outcome: dict[tuple[str, Line], Attempt] = {
-            (str(r), line): a for (r, line), a in zip(pairs, results, strict=True)
-        }
-        if len(self.requirements) == 1:
-            outcome.update({(str(self.requirements[0]), ln): a for ln, a in attempts.items()})
-        resolves = {
-            str(r): {ln for ln in lines if outcome[(str(r), ln)].ok} for r in self.requirements
-        }
-        alone = []
-        for requirement in self.requirements:
-            mine = [(ln, outcome[(str(requirement), ln)]) for ln in lines]
-            failures = [a.failure for _, a in mine if a.failure is not None]
-            others = [v for k, v in resolves.items() if k != str(requirement)]
-            theirs = set.intersection(*others) if others else set()
-            alone.append(
-                Alone(str(requirement), [ln for ln, a in mine if a.ok], telling(failures, theirs))
-            )
-        return alone
 
     # -- the answer -------------------------------------------------------------------
     def _result(
@@ -590,10 +566,23 @@ class _Run:
                 "or linked runtime): the newest line the driver and GPUs accept"
             )
         # Pre-releases a dependency pins exactly are taken without --pre too; with it,
-        # every pre-release in the closure is named.
+        # every pre-release in the closure is named.  Without it, uv also takes a request's
+        # pre-release when no final release resolves with the rest: that is named too.
         pre = sorted(f"{p.name} {p.version}" for p in closure if p.version.is_prerelease)
         if pre and job.prerelease:
             notes.append(f"takes pre-releases (--pre): {', '.join(pre)}")
+        unasked = [
+            f"{p.name} {p.version}"
+            for r in self.requirements
+            if not r.specifier.prereleases
+            and (p := closure.get(canonicalize_name(r.name))) is not None
+            and p.version.is_prerelease
+        ]
+        if unasked and not job.prerelease:
+            notes.append(
+                f"takes a pre-release without --pre: {', '.join(unasked)} (uv takes one when "
+                "no final release resolves with the rest)"
+            )
         return notes
 
     def _pick(self, requirement: Requirement, attempt: Attempt, notes: list[str]) -> PackagePick:

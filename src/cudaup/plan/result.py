@@ -50,7 +50,7 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Exclusion:
     """A line the plan did not choose, and why (``kind``: driver, gpu, index, resolution,
-    inconsistent, extra)."""
+    inconsistent, extra, held-back)."""
 
     line: Line
     kind: str
@@ -440,7 +440,18 @@ def passed_over(
     ]
 
 
-def minor_compat_note(line: Line, driver: DriverVersion | None, why: str) -> str:
+def minor_compat_note(
+    line: Line, driver: DriverVersion | None, *, asked: bool, allowed: bool
+) -> str:
+    """Why a line the driver runs under minor-version compatibility was taken: ``asked``
+    (``--cuda``), ``allowed`` (``--allow-minor-compat``), else no fully run line fits."""
+    why = (
+        "as asked"
+        if asked
+        else "--allow-minor-compat"
+        if allowed
+        else "no line the driver runs fully fits"
+    )
     return (
         f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
         f"{driver} runs it, but PTX JIT and features that need a newer driver do not"

@@ -83,7 +83,7 @@ def unreachable_error(pages: Sequence[Page]) -> NetworkError | None:
 _NO_VERSION = Version("0.dev0")
 
 
-def _python_fits(file: DistFile, python: tuple[int, int]) -> bool:
+def python_fits(file: DistFile, python: tuple[int, int]) -> bool:
     if not file.requires_python:
         return True
     try:
@@ -112,7 +112,7 @@ def check_requested(
     # Newest first, and no further than the first that fits: an unpinned torch matches its
     # ~1,000 files, and each test parses a wheel's tags.
     if not any(
-        f.is_wheel and wheel_fits(f.filename, platform, python) and _python_fits(f, python)
+        f.is_wheel and wheel_fits(f.filename, platform, python) and python_fits(f, python)
         for f in sorted(matching, key=_newest_first, reverse=True)
     ):
         newest_matching = max(f.version for f in matching if f.version is not None)

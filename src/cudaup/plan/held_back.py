@@ -1,0 +1,118 @@
+"""Requests a line holds back to an old version that names no CUDA line (pure).
+
+A line resolves when every request resolves on it, and a request whose newer versions
+need what the line lacks can still resolve there, to an old version that depends on no
+CUDA at all: ``sglang`` on 13.1 (driver 590.48.01, 2026-12-06) resolved to 0.5.2, which
+requires no torch, since sglang 0.5.23 needs torch 2.14.1 and there is no 13.1 torch.
+That line "fits" only because the request stopped saying anything about CUDA, and
+taking it would hand the user a year-old sglang.  So :mod:`cudaup.plan.planner` looks on
+to the older lines of the same tier for one on which each request held back so resolves
+to a newer version, and says why the line above was passed over; when none does, it
+keeps the line and says what was held back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaup.plan.closure import Closure, Resolved
+from cudaup.plan.lines import Evidence, Line, line_text
+from cudaup.plan.result import Exclusion, PlanTarget
+from cudaup.plan.survey import best_wheel, python_fits
+from cudaup.resolve.pypi import DistFile
+
+if TYPE_CHECKING:  # the planner hands its attempts and line resolver in
+    from cudaup.plan.attempt import Attempt, LineResolver
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBack:
+    """A request resolved to ``taken``, naming no CUDA line, below its newest ``newest``."""
+
+    project: str
+    taken: Version
+    newest: Version
+
+    def words(self, line: Line) -> str:
+        return (
+            f"{self.project} resolves on {line_text(line)} only as {self.taken}, which names "
+            f"no CUDA line; its newest version, {self.newest}, does not resolve there"
+        )
+
+
+def held_in(
+    attempt: Attempt, requirements: Sequence[Requirement], lines: LineResolver, target: PlanTarget
+) -> list[HeldBack]:
+    """:func:`held_back` of a line's resolved attempt."""
+    assert attempt.closure is not None and attempt.job is not None
+    return held_back(
+        requirements,
+        attempt.closure,
+        attempt.evidence,
+        lambda package: lines.files_of(package, attempt),
+        target,
+        attempt.job.prerelease,
+    )
+
+
+def passed_over_for(line: Line, held: Sequence[HeldBack]) -> Exclusion:
+    """Why the search passed over ``line``, which resolved holding ``held`` back."""
+    words = "; ".join(h.words(line) for h in held)
+    return Exclusion(line, "held-back", words, tuple(h.project for h in held))
+
+
+def held_back(
+    requirements: Sequence[Requirement],
+    closure: Closure,
+    evidence: dict[str, Evidence],
+    files_of: Callable[[Resolved], Sequence[DistFile]],
+    target: PlanTarget,
+    prerelease: bool,
+) -> list[HeldBack]:
+    """The requests resolved in ``closure`` to a version below the newest one the target
+    could install (a wheel for its Python and platform, not yanked, within the request's
+    specifier, a pre-release only when ``prerelease`` or the specifier names one), and
+    whose requirement path reaches no package that names a line."""
+    naming = {name for name, found in evidence.items() if found.names_a_line}
+    found: list[HeldBack] = []
+    for requirement in requirements:
+        package = closure.get(canonicalize_name(requirement.name))
+        if package is None or closure.chain(package.name, naming) is not None:
+            continue
+        newest = newest_installable(files_of(package), requirement, target, prerelease)
+        if newest is not None and package.version < newest:
+            found.append(HeldBack(package.name, package.version, newest))
+    return found
+
+
+def newest_installable(
+    files: Sequence[DistFile], requirement: Requirement, target: PlanTarget, prerelease: bool
+) -> Version | None:
+    """The newest version of ``files`` the target could install for ``requirement``."""
+    allow = True if prerelease else None  # None: only a specifier that names one allows it
+    versions = sorted(
+        {
+            f.version
+            for f in files
+            if f.version is not None
+            and not f.yanked
+            and python_fits(f, target.python)
+            and requirement.specifier.contains(f.version, prereleases=allow)
+        },
+        reverse=True,
+    )
+    return next((v for v in versions if best_wheel(files, v, target.python, target.platform)), None)
+
+
+def takes_newer(attempt: Attempt, held: Sequence[HeldBack]) -> bool:
+    """Whether ``attempt`` takes every request ``held`` back above the version it was held at."""
+    closure = attempt.closure
+    return closure is not None and all(
+        (package := closure.get(h.project)) is not None and package.version > h.taken for h in held
+    )
