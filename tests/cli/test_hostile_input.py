@@ -205,3 +205,66 @@ def test_output_to_a_full_disk_is_exit_10_naming_standard_output(
         "cudaup: error: cannot write cudaup's output to standard output: No space left on "
         "device (where it is redirected: free space there, or redirect it elsewhere)\n"
     )
+
+
+def _to_full(tmp_path: Path, stream: str, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -m cudaup ARGV`` with ``stream`` (stdout or stderr) on a full disk, each
+    write reaching it at once (PYTHONUNBUFFERED, as this project's machines set it)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CUDAUP_HOME=str(tmp_path / "home"))
+    env["CUDAUP_CACHE_DIR"] = str(tmp_path / "cache")
+    with Path("/dev/full").open("w") as full:
+        out, err = (full, subprocess.PIPE) if stream == "stdout" else (subprocess.PIPE, full)
+        return subprocess.run(
+            [sys.executable, "-m", "cudaup", *argv],
+            env=env, timeout=60, check=False, stdout=out, stderr=err,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (("which", "nvcc"), "usage"),  # no toolkit is chosen: the error's sentence is lost
+        (("resolve", "99.0", "--offline"), "release-not-found"),
+        (("--json", "resolve", "99.0", "--offline"), "release-not-found"),
+    ],
+)
+def test_errors_told_to_a_full_stderr_keep_their_exit_code(
+    tmp_path: Path, argv: tuple[str, ...], kind: str
+) -> None:
+    """``2>/dev/full``: the error's sentence could not be written, and Python ended the run
+    with exit 1, as for a bug ("lost sys.stderr")."""
+    run = _to_full(tmp_path, "stderr", *argv)
+    assert run.returncode == EXIT_CODES[kind], run.stdout
+    if "--json" in argv:
+        assert json.loads(run.stdout)["error"]["kind"] == kind
+
+
+def test_a_command_that_answers_keeps_exit_0_with_stderr_full(tmp_path: Path) -> None:
+    run = _to_full(tmp_path, "stderr", "-v", "versions", "--offline")
+    assert run.returncode == 0 and b"13.0" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("resolve", "13.0", "--offline"), ("--json", "resolve", "13.0", "--offline"), ("--version",)],
+)
+def test_a_print_that_meets_a_full_stdout_is_exit_10_naming_it(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """Unbuffered, the handler's first print met the full disk: the error named the working
+    directory as full ("the disk is full in …: 78 GiB are free"), and under ``--json`` the
+    error object's own write failed into a traceback (exit 1); ``--version`` too."""
+    run = _to_full(tmp_path, "stdout", *argv)
+    assert run.returncode == EXIT_CODES["insufficient-space"] == 10
+    assert said(run) == (
+        "cudaup: error: cannot write cudaup's output to standard output: No space left on "
+        "device (where it is redirected: free space there, or redirect it elsewhere)\n"
+    )
+
+
+def test_an_error_whose_json_meets_a_full_stdout_keeps_its_code(tmp_path: Path) -> None:
+    """The command failed (no such release) and its error object cannot be written: the
+    error's code stands and its sentence is on stderr (it was a traceback, exit 1)."""
+    run = _to_full(tmp_path, "stdout", "--json", "resolve", "99.0", "--offline")
+    assert run.returncode == EXIT_CODES["release-not-found"]
+    assert said(run).startswith("cudaup: error: there is no CUDA 99.0.x")

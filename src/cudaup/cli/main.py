@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import NoReturn
 
+    from _typeshed import ReadableBuffer
+
 #: What cudaup prints beyond ASCII, and what a terminal that cannot show it gets instead.
 _ASCII = {"✓": "ok", "✗": "x", "≥": ">=", "≤": "<=", "·": "-", "→": "->", "…": "...", "—": "-"}
 
@@ -39,17 +41,85 @@ def _transliterate(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error("cudaup-ascii", _transliterate)
 
 
+class _Stream(io.RawIOBase):
+    """The process's fd 1 or 2, written directly, so that a write that fails is told apart
+    from any other failure.  On standard error (advice, progress, the error's sentence)
+    it is lost, with what follows, and the command's exit code stands (it was Python's: 1
+    when the error's sentence could not be written, 120 when the exit's flush failed).  On
+    standard output a full disk (``>/dev/full``, a quota) is
+    :class:`~cudaup.errors.InsufficientSpaceError` naming it, and what follows is lost
+    too, so that the error's JSON and the exit do not fail again."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd, self.lost = fd, False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data: ReadableBuffer) -> int:
+        if self.lost:
+            return memoryview(data).nbytes
+        try:
+            return os.write(self.fd, data)
+        except OSError as exc:
+            if self.fd == 1 and not _full(exc):
+                raise  # a reader that went away (BrokenPipeError) is answered by main
+            self.lost = True
+            if self.fd == 1:
+                raise _stdout_full(exc) from None
+            return memoryview(data).nbytes
+
+
+def _full(exc: OSError) -> bool:
+    import errno  # noqa: PLC0415 - built in, and only here
+
+    return exc.errno in {errno.ENOSPC, errno.EDQUOT}
+
+
+def _stdout_full(exc: OSError) -> Exception:
+    from cudaup.errors import InsufficientSpaceError  # noqa: PLC0415 - see _run
+
+    return InsufficientSpaceError(
+        f"cannot write cudaup's output to standard output: {exc.strerror} (where it is "
+        "redirected: free space there, or redirect it elsewhere)"
+    )
+
+
 def _tolerant_output() -> None:
     """Print on any terminal: characters its encoding lacks become ASCII (``✓`` → ``ok``).
     A stream closed before cudaup started (``>&-``: Python then has none) takes
-    ``/dev/null``: what would go there goes nowhere, and the command still runs."""
+    ``/dev/null``: what would go there goes nowhere, and the command still runs.  The
+    process's own streams are written through :class:`_Stream`."""
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w")  # noqa: PTH123, SIM115 - the process's, for its life
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: PTH123, SIM115 - the process's, for its life
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout is sys.__stdout__:
+        sys.stdout = _direct(sys.stdout)
+    if isinstance(sys.stderr, io.TextIOWrapper) and sys.stderr is sys.__stderr__:
+        sys.stderr = _direct(sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="cudaup-ascii")
+
+
+def _direct(stream: io.TextIOWrapper) -> io.TextIOWrapper:
+    """``stream`` (the process's stdout or stderr) anew, over :class:`_Stream`."""
+    if stream.fileno() not in (1, 2):
+        return stream
+    stream.flush()
+    return io.TextIOWrapper(
+        io.BufferedWriter(_Stream(stream.fileno())),
+        encoding=stream.encoding,
+        line_buffering=stream.line_buffering or stream.fileno() == 2,
+    )
 
 
 def _output_closed() -> int:
@@ -64,23 +134,18 @@ def _output_closed() -> int:
 def _flush_output() -> None:
     """Write out what stdout holds; a full disk under it (``> /dev/full``, a quota) is
     :class:`InsufficientSpaceError` naming standard output, and what is left goes nowhere
-    (so that the exit does not try again and fail in Python's words)."""
-    import errno  # noqa: PLC0415 - built in, and only here
-
+    (so that the exit does not try again and fail in Python's words).  The process's own
+    stdout says so itself (:class:`_Stream`); this is for another (``main`` called with
+    one in place)."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         raise
     except OSError as exc:
-        if exc.errno not in {errno.ENOSPC, errno.EDQUOT}:
+        if not _full(exc):
             raise
-        from cudaup.errors import InsufficientSpaceError  # noqa: PLC0415 - see _run
-
         _discard_stdout()
-        raise InsufficientSpaceError(
-            f"cannot write cudaup's output to standard output: {exc.strerror} (where it is "
-            "redirected: free space there, or redirect it elsewhere)"
-        ) from None
+        raise _stdout_full(exc) from None
 
 
 def _discard_stdout() -> None:
@@ -110,6 +175,10 @@ def run() -> NoReturn:
         code = _output_closed()
     except OSError:
         raise SystemExit(code) from None  # what the normal exit says of it (a full disk)
+    except Exception as exc:  # the process's stdout on a full disk (_Stream), written late
+        from cudaup.cli.failure import answer  # noqa: PLC0415 - see _run
+
+        code = code or answer(exc, [], json_wanted=False, debug=False)
     threading = sys.modules.get("threading")
     if threading is not None and any(
         not thread.daemon and thread is not threading.current_thread()
@@ -127,12 +196,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant_output()
     try:
         if argv == ["--version"]:  # the parser's answer, without loading the parser
-            sys.stdout.write(VERSION + "\n")
-            sys.stdout.flush()
-            return 0
+            return _print_version()
         return _run(argv)
     except BrokenPipeError:
         return _output_closed()
+
+
+def _print_version() -> int:
+    try:
+        sys.stdout.write(VERSION + "\n")
+        _flush_output()
+    except BrokenPipeError:
+        raise
+    except Exception as exc:  # a full disk under stdout: _Stream, _flush_output
+        from cudaup.cli.failure import answer  # noqa: PLC0415 - see _run
+
+        return answer(exc, ["--version"], json_wanted=False, debug=False)
+    return 0
 
 
 def _run(argv: list[str]) -> int:
@@ -172,7 +252,15 @@ def _run(argv: list[str]) -> int:
     except BaseException as exc:
         # Errors only: the translation of every failure into words and a code loads
         # when there is one (json, difflib, the fault table), not on every start.
-        from cudaup.cli.failure import answer  # noqa: PLC0415
+        import contextlib  # noqa: PLC0415
 
-        return answer(exc, argv, json_wanted, debug)
+        from cudaup.cli.failure import answer  # noqa: PLC0415
+        from cudaup.errors import InsufficientSpaceError  # noqa: PLC0415
+
+        code = answer(exc, argv, json_wanted, debug)
+        # The error's JSON is written out here, not by the exit; if stdout's disk is full,
+        # the error's code stands (its sentence is on stderr).
+        with contextlib.suppress(InsufficientSpaceError):
+            _flush_output()
+        return code
     return result
