@@ -220,6 +220,21 @@ def test_a_line_that_holds_sglang_back_is_passed_over(
     assert passed["kind"] == "held-back" and passed["packages"] == ["sglang"]
 
 
+def test_vllm_beside_flashinfer_keeps_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm 0.33.0 requires ``flashinfer-python==0.7.2.post1`` and ``torch==2.14.0`` (13.0).
+    uv took flashinfer-python 0.7.4, then vllm 0.2.2, a CUDA 12 build that pins neither;
+    0.2.2 and the two older builds read with it were excluded one by one and 13.0 was given
+    up for 12.8 and vllm 0.19.1 (2026-12-06).  Asked for a vllm newer than 0.2.2, uv takes
+    0.33.0 and the flashinfer it pins."""
+    argv = ("vllm<=0.33.0", "flashinfer-python<=0.7.4", "--driver", "590.48.01", *X86)
+    result = _plan(capsys, *argv)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"] == "13.0"
+    versions = [p["version"] for p in document["packages"]]
+    assert versions == ["0.33.0", "0.7.2.post1"]
+
+
 def test_bitsandbytes_supports_each_runtime_it_ships(capsys: pytest.CaptureFixture[str]) -> None:
     """bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl ships
     ``libbitsandbytes_cuda117.so`` … ``_cuda126.so`` and ``_cuda128.so`` (linking

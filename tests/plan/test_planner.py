@@ -418,7 +418,7 @@ def test_a_line_that_holds_a_request_back_to_no_cuda_is_passed_over(
     (passed,) = [e for e in result.excluded if e.line == (13, 2)]
     assert passed.kind == "held-back" and passed.packages == ("servish",)
     assert passed.message == (
-        "servish resolves on 13.2 only as 1.0, which names no CUDA line; its newest "
+        "servish resolves on 13.2 only as 1.0, which pins no CUDA line; its newest "
         "version, 2.0, does not resolve there"
     )
     # Asked for 13.2, the plan keeps it, and says what it held back.
@@ -440,7 +440,7 @@ def test_a_request_held_back_on_every_line_keeps_the_newest_line(
     assert result.line == (13, 2)
     assert [p.version for p in result.packages] == ["1.0"]
     assert (
-        "stuckfish resolves on 13.2 only as 1.0, which names no CUDA line; its newest "
+        "stuckfish resolves on 13.2 only as 1.0, which pins no CUDA line; its newest "
         "version, 2.0, does not resolve there (no line tried takes it newer)"
     ) in result.notes
 
@@ -462,3 +462,61 @@ def test_a_pre_release_taken_without_pre_is_named(world: IndexServer, tmp_path: 
     # Asked for by its specifier, it is no surprise.
     result = plan(world, tmp_path, ["prefish>=2.0rc1"], only=("pypi",), line=(13, 0))
     assert not any("pre-release" in n for n in result.notes)
+
+
+def test_a_request_backtracked_to_an_older_line_is_asked_for_newer(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """As ``vllm flashinfer-python`` on PyPI (2026-12-06): uv took flashinfer's newest, then
+    the vllm whose requirements allowed it, 0.2.2, a CUDA 12 build that pins nothing (vllm
+    0.33.0 pins flashinfer 0.7.2.post1); excluding 0.2.2 and the older builds read with it
+    gave 13.0 up for 12.8 and vllm 0.19.1.  A request built for an older line is asked for a
+    newer version too."""
+    from tests.plan.builders import PURE, wheel
+    from tests.plan.world import _kernel
+
+    for version in ("0.7", "0.8", "0.9", "1.0"):
+        world.add("pypi", *_kernel("servkit", version, 12))
+    world.add("pypi", *wheel("servkit", "2.0", ["kernpal==1.0", "torch==2.11.0"], tag=PURE))
+    world.add("pypi", *wheel("kernpal", "1.0", tag=PURE))
+    world.add("pypi", *wheel("kernpal", "2.0", tag=PURE))
+    result = plan(world, tmp_path, ["kernpal", "servkit"], only=("pypi",), line=(13, 0))
+    assert result.closure is not None
+    picked = {name: str(p.version) for name, p in result.closure.packages.items()}
+    assert (picked["servkit"], picked["kernpal"]) == ("2.0", "1.0")
+
+
+def test_a_request_held_back_to_a_major_alone_is_taken_newer(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """As ``sglang-kernel`` for driver 590.48.01 (2026-12-06): on 13.1 it resolved as
+    0.4.6.post1, which links libcudart.so.13 (any 13.x) and pins no torch, where 0.4.10
+    pins torch 2.14.1 (13.0).  A major alone does not pin the line: 13.0 and the newest."""
+    from tests.plan.builders import ABI3, shared_object, wheel
+    from tests.plan.world import _kernel
+
+    world.add("pypi", *_kernel("kernfish", "1.0", 13))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    world.add(
+        "pypi",
+        *wheel("kernfish", "2.0", ["torch==2.11.0"], tag=ABI3, shared={"kf/_ops.so": ops}),
+    )
+    result = plan(world, tmp_path, ["kernfish"], only=("pypi",), driver=None)
+    assert result.line == (13, 0)
+    assert [p.version for p in result.packages] == ["2.0"]
+    assert [e.kind for e in result.excluded if e.line == (13, 2)] == ["held-back"]
+
+
+def test_the_release_named_is_one_the_driver_runs_fully(world: IndexServer, tmp_path: Path) -> None:
+    """torch 2.9.1 pins the 12.8 runtime, not a release: the plan named 12.8.2, whose
+    toolkit driver 570.124.06 runs only under minor-version compatibility, beside 12.8.1,
+    which it runs fully (the note then said so: nvcc 12.8.2's PTX would not JIT there)."""
+    from tests.plan.builders import wheel
+
+    world.add("pypi", *wheel("cuda-toolkit", "12.8.1", tag="py2.py3-none-any"))
+    result = plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",), driver="570.124.06")
+    assert result.line == (12, 8) and result.release == "12.8.1"
+    assert result.release_reason.endswith("that driver 570.124.06 runs fully")
+    assert result.driver is not None and result.driver.verdict == "full"
+    # With no driver to ask, the line's newest, as before.
+    assert plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",), driver=None).release == "12.8.2"

@@ -214,18 +214,19 @@ class LineResolver:
         # project is tried in a few versions at most.
         rounds = len(self.tagged) * 8 + CONTRADICTION_ROUNDS + EXTRA_ROUNDS + 2
         ahead: NextRound | None = None
-        # A dependency nobody requested, built for another line, is asked for versions on
-        # the line's side of it (Evidence.exclusion; uv already takes a requested project's
-        # newest); if nothing resolves so, the round is run again with each build alone out.
-        requested = {canonicalize_name(r.name) for r in requirements}
+        # A build of another line is answered by asking for versions on the line's side of
+        # it (Evidence.exclusion): uv, settling one package first, backtracks another, even
+        # a request, to old builds; if nothing resolves so, each build is left out alone.
         toward: Line | None = line
+        rounds_of: dict[str, int] = {}  # the rounds that excluded each project, toward the line
+
+        def given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
+            counted = {p: rounds_of.get(p, 0) + 1 for p in {e.project for e in fresh}}
+            return contradictions_given_up(fresh, learnt, counted if toward else None)
 
         def exclusions_after(fresh: Sequence[Evidence]) -> list[str]:
             return [
-                *(
-                    e.exclusion(None if e.project in requested else toward)
-                    for e in [*learnt, *fresh]
-                ),
+                *(e.exclusion(toward) for e in [*learnt, *fresh]),
                 *(f"{x.project}!={x.version}" for x in lacking),
             ]
 
@@ -234,7 +235,7 @@ class LineResolver:
             # lead to if the wheels find nothing more starts now, beside the reading.
             nonlocal ahead
             fresh = _unlearnt(crossed, learnt)
-            if not fresh or contradictions_given_up(fresh, [*learnt, *fresh]):
+            if not fresh or given_up(fresh, [*learnt, *fresh]):
                 return  # the rounds would stop here: nothing to start
             if turn is not None and turn.held():
                 return  # its uv run would wait for a newer line, as the round's would
@@ -284,8 +285,10 @@ class LineResolver:
                     return attempt
                 fresh = _unlearnt(found, learnt)
                 learnt += fresh
-                if contradictions_given_up(fresh, learnt):
+                if given_up(fresh, learnt):
                     break
+                for project in {e.project for e in fresh}:
+                    rounds_of[project] = rounds_of.get(project, 0) + 1
         finally:
             if ahead is not None:
                 ahead.discard()  # the rounds ended without it

@@ -1,14 +1,17 @@
-"""Requests a line holds back to an old version that names no CUDA line (pure).
+"""Requests a line holds back to an old version that pins no CUDA line.
 
 A line resolves when every request resolves on it, and a request whose newer versions
-need what the line lacks can still resolve there, to an old version that depends on no
-CUDA at all: ``sglang`` on 13.1 (driver 590.48.01, 2026-12-06) resolved to 0.5.2, which
-requires no torch, since sglang 0.5.23 needs torch 2.14.1 and there is no 13.1 torch.
-That line "fits" only because the request stopped saying anything about CUDA, and
-taking it would hand the user a year-old sglang.  So :mod:`cudaup.plan.planner` looks on
-to the older lines of the same tier for one on which each request held back so resolves
-to a newer version, and says why the line above was passed over; when none does, it
-keeps the line and says what was held back.
+need what the line lacks can still resolve there, to an old version that pins no line:
+``sglang`` on 13.1 (driver 590.48.01, 2026-12-06) resolved to 0.5.2, which requires no
+torch, since sglang 0.5.23 needs torch 2.14.1 and there is no 13.1 torch; and
+``sglang-kernel`` to 0.4.6.post1, which links libcudart.so.13 (any 13.x) and names no
+torch, where 0.4.10 pins torch 2.14.1.  That line "fits" only because the request stopped
+saying which line it needs, and taking it would hand the user a year-old sglang.  So :mod:`cudaup.plan.planner` looks on
+to the next line of the same tier that resolves: when it takes each request held back
+newer, it is the answer and the line above is passed over (``held-back``); otherwise the
+line above stays, with a note of what it held back (older lines would hold a request
+back further).  Pure, but for :func:`held_in`, which reads the requests' pages the line
+resolver already holds.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ if TYPE_CHECKING:  # the planner hands its attempts and line resolver in
 
 @dataclass(frozen=True, slots=True)
 class HeldBack:
-    """A request resolved to ``taken``, naming no CUDA line, below its newest ``newest``."""
+    """A request resolved to ``taken``, pinning no CUDA line, below its newest ``newest``."""
 
     project: str
     taken: Version
@@ -41,7 +44,7 @@ class HeldBack:
 
     def words(self, line: Line) -> str:
         return (
-            f"{self.project} resolves on {line_text(line)} only as {self.taken}, which names "
+            f"{self.project} resolves on {line_text(line)} only as {self.taken}, which pins "
             f"no CUDA line; its newest version, {self.newest}, does not resolve there"
         )
 
@@ -78,8 +81,9 @@ def held_back(
     """The requests resolved in ``closure`` to a version below the newest one the target
     could install (a wheel for its Python and platform, not yanked, within the request's
     specifier, a pre-release only when ``prerelease`` or the specifier names one), and
-    whose requirement path reaches no package that names a line."""
-    naming = {name for name, found in evidence.items() if found.names_a_line}
+    whose requirement path reaches no package that pins a line (a major alone, as
+    ``libcudart.so.13`` says, does not)."""
+    naming = {name for name, e in evidence.items() if e.line is not None or e.kind == "lines"}
     found: list[HeldBack] = []
     for requirement in requirements:
         package = closure.get(canonicalize_name(requirement.name))

@@ -6,7 +6,7 @@ and how the failure is told (grouped by project, newest first).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cudaup.plan.lines import Evidence, Line
@@ -34,10 +34,19 @@ def extras_given_up(
     )
 
 
-def contradictions_given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
-    """Whether to stop: nothing new read, or a project excluded in CONTRADICTION_ROUNDS versions."""
+def contradictions_given_up(
+    fresh: Sequence[Evidence], learnt: Sequence[Evidence], rounds: Mapping[str, int] | None = None
+) -> bool:
+    """Whether to stop: nothing new read, or a project excluded CONTRADICTION_ROUNDS times:
+    in as many versions, or, excluded toward the line (``rounds``: each project's rounds
+    so far, this one included), in as many rounds, since one ``>`` keeps out every older
+    version a round read at once."""
+    if not fresh:
+        return True
+    if rounds is not None:
+        return max(rounds.get(e.project, 0) for e in fresh) >= CONTRADICTION_ROUNDS
     tried = [sum(k.project == e.project for k in learnt) for e in fresh]
-    return not fresh or max(tried) >= CONTRADICTION_ROUNDS
+    return max(tried) >= CONTRADICTION_ROUNDS
 
 
 def no_resolution(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
@@ -98,7 +98,7 @@ class Planner:
         """The newest line (or ``line``; or the newest of ``lines``) the stack resolves on,
         lines the driver runs fully before those it runs under minor-version compatibility
         (:func:`~cudaup.plan.lines.line_tiers`; ``allow_minor_compat``: newest first, all
-        alike), passing over one that holds a request back to an old version naming no
+        alike), passing over one that holds a request back to an old version pinning no
         CUDA line when the next line that resolves takes it newer (:mod:`cudaup.plan.held_back`).
 
         ``held``: projects whose version is their CUDA release, held to each line like
@@ -461,7 +461,7 @@ class _Run:
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
     ) -> Exclusion | None:
         """The driver check on the release the plan names (pinned, or the line's newest)."""
-        release, driver = named_release(attempt, live), self.target.driver
+        release, driver = named_release(attempt, live, self._runs_fully(table)), self.target.driver
         if driver is None:
             return None
         verdict = table.check(driver, release, reported=self.target.reported)
@@ -485,10 +485,10 @@ class _Run:
     ) -> PlanResult:
         closure, line = attempt.closure, attempt.line
         assert closure is not None and attempt.job is not None
-        release = named_release(attempt, live)
+        release = named_release(attempt, live, self._runs_fully(table))
         notes: list[str] = []
         picks = [self._pick(requirement, attempt, notes) for requirement in self.requirements]
-        release_reason = self._release_reason(attempt, live)
+        release_reason = self._release_reason(attempt, live, release)
         verdict = None
         if self.target.driver is not None:
             verdict = table.check(self.target.driver, release, reported=self.target.reported)
@@ -530,14 +530,23 @@ class _Run:
             )
         return result
 
-    def _release_reason(self, attempt: Attempt, live: LiveReleases) -> str:
+    def _runs_fully(self, table: CompatTable) -> Callable[[str], bool] | None:
+        driver, reported = self.target.driver, self.target.reported
+        if driver is None:
+            return None
+        return lambda release: table.check(driver, release, reported=reported).verdict == "full"
+
+    def _release_reason(self, attempt: Attempt, live: LiveReleases, release: str) -> str:
         """Why the plan names its release: the chain that pins ``cuda-toolkit``, else the
-        line's newest release."""
+        line's newest release (that the driver runs fully)."""
         closure = attempt.closure
         assert closure is not None
         toolkit = closure.get(TOOLKIT)
         if toolkit is None:
-            return f"the newest {line_text(attempt.line)} release in {live.described}"
+            newest = f"the newest {line_text(attempt.line)} release in {live.described}"
+            if release == live.newest(attempt.line):
+                return newest
+            return f"{newest} that driver {self.target.driver} runs fully"
         chain = next(
             (
                 found
@@ -621,7 +630,15 @@ class _Run:
         return pick
 
 
-def named_release(attempt: Attempt, live: LiveReleases) -> str:
-    """The toolkit release a plan names: the one the closure pins, else the line's newest."""
+def named_release(
+    attempt: Attempt, live: LiveReleases, runs_fully: Callable[[str], bool] | None = None
+) -> str:
+    """The toolkit release a plan names: the one the closure pins, else the line's newest
+    that the driver runs fully (``runs_fully``: 12.8.1 for driver 570.124.06, not 12.8.2,
+    whose PTX that driver cannot JIT), else the line's newest."""
     pinned = next((e.release for e in attempt.evidence.values() if e.release), None)
-    return pinned or live.newest(attempt.line) or f"{line_text(attempt.line)}.0"
+    if pinned:
+        return pinned
+    releases = [v for v in live.versions if release_line(v) == attempt.line]
+    fully = next((v for v in releases if runs_fully is not None and runs_fully(v)), None)
+    return fully or (releases[0] if releases else f"{line_text(attempt.line)}.0")
