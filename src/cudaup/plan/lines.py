@@ -177,9 +177,9 @@ class Evidence:
 
         With ``toward``, a build for lines all older than ``toward`` keeps out every version
         up to its own (``>``), one for lines all newer every version from its own on (``<``):
-        uv, having settled other packages first, can backtrack a dependency to old builds
-        though newer ones fit, and excluding those one at a time walks down, away from the
-        line.  A version with a local label (``+cu128``) is excluded alone: a ``<`` or ``>``
+        uv, having settled other packages first, can backtrack a package (a request too)
+        to old builds though newer ones fit, and excluding those one at a time walks down,
+        away from the line.  A version with a local label (``+cu128``) is excluded alone: a ``<`` or ``>``
         specifier may not carry one."""
         if self.kind == "name":
             return f"{self.project}<0"

@@ -460,7 +460,7 @@ class _Run:
     def _named_release_check(
         self, attempt: Attempt, live: LiveReleases, table: CompatTable
     ) -> Exclusion | None:
-        """The driver check on the release the plan names (pinned, or the line's newest)."""
+        """The driver check on the release the plan names (:func:`named_release`)."""
         release, driver = named_release(attempt, live, self._runs_fully(table)), self.target.driver
         if driver is None:
             return None
