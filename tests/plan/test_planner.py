@@ -520,3 +520,18 @@ def test_the_release_named_is_one_the_driver_runs_fully(world: IndexServer, tmp_
     assert result.driver is not None and result.driver.verdict == "full"
     # With no driver to ask, the line's newest, as before.
     assert plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",), driver=None).release == "12.8.2"
+
+
+def test_a_dependency_published_only_as_source_is_named(world: IndexServer, tmp_path: Path) -> None:
+    """``transformer-engine[pytorch]``: its transformer-engine-torch is source only on PyPI,
+    and a plan builds nothing (uv's ``--no-build``); the failure named what uv said around
+    it ("transformer-engine 0.0.0 has no extra pytorch") but not that, which uv only hints."""
+    from tests.plan.builders import PURE, wheel
+
+    world.add("pypi", "srcdep-1.0.tar.gz", b"not read: a plan builds nothing")
+    world.add("pypi", *wheel("needsrc", "1.0", ["srcdep==1.0"], tag=PURE))
+    with pytest.raises(NoCommonLineError) as failed:
+        plan(world, tmp_path, ["needsrc"], only=("pypi",), line=(13, 0))
+    assert "srcdep publishes only source for the target, and a plan builds nothing: " in str(
+        failed.value
+    )

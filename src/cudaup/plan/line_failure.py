@@ -52,22 +52,31 @@ def contradictions_given_up(
 def no_resolution(
     line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
 ) -> Exclusion:
-    """Why a round found nothing: what was excluded before it, else uv's own reason."""
+    """Why a round found nothing: what was excluded before it, else uv's own reason; and
+    the projects uv found only source of, which a plan does not build."""
+    source = ""
+    if answer.source_only:
+        names = ", ".join(answer.source_only)
+        source = f"{names} publish{'es' if len(answer.source_only) == 1 else ''} only source "
+        source += "for the target, and a plan builds nothing"
     if learnt:
         return Exclusion(
             line,
             "inconsistent",
-            f"{learnt_words(learnt)}; without them there is no resolution",
+            f"{learnt_words(learnt)}; without them there is no resolution"
+            + (f" ({source})" if source else ""),
             tuple(sorted({e.project for e in learnt})),
         )
     if lacking:
         return Exclusion(
             line,
             "extra",
-            f"{lacking_words(lacking)}; without them there is no resolution",
+            f"{lacking_words(lacking)}; without them there is no resolution"
+            + (f" ({source})" if source else ""),
             tuple(sorted({x.project for x in lacking})),
         )
-    return Exclusion(line, "resolution", answer.reason or "uv found no resolution")
+    reason = answer.reason or "uv found no resolution"
+    return Exclusion(line, "resolution", f"{source}: {reason}" if source else reason)
 
 
 @dataclass(frozen=True, slots=True)

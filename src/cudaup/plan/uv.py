@@ -196,6 +196,9 @@ class CompileAnswer:
     closure: Closure | None
     #: Why uv found no resolution (its own words, joined into one paragraph).
     reason: str | None = None
+    #: Projects uv found only source distributions of for the target (its hints: a plan
+    #: runs uv with ``--no-build``), often the true cause behind its reason.
+    source_only: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -446,7 +449,7 @@ def _answer(code: int, out: str, err: str) -> CompileAnswer:
     if code == 0:
         return CompileAnswer(parse_compile_output(out))
     if code == 1 and "No solution found" in err:
-        return CompileAnswer(None, uv_reason(err))
+        return CompileAnswer(None, uv_reason(err), tuple(dict.fromkeys(_SOURCE_ONLY.findall(err))))
     if fetched := _FETCH.search(err):
         raise NetworkError(f"uv could not fetch {fetched.group(1)}: {_last_cause(err)}")
     if any(word in err for word in _NETWORK):
@@ -457,6 +460,10 @@ def _answer(code: int, out: str, err: str) -> CompileAnswer:
             "in cudaup's cache, or set CUDAUP_CACHE_DIR to a directory on a larger disk"
         )
     raise SourceFormatError(f"uv could not resolve the plan: {uv_reason(err) or f'exit {code}'}")
+
+
+#: uv's hint when a project has nothing but source for the target (a plan builds nothing).
+_SOURCE_ONLY = re.compile(r"Wheels are required for `([^`]+)` because building from source is")
 
 
 def uv_reason(err: str) -> str:
