@@ -290,18 +290,20 @@ def test_the_reason_shown_is_the_true_one(capsys: pytest.CaptureFixture[str]) ->
     assert "libcudart.so.13" in message and "torch==2.9.0 resolves on 12.8 only" in message
 
 
-def test_an_extra_the_version_lacks_is_no_match(capsys: pytest.CaptureFixture[str]) -> None:
-    """jax's ``cuda13`` extra first appears in jax 0.7.0 (jax 0.6.2's METADATA has
-    ``Provides-Extra: cuda12`` … but no ``cuda13``); every jax with it pulls
-    ``jax-cuda13-plugin``, a CUDA 13 build, while torch 2.9.1 is 12.8: no line fits, and
-    jax 0.6.2 (CPU-only here) is not offered as a match."""
+def test_an_extra_that_names_a_major_is_held_to_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """jax's ``cuda13`` extra names CUDA 13 (the family table's ``[extras]``): every jax
+    with it pulls ``jax-cuda13-plugin``, a CUDA 13 build, while torch 2.9.1 is 12.8, so no
+    line fits; the 12.x lines are passed over for the extra itself, before anything
+    resolves (they once resolved jax 0.6.2, which has no ``cuda13`` extra and is CPU-only
+    here, and excluded it: the same answer, by a longer way)."""
     result = _plan(capsys, "torch==2.9.1", "jax[cuda13]", "--driver", "590.48.01", *X86)
     assert result.code == 13
     error = result.json()["error"]
     assert "torch==2.9.1 resolves on 12.8 only; jax[cuda13] resolves on 13." in error["message"]
-    extra = [e for e in error["details"]["excluded"] if e["kind"] == "extra"]
-    assert extra and extra[0]["message"].startswith("jax 0.6.2, ")
-    assert "have no extra cuda13" in extra[0]["message"]
+    held = {e["line"]: e for e in error["details"]["excluded"] if e["kind"] == "major"}
+    assert held["12.8"]["message"] == (
+        "jax[cuda13] asks for CUDA 13: its extra cuda13 names that major"
+    )
 
 
 def test_the_printed_line_installs_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

@@ -524,14 +524,43 @@ def test_the_release_named_is_one_the_driver_runs_fully(world: IndexServer, tmp_
 
 def test_a_dependency_published_only_as_source_is_named(world: IndexServer, tmp_path: Path) -> None:
     """``transformer-engine[pytorch]``: its transformer-engine-torch is source only on PyPI,
-    and a plan builds nothing (uv's ``--no-build``); the failure named what uv said around
-    it ("transformer-engine 0.0.0 has no extra pytorch") but not that, which uv only hints."""
+    and a plan builds nothing (uv's ``--no-build``), so uv took transformer-engine 0.0.0,
+    which has no extras; the failure said only that ("transformer-engine 0.0.0 has no extra
+    pytorch"), not what uv gives as a hint."""
     from tests.plan.builders import PURE, wheel
 
     world.add("pypi", "srcdep-1.0.tar.gz", b"not read: a plan builds nothing")
-    world.add("pypi", *wheel("needsrc", "1.0", ["srcdep==1.0"], tag=PURE))
+    world.add("pypi", *wheel("srcwrap", "0.1", tag=PURE))
+    gpu = wheel("srcwrap", "1.0", ['srcdep==1.0; extra == "gpu"'], tag=PURE, extras=("gpu",))
+    world.add("pypi", *gpu)
     with pytest.raises(NoCommonLineError) as failed:
-        plan(world, tmp_path, ["needsrc"], only=("pypi",), line=(13, 0))
-    assert "srcdep publishes only source for the target, and a plan builds nothing: " in str(
-        failed.value
+        plan(world, tmp_path, ["srcwrap[gpu]"], only=("pypi",), line=(13, 0))
+    assert (
+        "srcwrap 0.1 has no extra gpu; without them there is no resolution (uv found only "
+        "source for srcdep in the versions it tried, and a plan builds nothing)"
+    ) in str(failed.value)
+
+
+def test_an_extra_that_names_a_major_holds_the_request_to_it(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """``flashinfer-python[cu12]``: the extra names CUDA 12 (the family table's
+    ``[extras]``) but brings nothing that says so, and the plan was 13.0 with a CUDA 13
+    torch beside the cu12 extra."""
+    from tests.plan.builders import PURE, wheel
+
+    # As the real one: each extra brings a package whose name says no major.
+    world.add("pypi", *wheel("cutlassish", "1.0", tag=PURE))
+    extras = ['cutlassish; extra == "cu12"', 'cutlassish; extra == "cu13"']
+    flashinfer = wheel("flashinfer-python", "0.7.4", extras, tag=PURE, extras=("cu12", "cu13"))
+    world.add("pypi", *flashinfer)
+    result = plan(world, tmp_path, ["flashinfer-python[cu12]", "torch"], only=("pypi",))
+    assert result.line[0] == 12
+    assert {e.kind for e in result.excluded if e.line[0] == 13} == {"major"}
+    (excluded,) = [e for e in result.excluded if e.line == (13, 0)]
+    assert excluded.message == (
+        "flashinfer-python[cu12] asks for CUDA 12: its extra cu12 names that major"
     )
+    with pytest.raises(NoCommonLineError, match="asks for CUDA 12: its extra cu12"):
+        plan(world, tmp_path, ["flashinfer-python[cu12]"], only=("pypi",), line=(13, 0))
+    assert plan(world, tmp_path, ["flashinfer-python[cu13]"], only=("pypi",)).line[0] == 13

@@ -131,6 +131,9 @@ def test_the_user_table_extends_and_overrides(tmp_path: Path) -> None:
         ('[families.x]\nnames = { "12" = "x-cu12" }\nline = "name"\n', "the only kind is"),
         ("[families.x]\nnames = {}\n", "names no project"),
         ('[extras]\njax = ["cuda"]\n', "is not an extra with {major}"),
+        ('[extras]\njax = "cuda{major}"\n', "extras.jax is not a list of extras"),
+        ('[extras]\n"no such" = ["cu{major}"]\n', "is not a project name"),
+        ("extras = 3\n", "[extras] is not a table"),
         ("families = 3\n", "[families] is not a table"),
     ],
 )

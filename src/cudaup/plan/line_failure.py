@@ -52,13 +52,13 @@ def contradictions_given_up(
 def no_resolution(
     line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
 ) -> Exclusion:
-    """Why a round found nothing: what was excluded before it, else uv's own reason; and
-    the projects uv found only source of, which a plan does not build."""
+    """Why a round found nothing: what was excluded before it (and the projects uv found
+    only source of, which a plan does not build: uv gives that as a hint), else uv's own
+    reason."""
     source = ""
     if answer.source_only:
-        names = ", ".join(answer.source_only)
-        source = f"{names} publish{'es' if len(answer.source_only) == 1 else ''} only source "
-        source += "for the target, and a plan builds nothing"
+        source = f"uv found only source for {', '.join(answer.source_only)} in the versions "
+        source += "it tried, and a plan builds nothing"
     if learnt:
         return Exclusion(
             line,
@@ -75,8 +75,7 @@ def no_resolution(
             + (f" ({source})" if source else ""),
             tuple(sorted({x.project for x in lacking})),
         )
-    reason = answer.reason or "uv found no resolution"
-    return Exclusion(line, "resolution", f"{source}: {reason}" if source else reason)
+    return Exclusion(line, "resolution", answer.reason or "uv found no resolution")
 
 
 @dataclass(frozen=True, slots=True)

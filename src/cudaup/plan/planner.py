@@ -56,6 +56,7 @@ from cudaup.plan.result import (
     PlanTarget,
     conflict_error,
     explain,
+    extra_refuses,
     line_support,
     minor_compat_note,
     passed_over,
@@ -324,12 +325,14 @@ class _Run:
                 )
 
     def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
-        """Exclusions that need no resolution: the driver, the GPUs, an index's lines."""
+        """Exclusions that need no resolution: the driver, the GPUs, an index's lines, an
+        extra that names another major (``flashinfer-python[cu12]``)."""
         releases = [r for r in live.versions if release_line(r) == line]
         return (
             self._driver_refuses(line, releases, table)
             or self._gpus_refuse(line, releases, table)
             or self._index_lacks(line)
+            or extra_refuses(self.requirements, line)
         )
 
     def _driver_refuses(

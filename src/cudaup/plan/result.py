@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 
 from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion, GpuInfo
+from cudaup.core.major_extras import named_majors, shipped_major_extras
 from cudaup.core.platforms import Platform
 from cudaup.core.renames import shipped_renames
 from cudaup.errors import NoCommonLineError
@@ -50,7 +51,7 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Exclusion:
     """A line the plan did not choose, and why (``kind``: driver, gpu, index, resolution,
-    inconsistent, extra, held-back)."""
+    inconsistent, extra, held-back, major: a request's extra names another major)."""
 
     line: Line
     kind: str
@@ -278,11 +279,11 @@ def explain(
     table: CompatTable,
 ) -> NoCommonLineError:
     """The no-line error: each package's lines, and what keeps them apart."""
-    blocked = {e.line: e for e in excluded if e.kind in {"driver", "gpu"}}
+    blocked = {e.line: e for e in excluded if e.kind in {"driver", "gpu", "major"}}
     runnable = {line for line in lines if line not in blocked}
     head, each = _headline(lines, excluded, alone, blocked, runnable)
     parts = [_package_part(package, lines) for package in alone] if each else []
-    if target.driver is not None and blocked:
+    if target.driver is not None and any(e.kind == "driver" for e in blocked.values()):
         ran = sorted(runnable)
         parts.append(
             f"driver {target.driver} runs {describe_lines(ran, lines) if ran else 'none of them'}"
@@ -456,3 +457,16 @@ def minor_compat_note(
         f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
         f"{driver} runs it, but PTX JIT and features that need a newer driver do not"
     )
+
+
+def extra_refuses(requirements: Sequence[Requirement], line: Line) -> Exclusion | None:
+    """``line`` excluded for a request whose extra names another major
+    (``flashinfer-python[cu12]`` on 13.0: ``data/families.toml`` ``[extras]``)."""
+    for requirement in requirements:
+        asked = sorted(requirement.extras)
+        extras = shipped_major_extras()
+        for extra, major in named_majors(extras, requirement.name, asked).items():
+            if major != line[0]:
+                words = f"{requirement} asks for CUDA {major}: its extra {extra} names that major"
+                return Exclusion(line, "major", words, (canonicalize_name(requirement.name),))
+    return None

@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaup.core.documents import load_toml
+from cudaup.core.major_extras import extra_major, parse_major_extras
 from cudaup.core.renames import Renamed, parse_renamed
 from cudaup.errors import SourceFormatError, UsageError
 from cudaup.plan.lines import Line, name_stem
@@ -31,7 +32,6 @@ from cudaup.plan.lines import Line, name_stem
 #: A user's table is a few kilobytes; the shipped one is smaller than this.
 MAX_TABLE_BYTES = 1 << 20
 _PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_EXTRA = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +95,7 @@ class FamilyTable:
     def rename_extra(self, project: str, extra: str, major: int) -> str:
         """``jax``'s ``cuda12`` for major 13 → ``cuda13``; an extra naming no major stays."""
         for template in self.extras.get(canonicalize_name(project), ()):
-            pattern = re.escape(template).replace(re.escape("{major}"), r"(\d{2})")
-            if re.fullmatch(pattern, extra):
+            if extra_major((template,), extra) is not None:
                 return template.replace("{major}", str(major))
         return extra
 
@@ -121,8 +120,7 @@ def load_families(extra: Path | None = None) -> FamilyTable:
             raise UsageError(str(exc)) from None
         for name, entry in _table(document.get("families", {}), where, "families").items():
             families[name] = _family(name, _table(entry, where, f"families.{name}"), where)
-        for project, templates in _table(document.get("extras", {}), where, "extras").items():
-            extras[_project(project, where)] = _templates(templates, where, project)
+        extras.update(parse_major_extras(document.get("extras", {}), where))
         renamed.update(parse_renamed(document.get("renamed", {}), where))
         for companion, package in _table(
             document.get("companions", {}), where, "companions"
@@ -157,18 +155,3 @@ def _family(name: str, entry: dict[str, object], where: str) -> Family:
     if line not in {None, "version"}:
         raise UsageError(f'{where}: family {name}: line = {line!r}; the only kind is "version"')
     return Family(name, names, line == "version")
-
-
-def _templates(value: object, where: str, project: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value:
-        raise UsageError(f"{where}: extras.{project} is not a list of extras")
-    templates = []
-    for item in value:
-        if (
-            not isinstance(item, str)
-            or item.count("{major}") != 1
-            or not _EXTRA.match(item.replace("{major}", "12"))
-        ):
-            raise UsageError(f"{where}: extras.{project}: {item!r} is not an extra with {{major}}")
-        templates.append(item)
-    return tuple(templates)
