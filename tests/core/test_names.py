@@ -19,6 +19,7 @@ from cudaup.core.names import (
     check_relative_path,
     check_release,
     check_size,
+    is_project_name,
 )
 from cudaup.errors import IntegrityError, SourceFormatError, UntrustedPathError
 from cudaup.util.paths import directory, inside, make_directory
@@ -253,3 +254,10 @@ def test_file_urls_accepted(value: str) -> None:
 def test_file_urls_refused(value: object) -> None:
     with pytest.raises(IntegrityError, match=r"^url .* in cuda\.lock\.toml is refused"):
         check_file_url(value, field="url", where="cuda.lock.toml", error=IntegrityError)
+
+
+def test_project_names_are_canonical_names_only() -> None:
+    """The one check the plan's local index, the family table and the renames share."""
+    assert is_project_name("flashinfer-python") and is_project_name("cuda-toolkit")
+    for name in ("../x", "Flashinfer-Python", "a_b", "-x", "x-", "a--b", "", "a/b", "a.b"):
+        assert not is_project_name(name), name

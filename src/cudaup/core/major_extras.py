@@ -16,9 +16,9 @@ from importlib import resources
 from packaging.utils import canonicalize_name
 
 from cudaup.core.documents import load_toml
+from cudaup.core.names import is_project_name
 from cudaup.errors import UsageError
 
-_PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _EXTRA = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
 
 
@@ -29,7 +29,7 @@ def parse_major_extras(table: object, where: str) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
     for project, templates in table.items():
         name = canonicalize_name(project) if isinstance(project, str) else ""
-        if not _PROJECT.match(name):
+        if not is_project_name(name):
             raise UsageError(f"{where}: {project!r} is not a project name")
         if not isinstance(templates, list) or not templates:
             raise UsageError(f"{where}: extras.{project} is not a list of extras")

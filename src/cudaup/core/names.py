@@ -4,7 +4,8 @@ Manifests, lock files, package indexes, wheels and mirrors all hand cudaup
 strings that end up as parts of paths: component keys (``cuda_nvcc``), file
 names (``cuda_nvcc-linux-x86_64-13.0.88-archive.tar.xz``), relative paths
 (``cuda_nvcc/linux-x86_64/…``), release numbers (``13.0.1``, a directory in
-the store) and file URLs (whose path becomes a mirror's path and whose last
+the store), project names (a directory of a plan's local index, a key of the family
+table) and file URLs (whose path becomes a mirror's path and whose last
 segment becomes a file name).  Each is checked here, before it is used, against
 what such a name may look like; anything else (``..``, a separator where none
 belongs, an absolute path, a drive letter, control characters, an empty or
@@ -48,6 +49,16 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: common case (an archive's member names); anything else is checked segment by segment.
 _PLAIN_SEGMENT = r"(?!\.\.?(?:/|\Z))[^/\\:\x00-\x1f\x7f]+"
 _PLAIN_PATH = re.compile(rf"{_PLAIN_SEGMENT}(?:/{_PLAIN_SEGMENT})*\Z")
+
+
+#: A project name as canonicalize_name writes it (PEP 503): it names a directory of a
+#: local index and a key of the family table.
+_PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def is_project_name(name: str) -> bool:
+    """Whether ``name`` is a canonical project name (``flashinfer-python``, not ``../x``)."""
+    return _PROJECT.match(name) is not None
 
 
 def _refuse(

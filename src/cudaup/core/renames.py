@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -16,9 +15,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import load_toml
+from cudaup.core.names import is_project_name
 from cudaup.errors import UsageError
-
-_PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +39,7 @@ def parse_renamed(table: object, where: str) -> dict[str, Renamed]:
         to = entry.get("to") if isinstance(entry, dict) else None
         since = entry.get("since") if isinstance(entry, dict) else None
         names = [canonicalize_name(n) for n in (old, to) if isinstance(n, str)]
-        if len(names) != 2 or not all(_PROJECT.match(n) for n in names) or names[0] == names[1]:
+        if len(names) != 2 or not all(is_project_name(n) for n in names) or names[0] == names[1]:
             raise UsageError(f'{where}: renamed.{old} is not {{ to = "project", since = "X.Y" }}')
         try:
             version = Version(since) if isinstance(since, str) else None

@@ -35,6 +35,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudaup.core.names import is_project_name
 from cudaup.errors import (
     CudaupError,
     InsufficientSpaceError,
@@ -51,7 +52,6 @@ from cudaup.util.paths import inside
 #: The oldest uv this module was tested with (``--format pylock.toml``, ``--index``,
 #: ``--emit-index-annotation``, ``--python-platform x86_64-manylinux_2_39``).
 MIN_UV = Version("0.13.9")
-_PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _FETCH = re.compile(r"Failed to fetch:? `?([^`\s]+)`?")
 _NETWORK = (
@@ -128,7 +128,7 @@ def write_local_index(root: Path, pages: Mapping[str, Sequence[DistFile]], where
     root.mkdir(parents=True, exist_ok=True)
     for project, files in pages.items():
         name = canonicalize_name(project)
-        if not _PROJECT.match(name):
+        if not is_project_name(name):
             raise SourceFormatError(f"{where} names a project {project!r} cudaup will not write")
         links = []
         for file in files:

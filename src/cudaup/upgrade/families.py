@@ -14,7 +14,6 @@ Projects outside the table whose name carries a major (``…-cu12``, ``…-cuda1
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -25,13 +24,13 @@ from packaging.version import Version
 
 from cudaup.core.documents import load_toml
 from cudaup.core.major_extras import extra_major, parse_major_extras
+from cudaup.core.names import is_project_name
 from cudaup.core.renames import Renamed, parse_renamed
 from cudaup.errors import SourceFormatError, UsageError
 from cudaup.plan.lines import Line, name_stem
 
 #: A user's table is a few kilobytes; the shipped one is smaller than this.
 MAX_TABLE_BYTES = 1 << 20
-_PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +137,7 @@ def _table(value: object, where: str, key: str) -> dict[str, object]:
 
 
 def _project(value: object, where: str) -> str:
-    if not isinstance(value, str) or not _PROJECT.match(canonicalize_name(value)):
+    if not isinstance(value, str) or not is_project_name(canonicalize_name(value)):
         raise UsageError(f"{where}: {value!r} is not a project name")
     return canonicalize_name(value)
 
