@@ -27,7 +27,7 @@ from packaging.version import Version
 from cudaup.plan.closure import Closure, Resolved
 from cudaup.plan.lines import Evidence, Line, line_text
 from cudaup.plan.result import Exclusion, PlanTarget
-from cudaup.plan.survey import best_wheel, python_fits
+from cudaup.plan.survey import newest_installable
 from cudaup.resolve.pypi import DistFile
 
 if TYPE_CHECKING:  # the planner hands its attempts and line resolver in
@@ -79,8 +79,7 @@ def held_back(
     prerelease: bool,
 ) -> list[HeldBack]:
     """The requests resolved in ``closure`` to a version below the newest one the target
-    could install (a wheel for its Python and platform, not yanked, within the request's
-    specifier, a pre-release only when ``prerelease`` or the specifier names one), and
+    could install (:func:`~cudaup.plan.survey.newest_installable`), and
     whose requirement path reaches no package that pins a line (a major alone, as
     ``libcudart.so.13`` says, does not)."""
     naming = {name for name, e in evidence.items() if e.line is not None or e.kind == "lines"}
@@ -89,29 +88,13 @@ def held_back(
         package = closure.get(canonicalize_name(requirement.name))
         if package is None or closure.chain(package.name, naming) is not None:
             continue
-        newest = newest_installable(files_of(package), requirement, target, prerelease)
+        files = files_of(package)
+        newest = newest_installable(
+            files, requirement, target.python, target.platform, pre=prerelease
+        )
         if newest is not None and package.version < newest:
             found.append(HeldBack(package.name, package.version, newest))
     return found
-
-
-def newest_installable(
-    files: Sequence[DistFile], requirement: Requirement, target: PlanTarget, prerelease: bool
-) -> Version | None:
-    """The newest version of ``files`` the target could install for ``requirement``."""
-    allow = True if prerelease else None  # None: only a specifier that names one allows it
-    versions = sorted(
-        {
-            f.version
-            for f in files
-            if f.version is not None
-            and not f.yanked
-            and python_fits(f, target.python)
-            and requirement.specifier.contains(f.version, prereleases=allow)
-        },
-        reverse=True,
-    )
-    return next((v for v in versions if best_wheel(files, v, target.python, target.platform)), None)
 
 
 def takes_newer(attempt: Attempt, held: Sequence[HeldBack]) -> bool:

@@ -270,8 +270,9 @@ class _Run:
                 wait([self.conflict.future])
         chosen: Attempt | None = None
         attempts: dict[Line, Attempt] = {}
+        held: list[HeldBack] = []  # what the chosen line holds back, no line tried doing better
         for tier in line_tiers(candidates, support, self.allow_minor_compat):
-            chosen, tried = self._search(tier, exclusions, live, table)
+            chosen, tried, held = self._search(tier, exclusions, live, table)
             attempts.update(tried)
             if chosen is not None or self.conflict.reason(block=False):
                 break
@@ -293,7 +294,6 @@ class _Run:
         self.conflict_runner.cancel()  # a line resolved: no proof that none does is needed
         exclusions += passed_over(chosen.line, support, self.target.driver)
         result = self._result(chosen, exclusions, live, table)
-        held = held_in(chosen, self.requirements, self.lines, self.target)
         result.notes += [h.words(chosen.line) + " (no line tried takes it newer)" for h in held]
         if support.get(chosen.line) == "minor-version":
             asked, allow = wanted is not None, self.allow_minor_compat
@@ -389,7 +389,9 @@ class _Run:
         exclusions: list[Exclusion],
         live: LiveReleases,
         table: CompatTable,
-    ) -> tuple[Attempt | None, dict[Line, Attempt]]:
+    ) -> tuple[Attempt | None, dict[Line, Attempt], list[HeldBack]]:
+        """The line chosen among ``candidates`` (or None), the attempts made, and what the
+        chosen line holds back when no line tried takes it newer (module held_back)."""
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
         queue, gate = list(candidates), UvGate(self.lines.cancel)
@@ -398,7 +400,7 @@ class _Run:
             try:
                 for line in candidates:
                     if self.conflict.reason(block=False):  # answered before the line ran
-                        return None, attempts
+                        return None, attempts, []
                     while queue and sum(not f.done() for f in futures.values()) < WINDOW:
                         ahead, turn = queue[0], gate.turn(queue.pop(0))
                         futures[ahead] = pool.submit(
@@ -408,7 +410,7 @@ class _Run:
                         if len(self.requirements) > 1:  # one is told by its own attempts
                             futures[ahead].add_done_callback(self.conflict.after_line)
                     if self.conflict.proved_first(futures[line]):
-                        return None, attempts  # no line resolves: the window is cancelled
+                        return None, attempts, []  # no line resolves: the window is cancelled
                     if len(self.requirements) > 1:
                         self.conflict.after_line(futures[line])  # before the search may end
                     attempt = futures[line].result()
@@ -422,15 +424,15 @@ class _Run:
                         if kept is None and held:
                             kept = (attempt, held)  # an older line may take them newer
                         elif kept is None:
-                            return attempt, attempts
+                            return attempt, attempts, []
                         elif not takes_newer(attempt, kept[1]):
                             break  # the older lines would hold them back further
                         else:
                             exclusions.append(passed_over_for(kept[0].line, kept[1]))
-                            return attempt, attempts
+                            return attempt, attempts, []
                     elif attempt.failure is not None:
                         exclusions.append(attempt.failure)
-                return (kept[0] if kept else None), attempts
+                return (kept[0], attempts, kept[1]) if kept else (None, attempts, [])
             finally:
                 self.lines.cancel.set()
                 gate.wake()

@@ -462,9 +462,9 @@ def minor_compat_note(
 def extra_refuses(requirements: Sequence[Requirement], line: Line) -> Exclusion | None:
     """``line`` excluded for a request whose extra names another major
     (``flashinfer-python[cu12]`` on 13.0: ``data/families.toml`` ``[extras]``)."""
+    extras = shipped_major_extras()
     for requirement in requirements:
         asked = sorted(requirement.extras)
-        extras = shipped_major_extras()
         for extra, major in named_majors(extras, requirement.name, asked).items():
             if major != line[0]:
                 words = f"{requirement} asks for CUDA {major}: its extra {extra} names that major"

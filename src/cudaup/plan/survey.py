@@ -83,7 +83,7 @@ def unreachable_error(pages: Sequence[Page]) -> NetworkError | None:
 _NO_VERSION = Version("0.dev0")
 
 
-def python_fits(file: DistFile, python: tuple[int, int]) -> bool:
+def _python_fits(file: DistFile, python: tuple[int, int]) -> bool:
     if not file.requires_python:
         return True
     try:
@@ -109,18 +109,40 @@ def check_requested(
     if not present:
         raise PackageNotFoundError(f"no index consulted has a project named {name!r}: {consulted}")
     matching = _matching_versions(requirement, present, consulted, pre=pre)
-    # Newest first, and no further than the first that fits: an unpinned torch matches its
-    # ~1,000 files, and each test parses a wheel's tags.
-    if not any(
-        f.is_wheel and wheel_fits(f.filename, platform, python) and python_fits(f, python)
-        for f in sorted(matching, key=_newest_first, reverse=True)
-    ):
+    if newest_installable(matching, requirement, python, platform, pre=pre) is None:
         newest_matching = max(f.version for f in matching if f.version is not None)
         raise PackageNotFoundError(
             f"{requirement} has no wheel for CPython {python[0]}.{python[1]} on "
             f"{describe(platform)} ({platform}) on {consulted} "
             f"(newest matching version: {newest_matching})"
         )
+
+
+def newest_installable(
+    files: Sequence[DistFile],
+    requirement: Requirement,
+    python: tuple[int, int],
+    platform: Platform,
+    *,
+    pre: bool,
+) -> Version | None:
+    """The newest version of ``files`` the target could install for ``requirement``: a
+    wheel for its Python and platform, a yanked one only by an exact pin (PEP 592), a
+    pre-release only with ``pre`` or a specifier that names one.  Newest first, and no
+    further than the first that fits: an unpinned torch has ~1,000 files, and each test
+    parses a wheel's tags."""
+    prereleases = pre or bool(requirement.specifier.prereleases)
+    for f in sorted(files, key=_newest_first, reverse=True):
+        if (
+            f.version is not None
+            and (not f.yanked or pins_exactly(requirement, f))
+            and requirement.specifier.contains(f.version, prereleases=prereleases)
+            and f.is_wheel
+            and wheel_fits(f.filename, platform, python)
+            and _python_fits(f, python)
+        ):
+            return f.version
+    return None
 
 
 def _newest_first(file: DistFile) -> Version:
