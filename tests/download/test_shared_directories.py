@@ -1,5 +1,6 @@
 """Downloads where another user may write: a directory another user owns or may write
-(the sticky bit aside) is refused before any byte moves, a part file, resume state or
+(the sticky bit aside), or one below such a directory or a link of theirs, is refused
+before any byte moves, a part file, resume state or
 earlier download another user left under the file's names is neither used nor removed,
 and a link of ours under those names is never followed.
 
@@ -72,6 +73,7 @@ def resume_state(server: FaultServer, segments: list[list[int]]) -> str:
         (0, 0o777, "is writable by its group and every user (mode 777)"),
     ],
 )
+@pytest.mark.parametrize("above", [False, True], ids=["itself", "above"])
 def test_a_directory_another_user_owns_or_may_write_is_refused(
     fault_server: FaultServer,
     tmp_path: Path,
@@ -79,20 +81,60 @@ def test_a_directory_another_user_owns_or_may_write_is_refused(
     owner: int,
     mode: int,
     why: str,
+    above: bool,
 ) -> None:
+    """The download's directory, or one above it (the download's is root's then, but who
+    may rename the entries above may put another in its place, a link to /etc, between
+    the check and the writes)."""
     fault_server.add("/f.run", BODY)
-    out = output(tmp_path, mode)
-    os.chown(out, owner, NOBODY)  # a group of others
+    shared = output(tmp_path, 0o755)
+    out = shared / "below" if above else shared
+    out.mkdir(exist_ok=True)
+    shared.chmod(mode)
+    os.chown(shared, owner, NOBODY)  # a group of others
     assert refusal(fault_server, out, tmp_path / "cache") == (
-        f"cudaup does not download into {out}: {out} {why}, so another user could replace "
+        f"cudaup does not download into {out}: {shared} {why}, so another user could replace "
         "the file between its check and its use; choose another -o directory, or fix its "
         "permissions"
     )
     run = run_cli(capsys, "download", fault_server.url + "/f.run", "--sha256", SHA, "-o", str(out))
     assert run.code == EXIT_CODES["untrusted-path"] == 22
-    assert f"cudaup does not download into {out}: {out} {why}" in run.err
+    assert f"cudaup does not download into {out}: {shared} {why}" in run.err
     assert fault_server.requests() == []  # refused before any byte moved
     assert list(out.iterdir()) == []
+
+
+@ROOT_ONLY
+def test_a_link_another_user_owns_on_the_way_is_refused(
+    fault_server: FaultServer, tmp_path: Path
+) -> None:
+    """A link on the way says where the directory is: its owner may point it elsewhere."""
+    fault_server.add("/f.run", BODY)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real/out").mkdir()
+    link = tmp_path / "via"
+    link.symlink_to(tmp_path / "real")
+    os.lchown(link, NOBODY, NOBODY)
+    assert refusal(fault_server, link / "out", tmp_path / "cache").startswith(
+        f"cudaup does not download into {link / 'out'}: {link} is owned by uid {NOBODY} (nobody)"
+    )
+    assert fault_server.requests() == []
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize(("mode", "group"), [(0o1777, NOBODY), (0o775, 0), (0o755, NOBODY)])
+def test_a_directory_below_a_sticky_or_private_group_one_takes_downloads(
+    fault_server: FaultServer, tmp_path: Path, mode: int, group: int
+) -> None:
+    """Below /tmp (others may add entries, not rename ours), below a directory of the
+    user's own private group (umask 002), below one that is ours: the download goes on."""
+    fault_server.add("/f.run", BODY)
+    above = tmp_path / "above"
+    above.mkdir()
+    (above / "out").mkdir()
+    above.chmod(mode)
+    os.chown(above, 0, group)
+    assert fetch(fault_server, above / "out", tmp_path / "cache").read_bytes() == BODY
 
 
 def test_a_sticky_directory_others_may_write_takes_downloads(

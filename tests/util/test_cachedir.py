@@ -261,3 +261,19 @@ def test_the_cache_above_plan_must_not_let_others_replace_it(
             layout.plan_dir("wheels")
     else:
         assert layout.plan_dir("wheels") == tmp_path / "cache/plan/wheels"
+
+
+@ROOT_ONLY
+def test_a_cache_below_a_directory_another_user_owns_is_refused(tmp_path: Path) -> None:
+    """root with another user's home in its cache path (``sudo -E``): that user may rename
+    the cache and put their own in its place, with uv's answers and the wheels' facts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    layout = cachedir.CacheLayout(home / ".cache/cudaup")
+    assert layout.plan_dir("uv") == home / ".cache/cudaup/plan/uv"  # home is root's: fine
+    os.chown(home, NOBODY, NOBODY)
+    with pytest.raises(UntrustedPathError) as caught:
+        layout.plan_dir("uv")
+    assert str(caught.value).startswith(
+        f"cudaup does not use {home / '.cache/cudaup/plan'}: {home} is owned by uid {NOBODY}"
+    )

@@ -20,9 +20,10 @@ chosen it:
   because the toolkit is checked first and run later: a directory another user may
   write, anywhere above it, would let them put another toolkit in its place.
 
-The directories cudaup downloads into, and the cache's ``plan/``, follow the same
-rule (:func:`directory_problem`): another user who may write there could change the
-bytes between their check and their use.
+The directories cudaup downloads into, the cache's ``plan/`` and an environment's
+snapshots follow the same rule (:func:`directories_problem`), every directory above
+them included: another user who may write there, or above, could change the bytes
+between their check and their use.
 
 ``CUDAUP_SAFE_DIRECTORIES`` lists the exceptions a user trusts, as git's
 ``safe.directory`` does: ``:``-separated absolute paths, each a pin's directory or a
@@ -127,23 +128,47 @@ def directory_problem(path: str, *, sticky: bool = True) -> str | None:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         return f"{path} is not a directory (a symbolic link?)"
-    if sticky and info.st_mode & stat.S_ISVTX:
-        return _not_trusted_owner(path, info)
-    if info.st_mode & OTHERS_WRITE == stat.S_IWGRP and _group_is_yours(info.st_gid):
-        # Debian's and Ubuntu's users get umask 002: every directory they make is 775,
-        # writable by their own group alone.
+    if (sticky and info.st_mode & stat.S_ISVTX) or _private_group_write(info):
         return _not_trusted_owner(path, info)
     return file_problem(path, info)
 
 
+def _private_group_write(info: os.stat_result) -> bool:
+    """Whether the only others who may write it are its group, the user's private one:
+    Debian's and Ubuntu's users get umask 002, so every directory they make is 775,
+    writable by their own group alone."""
+    return info.st_mode & OTHERS_WRITE == stat.S_IWGRP and _group_is_yours(info.st_gid)
+
+
+def ancestors_problem(path: str) -> str | None:
+    """Why another user could put another directory in the place of ``path``, or ``None``:
+    every directory and link above it must follow :func:`path_problem`'s rule, each
+    directory's sticky bit and the user's private group counting as in
+    :func:`directory_problem` (a directory under ``/tmp`` is fine; one under another
+    user's home, or under a directory every user may write, is not)."""
+    absolute = os.path.abspath(path)
+    parent = os.path.dirname(absolute)
+    if parent == absolute:
+        return None
+    try:
+        return _walk(parent, sticky_end=True, private_group=True)
+    except OSError as exc:  # a component vanished or may not be read: nothing to trust
+        return f"{exc.filename or parent} cannot be examined ({exc.strerror})"
+
+
 def directories_problem(checks: Iterable[tuple[str, bool]]) -> str | None:
     """The first :func:`directory_problem` among ``checks`` (each a directory and whether
-    its sticky bit counts), skipping those not there yet (made later, and checked then)."""
+    its sticky bit counts, the topmost first), skipping those not there yet (made later,
+    and checked then), and :func:`ancestors_problem` of the first one there: who may
+    write above it may replace it and all below."""
+    above = False
     for path, sticky in checks:
         try:
             problem = directory_problem(path, sticky=sticky)
         except FileNotFoundError:
             continue
+        if problem is None and not above:
+            above, problem = True, ancestors_problem(path)
         if problem is not None:
             return problem
     return None
@@ -173,9 +198,11 @@ def path_problem(path: str) -> str | None:
         return f"{exc.filename or path} cannot be examined ({exc.strerror})"
 
 
-def _walk(path: str) -> str | None:
+def _walk(path: str, *, sticky_end: bool = False, private_group: bool = False) -> str | None:
     """:func:`path_problem` for an absolute path, component by component as the kernel
-    resolves it (links followed from where they are, ``..`` from the real directory)."""
+    resolves it (links followed from where they are, ``..`` from the real directory).
+    ``sticky_end``: the sticky bit counts for ``path`` itself too; ``private_group``: a
+    directory only the user's private group may write counts as the user's."""
     pending = [part for part in path.split("/") if part]
     current = "/"
     info = os.lstat(current)
@@ -184,7 +211,10 @@ def _walk(path: str) -> str | None:
         problem = _not_trusted_owner(current, info)
         if problem is None and info.st_mode & OTHERS_WRITE:
             sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
-            if not pending or not sticky:
+            if not (
+                (sticky and (pending or sticky_end))
+                or (private_group and _private_group_write(info))
+            ):
                 problem = _writable_by_others(current, info)
         if problem is not None:
             return problem
