@@ -481,7 +481,8 @@ class LineResolver:
                 return answer
         if turn is not None and not self.runner.has_answer(job, identity):
             turn.before_uv()
-        return self.runner.compile(job, identity=identity, stoppable=stoppable)
+        niceness = turn.niceness() if turn is not None else 0
+        return self.runner.compile(job, identity=identity, stoppable=stoppable, niceness=niceness)
 
     def _read_back(
         self,
