@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import logging
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     UsageError,
 )
+from tests.plan.builders import shared_object, wheel
 from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
 from tests.plan.world import build, plan
@@ -564,3 +567,32 @@ def test_an_extra_that_names_a_major_holds_the_request_to_it(
     with pytest.raises(NoCommonLineError, match="asks for CUDA 12: its extra cu12"):
         plan(world, tmp_path, ["flashinfer-python[cu12]"], only=("pypi",), line=(13, 0))
     assert plan(world, tmp_path, ["flashinfer-python[cu13]"], only=("pypi",)).line[0] == 13
+
+
+def test_the_silent_requests_wheels_are_read_at_once(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two silent requests, each a wheel whose shared object links only libc: the
+    read-back reads both wheels at once, not one after the other.  Upstream holds each
+    wheel's first read until the other's has begun (waited for, with a bound: read one
+    after the other, the first waits it out and the test fails)."""
+    build(index_server)
+    names = []
+    for project in ("kern", "kern2"):
+        library = shared_object(["libc.so.6"], f"{project}_ops.so", code=64 * 1024)
+        built = wheel(project, "1.0", shared={f"{project}/{project}_ops.so": library})
+        index_server.add("pypi", *built)  # PEP 658: uv reads its metadata, never the wheel
+        names.append(f"/pypi/files/{built[0]}")
+    begun = {name: threading.Event() for name in names}
+    served, met = index_server.handle, []
+
+    def holding(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path in begun:
+            begun[request.path].set()
+            met.append(all(event.wait(timeout=15) for event in begun.values()))
+        served(request, body)
+
+    monkeypatch.setattr(index_server, "handle", holding)
+    result = plan(index_server, tmp_path, ["kern", "kern2"], only=("pypi",))
+    assert {p.name for p in result.packages} == {"kern", "kern2"}
+    assert met and all(met)

@@ -11,7 +11,7 @@ line or says why there is none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,19 +38,16 @@ from cudaup.plan.line_failure import (
 from cudaup.plan.lines import (
     Evidence,
     Line,
-    contradictions,
-    evidence_of,
     line_constraints,
     line_tag,
 )
 from cudaup.plan.next_round import NextRound
-from cudaup.plan.read_ahead import backtracked
+from cudaup.plan.read_back import read_back
 from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
     best_wheel,
     fetch_pages,
-    is_pure,
     pins_exactly,
     union_pages,
     unreachable_error,
@@ -280,7 +277,7 @@ class LineResolver:
                         return attempt
                     lacking += missing
                     continue
-                found = self._read_back(attempt, requirements, start_next)
+                found = read_back(self, attempt, requirements, start_next)
                 if not found:
                     return attempt
                 fresh = _unlearnt(found, learnt)
@@ -484,113 +481,6 @@ class LineResolver:
         niceness = turn.niceness() if turn is not None else 0
         return self.runner.compile(job, identity=identity, stoppable=stoppable, niceness=niceness)
 
-    def _read_back(
-        self,
-        attempt: Attempt,
-        requirements: tuple[Requirement, ...],
-        before_wheels: Callable[[list[Evidence]], None] | None = None,
-    ) -> list[Evidence]:
-        """Every package's evidence; the ones that contradict the attempt's line.
-        ``before_wheels`` is handed what contradicts it by name alone before the first
-        wheel is read (the next round may start then: :class:`NextRound`)."""
-        closure, line = attempt.closure, attempt.line
-        assert closure is not None
-        _read_names(attempt, closure)
-        crossed = contradictions(attempt.evidence.values(), line)
-        ahead, memo = None, self.runner.memo
-        if crossed and memo is not None:  # the next round may backtrack: read it ahead
-            files = partial(self.files_of, attempt=attempt)
-            ahead = memo.read_ahead(partial(backtracked, closure, crossed, files, self.target))
-        older: list[Evidence] = []
-        asked_names = {canonicalize_name(r.name) for r in requirements}
-        for requirement in requirements:
-            asked = closure.get(requirement.name)
-            if asked is None or asked.name in attempt.evidence:
-                continue
-            if any(c.name in attempt.evidence for c in closure.children(asked.name)):
-                continue
-            if before_wheels is not None:
-                before_wheels(crossed)  # once: what the names say is all known now
-                before_wheels = None
-            deeper = self._read_deeper(asked, attempt)
-            if deeper is not None:
-                attempt.evidence[asked.name] = deeper
-                if not deeper.fits(line):
-                    older += self._older_builds(requirement, asked, attempt)
-                continue
-            # A pure meta-package (cuda-python requires cuda-bindings~=12.8.0): what it
-            # pulls in carries the signal.  Its children are read at once (flashinfer-python
-            # pulls in 19: one after another, 5.4 s of a cold plan); what one finds does not
-            # depend on the others', since only a finding in the wheel itself is kept.
-            children = [
-                c
-                for c in closure.children(asked.name)
-                if c.name not in attempt.evidence and c.name not in asked_names
-            ]
-            read = map_concurrently(
-                lambda child: self._read_deeper(child, attempt), children, self.settings.workers
-            )
-            for child, found in zip(children, read, strict=True):
-                if found is not None and found.kind != "cpu-only":
-                    attempt.evidence[child.name] = found
-        if ahead is not None:
-            ahead.result()  # what the next round reads is being read ahead: started
-        return contradictions(attempt.evidence.values(), line) + older
-
-    def _read_deeper(self, package: Resolved, attempt: Attempt) -> Evidence | None:
-        """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
-        a CUDA index publishes, the finding that it is a CPU-only build."""
-        files = self.files_of(package, attempt)
-        wheel = best_wheel(files, package.version, self.target.python, self.target.platform)
-        if wheel is None or is_pure(wheel):
-            return None
-        linked = self.facts.libraries(wheel)
-        found = linked.evidence(package.name, str(package.version))
-        if found is not None:
-            return found
-        signals = set(attempt.evidence)
-        known_cuda = any(i.serves(package.name) for i in self.every_tagged)
-        if known_cuda and attempt.closure and attempt.closure.chain(package.name, signals) is None:
-            return Evidence.cpu_only(
-                package.name,
-                str(package.version),
-                f"a CPU-only build: {wheel.filename} names no CUDA dependency, links or loads "
-                f"no CUDA runtime and ships no CUDA tools ({linked.describe()})",
-            )
-        return None
-
-    def _older_builds(
-        self, requirement: Requirement, package: Resolved, attempt: Attempt
-    ) -> list[Evidence]:
-        """The next older versions of a silent package that contradicts the line, read at
-        once (a few at most), so that the next resolution skips them all."""
-        files = self.files_of(package, attempt)
-        versions = sorted(
-            {
-                f.version
-                for f in files
-                if f.version is not None
-                and f.version < package.version
-                and requirement.specifier.contains(f.version, prereleases=True)
-            },
-            reverse=True,
-        )
-        wheels = [
-            w
-            for v in versions
-            if (w := best_wheel(files, v, self.target.python, self.target.platform)) is not None
-            and not is_pure(w)
-        ][: CONTRADICTION_ROUNDS - 1]
-        linked = map_concurrently(self.facts.libraries, wheels, self.settings.workers)
-        found = []
-        for wheel, libraries in zip(wheels, linked, strict=True):
-            version = str(wheel.version)
-            evidence = libraries.evidence(package.name, version)
-            if evidence is None or evidence.fits(attempt.line):
-                break  # the resolver may take this one: stop excluding here
-            found.append(evidence)
-        return found
-
     def files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
         """The files of ``package``'s project on the index it was resolved from."""
         if package.name in attempt.pages:
@@ -630,21 +520,3 @@ def _unlearnt(found: Sequence[Evidence], learnt: Sequence[Evidence]) -> list[Evi
     """What ``found`` excludes that ``learnt`` does not yet."""
     known = {e.exclusion() for e in learnt}
     return [e for e in found if e.exclusion() not in known]
-
-
-def _read_names(attempt: Attempt, closure: Closure) -> None:
-    """What each resolved package's name, version and per-line index say of its line."""
-    for package in closure:
-        origin = None
-        # The one file index a job names is its local per-line index (a kept answer
-        # names the path an earlier plan used: the pages, not the path, are its key).
-        if attempt.pages and package.index_url and package.index_url.startswith("file:"):
-            origin = attempt.origins.get(package.name)
-        found = evidence_of(
-            package.name,
-            package.version,
-            origin.line if origin else None,
-            origin.url if origin else None,
-        )
-        if found is not None:
-            attempt.evidence[package.name] = found

@@ -1,0 +1,211 @@
+"""A line's resolution read back: what each package says of its CUDA line.
+
+First by name (:func:`~cudaup.plan.lines.evidence_of`: a version pinning a CUDA
+release, a per-line index it came from), then, for a request that says nothing so
+(a silent one), by its wheel's shared objects (:class:`~cudaup.plan.wheels.WheelFacts`),
+or its children's when it is a pure meta-package.  A request that contradicts the line
+has its next older builds read too, so that the next round skips them all.  The wheels
+are read at once, each request's beside the others' (:func:`_read_at_once`), and then
+weighed one request after another, in the order the requests were given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from cudaup.errors import CudaupError
+from cudaup.plan.closure import Closure, Resolved
+from cudaup.plan.line_failure import CONTRADICTION_ROUNDS
+from cudaup.plan.lines import Evidence, contradictions, evidence_of
+from cudaup.plan.read_ahead import backtracked
+from cudaup.plan.survey import best_wheel, is_pure
+from cudaup.resolve.pypi import DistFile
+from cudaup.util.parallel import map_concurrently
+
+if TYPE_CHECKING:  # the resolver calls these
+    from cudaup.plan.attempt import Attempt, LineResolver
+
+
+def read_back(
+    resolver: LineResolver,
+    attempt: Attempt,
+    requirements: tuple[Requirement, ...],
+    before_wheels: Callable[[list[Evidence]], None] | None = None,
+) -> list[Evidence]:
+    """Every package's evidence; the ones that contradict the attempt's line.
+    ``before_wheels`` is handed what contradicts it by name alone before the first
+    wheel is read (the next round may start then: :class:`NextRound`)."""
+    closure, line = attempt.closure, attempt.line
+    assert closure is not None
+    _read_names(attempt, closure)
+    crossed = contradictions(attempt.evidence.values(), line)
+    ahead, memo = None, resolver.runner.memo
+    if crossed and memo is not None:  # the next round may backtrack: read it ahead
+        files = partial(resolver.files_of, attempt=attempt)
+        ahead = memo.read_ahead(partial(backtracked, closure, crossed, files, resolver.target))
+    older: list[Evidence] = []
+    asked_names: set[str] = {canonicalize_name(r.name) for r in requirements}
+    pending = [r for r in requirements if _silent(r, closure, attempt)]
+    if pending and before_wheels is not None:
+        before_wheels(crossed)  # once: what the names say is all known now
+    _read_at_once(resolver, pending, attempt, asked_names)
+    for requirement in requirements:
+        asked = closure.get(requirement.name)
+        if asked is None or not _silent(requirement, closure, attempt):
+            continue  # it, or a child of it, has spoken (a meta-package's child read)
+        deeper = _read_deeper(resolver, asked, attempt)
+        if deeper is not None:
+            attempt.evidence[asked.name] = deeper
+            if not deeper.fits(line):
+                older += _older_builds(resolver, requirement, asked, attempt)
+            continue
+        # A pure meta-package (cuda-python requires cuda-bindings~=12.8.0): what it
+        # pulls in carries the signal.  Its children are read at once (flashinfer-python
+        # pulls in 19: one after another, 5.4 s of a cold plan); what one finds does not
+        # depend on the others', since only a finding in the wheel itself is kept.
+        children = [
+            c
+            for c in closure.children(asked.name)
+            if c.name not in attempt.evidence and c.name not in asked_names
+        ]
+        read = map_concurrently(
+            lambda child: _read_deeper(resolver, child, attempt),
+            children,
+            resolver.settings.workers,
+        )
+        for child, found in zip(children, read, strict=True):
+            if found is not None and found.kind != "cpu-only":
+                attempt.evidence[child.name] = found
+    if ahead is not None:
+        ahead.result()  # what the next round reads is being read ahead: started
+    return contradictions(attempt.evidence.values(), line) + older
+
+
+def _silent(requirement: Requirement, closure: Closure, attempt: Attempt) -> bool:
+    """Whether the request was resolved and neither it nor a child of it has said its line."""
+    asked = closure.get(requirement.name)
+    return not (
+        asked is None
+        or asked.name in attempt.evidence
+        or any(c.name in attempt.evidence for c in closure.children(asked.name))
+    )
+
+
+def _read_at_once(
+    resolver: LineResolver,
+    requirements: list[Requirement],
+    attempt: Attempt,
+    asked_names: set[str],
+) -> None:
+    """Read at once the wheels the read-back weighs one request after another (each
+    request's wheel, then its older builds when it contradicts the line, or a
+    meta-package's children's): the weighing then finds their facts read.  A read that
+    fails here is read again there, and fails there with its own words."""
+    closure = attempt.closure
+    assert closure is not None
+
+    def read(requirement: Requirement) -> None:
+        asked = closure.get(requirement.name)
+        assert asked is not None
+        with contextlib.suppress(CudaupError):  # the weighing reads it again, and says
+            if (wheel := _binary_wheel(resolver, asked, attempt)) is not None:
+                found = resolver.facts.libraries(wheel).evidence(asked.name, str(asked.version))
+                if found is not None and not found.fits(attempt.line):
+                    _older_builds(resolver, requirement, asked, attempt)
+                return
+            children = [
+                c
+                for c in closure.children(asked.name)
+                if c.name not in attempt.evidence and c.name not in asked_names
+            ]
+            wheels = [w for c in children if (w := _binary_wheel(resolver, c, attempt))]
+            map_concurrently(resolver.facts.libraries, wheels, resolver.settings.workers)
+
+    map_concurrently(read, requirements, resolver.settings.workers)
+
+
+def _binary_wheel(resolver: LineResolver, package: Resolved, attempt: Attempt) -> DistFile | None:
+    """The wheel of ``package`` the target would install, unless it is pure Python (it
+    then links nothing) or there is none."""
+    files = resolver.files_of(package, attempt)
+    wheel = best_wheel(files, package.version, resolver.target.python, resolver.target.platform)
+    return None if wheel is None or is_pure(wheel) else wheel
+
+
+def _read_deeper(resolver: LineResolver, package: Resolved, attempt: Attempt) -> Evidence | None:
+    """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
+    a CUDA index publishes, the finding that it is a CPU-only build."""
+    wheel = _binary_wheel(resolver, package, attempt)
+    if wheel is None:
+        return None
+    linked = resolver.facts.libraries(wheel)
+    found = linked.evidence(package.name, str(package.version))
+    if found is not None:
+        return found
+    signals = set(attempt.evidence)
+    known_cuda = any(i.serves(package.name) for i in resolver.every_tagged)
+    if known_cuda and attempt.closure and attempt.closure.chain(package.name, signals) is None:
+        return Evidence.cpu_only(
+            package.name,
+            str(package.version),
+            f"a CPU-only build: {wheel.filename} names no CUDA dependency, links or loads "
+            f"no CUDA runtime and ships no CUDA tools ({linked.describe()})",
+        )
+    return None
+
+
+def _older_builds(
+    resolver: LineResolver, requirement: Requirement, package: Resolved, attempt: Attempt
+) -> list[Evidence]:
+    """The next older versions of a silent package that contradicts the line, read at
+    once (a few at most), so that the next resolution skips them all."""
+    files = resolver.files_of(package, attempt)
+    versions = sorted(
+        {
+            f.version
+            for f in files
+            if f.version is not None
+            and f.version < package.version
+            and requirement.specifier.contains(f.version, prereleases=True)
+        },
+        reverse=True,
+    )
+    wheels = [
+        w
+        for v in versions
+        if (w := best_wheel(files, v, resolver.target.python, resolver.target.platform)) is not None
+        and not is_pure(w)
+    ][: CONTRADICTION_ROUNDS - 1]
+    linked = map_concurrently(resolver.facts.libraries, wheels, resolver.settings.workers)
+    found = []
+    for wheel, libraries in zip(wheels, linked, strict=True):
+        version = str(wheel.version)
+        evidence = libraries.evidence(package.name, version)
+        if evidence is None or evidence.fits(attempt.line):
+            break  # the resolver may take this one: stop excluding here
+        found.append(evidence)
+    return found
+
+
+def _read_names(attempt: Attempt, closure: Closure) -> None:
+    """What each resolved package's name, version and per-line index say of its line."""
+    for package in closure:
+        origin = None
+        # The one file index a job names is its local per-line index (a kept answer
+        # names the path an earlier plan used: the pages, not the path, are its key).
+        if attempt.pages and package.index_url and package.index_url.startswith("file:"):
+            origin = attempt.origins.get(package.name)
+        found = evidence_of(
+            package.name,
+            package.version,
+            origin.line if origin else None,
+            origin.url if origin else None,
+        )
+        if found is not None:
+            attempt.evidence[package.name] = found
