@@ -309,3 +309,18 @@ def test_a_pin_writable_by_others_or_in_their_directory_is_skipped(tmp_path: Pat
     assert text == "" and problem == (
         f"{theirs} is owned by uid {NOBODY} (nobody), not by you (uid 0 (root)) or root"
     )
+
+
+@ROOT_ONLY
+def test_the_directories_above_are_those_the_kernel_resolves(tmp_path: Path) -> None:
+    """``link/../out`` where ``link`` leads into another user's directory is ``out`` in that
+    directory, not beside ``link``: the walk above a download's directory follows the
+    kernel (the link, then its target's parent), not the spelling."""
+    theirs = tmp_path / "theirs"
+    (theirs / "inner").mkdir(parents=True)
+    (theirs / "out").mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    (tmp_path / "link").symlink_to(theirs / "inner")
+    assert trust.ancestors_problem(str(tmp_path / "mine")) is None
+    problem = trust.ancestors_problem(f"{tmp_path}/link/../out")
+    assert problem is not None and problem.startswith(f"{theirs} is owned by uid {NOBODY}")

@@ -146,9 +146,11 @@ def ancestors_problem(path: str) -> str | None:
     directory's sticky bit and the user's private group counting as in
     :func:`directory_problem` (a directory under ``/tmp`` is fine; one under another
     user's home, or under a directory every user may write, is not)."""
-    absolute = os.path.abspath(path)
+    # Joined, not normalized: ``..`` after a link is the link target's parent, as the
+    # kernel resolves it (:func:`_walk`), not the lexical one.
+    absolute = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).rstrip("/")
     parent = os.path.dirname(absolute)
-    if parent == absolute:
+    if not absolute or parent == absolute:
         return None
     try:
         return _walk(parent, sticky_end=True, private_group=True)
