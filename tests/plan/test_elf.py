@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from cudaup.plan.elf import NeededStream, NotElfError, headers_needed, layout, loaded_by_name, scan
+from cudaup.plan.elf import (
+    NeededStream,
+    NotElfError,
+    headers_needed,
+    layout,
+    loaded_by_name,
+    loaded_in,
+    scan,
+)
 from cudaup.plan.wheels import PREFIX_LIMIT
 from tests.helpers import require_tool
 from tests.plan.builders import shared_object
@@ -133,3 +141,15 @@ def test_libraries_loaded_by_name() -> None:
     rodata = b"\x00libnvrtc.so.12\x00libcudart.so.12\x00libfoo.so.1\x00"
     assert loaded_by_name(b"junk" + rodata) == ("libcudart.so.12", "libnvrtc.so.12")
     assert loaded_by_name(b"libnvrtc.so") == ()
+    assert loaded_by_name(b"\x00libcublasLt.so.13\x00") == ("libcublasLt.so.13",)
+
+
+def test_a_name_cut_between_two_pieces_is_found() -> None:
+    """Read in pieces, as a deflated member is: a name across a boundary is found, and so
+    is every other name (an object that loads either major names both)."""
+    data = bytes(5000) + b"libcublas.so.12\x00" + bytes(5000) + b"\x00libcudart.so.13\x00"
+    cut = 5000 + 6  # inside "libcublas"
+    pieces = [data[:cut], data[cut : cut + 100], data[cut + 100 :]]
+    assert loaded_in(pieces) == ("libcublas.so.12", "libcudart.so.13")
+    assert loaded_in([b"libcudart", b".so.12\x00"]) == ("libcudart.so.12",)
+    assert loaded_in([bytes(100), b"libnvrtc.so"]) == ()

@@ -13,6 +13,7 @@ from cudaup.plan.lines import (
     evidence_of,
     library_evidence,
     line_constraints,
+    loaded_evidence,
     name_stem,
     parse_line,
     tag_line,
@@ -84,6 +85,15 @@ def test_libraries_give_the_major_only_from_runtime_sonames() -> None:
     assert bundled is not None and bundled.major == 13
     # cuFFT 11 ships in CUDA 12: its soname says nothing about the line.
     assert library_evidence("x", "1", ["libcufft.so.11", "libcuda.so.1"]) is None
+    # cuBLAS's major is CUDA's (libcublas 13.0.0.19 ships in 13.0.0).
+    cublas = loaded_evidence("x", "1", ["libcublas.so.12", "libcuda.so.1"])
+    assert cublas is not None and cublas.major == 12
+    assert cublas.how == "loads libcublas.so.12 by name"
+    # Loading either major's by name (cudnn-frontend) sets no line.
+    either = loaded_evidence("x", "1", ["libcudart.so.13", "libcudart.so.12"])
+    assert either is not None and either.kind == "any" and either.fits((12, 8))
+    assert either.fits((13, 0)) and either.how.endswith("by name: either major")
+    assert loaded_evidence("x", "1", ["libcufft.so.11"]) is None
 
 
 def test_a_family_of_both_majors_decides_nothing() -> None:

@@ -113,6 +113,23 @@ def test_a_silent_wheel_links_cuda_12(capsys: pytest.CaptureFixture[str]) -> Non
     assert any(e["kind"] == "inconsistent" and e["line"] == "13.0" for e in document["excluded"])
 
 
+def test_a_library_bundled_in_the_wheel_that_loads_cublas_12(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ctranslate2 4.8.5 names no CUDA dependency and its extension module links no CUDA
+    runtime; the library auditwheel bundled beside it (``ctranslate2.libs/
+    libctranslate2-a7a60d30.so.4.8.5``, 80 MB: ``.nv_fatbin`` kernels, the runtime linked
+    in) dlopens ``libcublas.so.12`` (a string in its ``.rodata``): a CUDA 12 build, on no
+    13.x line.  Read from the wheel with readelf and strings."""
+    result = _plan(capsys, "ctranslate2==4.8.5", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["cuda_line"].startswith("12.")
+    (package,) = document["packages"]
+    assert package["cuda"] == "CUDA 12.x"
+    assert package["evidence"] == "loads libcublas.so.12 by name"
+
+
 def test_a_cpu_only_build_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     """PyPI's aarch64 torch 2.9.1 wheel: its nvidia-* requirements carry
     ``platform_machine == "x86_64"`` and its libraries link no CUDA runtime."""

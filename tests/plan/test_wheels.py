@@ -250,6 +250,44 @@ def test_a_member_that_inflates_past_its_size_is_refused(
         _facts(tmp_path).libraries(_file(index_server, name, lying))
 
 
+def test_a_bundled_library_that_loads_cublas_by_name(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """ctranslate2's shape: its extension module links only the library auditwheel bundled
+    beside it, which links no CUDA runtime (CUDA's is linked in) and dlopens
+    ``libcublas.so.12`` from deep in its read-only data: a CUDA 12 build.  Its small
+    objects name nothing, so the larger ones are read through, smallest first, when it
+    is a request's own wheel (a meta-package's child's are not)."""
+    ext = shared_object(["libctranslate2-a7a60d30.so.4.8.5", "libc.so.6"], "_ext.so", code=8192)
+    bundled = shared_object(["libc.so.6"], "libctranslate2.so.4", code=2 * BIG)
+    bundled += b"\x00libcuda.so.1\x00libcublas.so.12\x00" + os.urandom(64 * 1024)
+    other = shared_object(["libc.so.6"], "libgomp.so.1", code=2 * 1024 * 1024, seed=3)
+    name, body = wheel(
+        "ctranslate2",
+        "4.8.5",
+        shared={
+            "ctranslate2/_ext.so": ext,
+            "ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5": bundled,
+            "ctranslate2.libs/libgomp-e985bcbb.so.1.0.0": other,
+        },
+    )
+    file = _file(index_server, name, body)
+    assert _facts(tmp_path).libraries(file).evidence("ctranslate2", "4.8.5") is None  # a child's
+    linked = _facts(tmp_path).libraries(file, through=True)  # a request's own wheel
+    found = linked.evidence("ctranslate2", "4.8.5")
+    assert found is not None and found.cuda() == "CUDA 12.x" and not found.fits((13, 0))
+    assert found.how == "loads libcublas.so.12 by name"
+    # The same wheel without the name: read through, still nothing (the planner decides).
+    quiet = bundled.replace(b"libcublas.so.12", b"libquiet.so.12\x00")
+    shared = {
+        "ctranslate2/_ext.so": ext,
+        "ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5": quiet,
+    }
+    name, body = wheel("ctranslate2", "4.8.4", shared=shared)
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body), through=True)
+    assert linked.evidence("ctranslate2", "4.8.4") is None
+
+
 def test_a_read_budget_bounds_what_one_wheel_costs(
     index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

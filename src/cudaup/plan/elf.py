@@ -16,13 +16,15 @@ so a reader fetches only that much.  When the first segment also holds code, onl
 (890 MB into ``libmxnet.so``): :func:`layout` locates it from the program headers,
 and :class:`NeededStream` reads it (and the names it points at) from a sequential
 pass over the bytes, keeping only the soname-like strings and the section itself.
-:func:`loaded_by_name` finds the CUDA libraries a binary loads by name (``dlopen``).
+:func:`loaded_by_name` finds the CUDA libraries a binary loads by name (``dlopen``), and
+:func:`loaded_in` in a binary read piece by piece.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,7 @@ _SONAME = re.compile(rb"(?<=\x00)(lib[A-Za-z0-9_+.-]*?\.so(?:\.\d+)*)\x00")
 #: Any string a DT_NEEDED entry can name (``ld-linux-x86-64.so.2`` too), at its offset.
 _NEEDED_NAME = re.compile(rb"(?<=\x00)([A-Za-z0-9_+.-]{1,200}\.so(?:\.[0-9]+)*)\x00")
 #: A CUDA library named in a string, as a ``dlopen`` call names it.
-_LOADED = re.compile(rb"(lib(?:cudart|nvrtc|nvJitLink)\.so\.[0-9]+)\x00")
+_LOADED = re.compile(rb"(lib(?:cudart|nvrtc|nvJitLink|cublas|cublasLt)\.so\.[0-9]+)\x00")
 #: Bytes kept across chunk boundaries so that no name is cut in two.
 _CARRY = 256
 
@@ -505,3 +507,14 @@ class NeededStream:
 def loaded_by_name(data: bytes) -> tuple[str, ...]:
     """CUDA libraries a binary names as strings (``dlopen("libnvrtc.so.12")``)."""
     return tuple(sorted({m.group(1).decode("ascii") for m in _LOADED.finditer(data)}))
+
+
+def loaded_in(pieces: Iterable[bytes]) -> tuple[str, ...]:
+    """:func:`loaded_by_name` of a binary read in ``pieces``, in order, a name cut between
+    two of them too."""
+    carry, found = b"", set[str]()
+    for piece in pieces:
+        data = carry + piece
+        found.update(loaded_by_name(data))
+        carry = data[-_CARRY:]
+    return tuple(sorted(found))

@@ -41,7 +41,12 @@ _NAME_LINE = re.compile(r"-cu(?:da)?(\d{3})$")
 _FAMILY_MAJOR = re.compile(r"(?:^|-)cuda(\d{2})(?:x$|-|$)")
 #: Shared libraries whose soname major is the CUDA major (cuFFT, cuSPARSE, cuRAND keep
 #: their own numbering, so they say nothing about the line).
-_CUDA_LIBRARY = re.compile(r"^(libcudart|libnvrtc|libnvJitLink)(?:-[0-9a-f]{8})?\.so\.(\d+)")
+#: The libraries whose soname's major is the CUDA major they belong to: the runtime, NVRTC,
+#: nvJitLink and cuBLAS (``libcublas.so.12`` is CUDA 12.x's; cuFFT's and cuRAND's are not:
+#: ``libcufft.so.11`` is CUDA 12's, ``libcurand.so.10`` every major's since 10).
+_CUDA_LIBRARY = re.compile(
+    r"^(libcudart|libnvrtc|libnvJitLink|libcublas|libcublasLt)(?:-[0-9a-f]{8})?\.so\.(\d+)"
+)
 
 
 def tag_line(tag: str) -> Line | None:
@@ -280,6 +285,17 @@ def library_evidence(
         names = ", ".join(lib for _, lib in found)
         return Evidence(project, version, major, None, f"links {names}: mixed majors")
     return Evidence(project, version, major, None, how.format(library))
+
+
+def loaded_evidence(project: str, version: str, loaded: Iterable[str]) -> Evidence | None:
+    """The CUDA libraries a wheel loads by name: one major's say that major; both majors'
+    (cudnn-frontend dlopens ``libcudart.so.12`` or ``.so.13``, whichever it finds) say a
+    GPU build for either, which sets no line."""
+    found = sorted({(int(m.group(2)), lib) for lib in loaded if (m := _CUDA_LIBRARY.match(lib))})
+    if len({major for major, _ in found}) > 1:
+        names = ", ".join(lib for _, lib in found)
+        return Evidence.any_line(project, version, f"loads {names} by name: either major")
+    return library_evidence(project, version, loaded, how="loads {} by name")
 
 
 _DECLARED = re.compile(r"['\"](\d+)\.(\d+)")

@@ -59,7 +59,7 @@ def read_back(
         asked = closure.get(requirement.name)
         if asked is None or not _silent(requirement, closure, attempt):
             continue  # it, or a child of it, has spoken (a meta-package's child read)
-        deeper = _read_deeper(resolver, asked, attempt)
+        deeper = _read_deeper(resolver, asked, attempt, through=True)
         if deeper is not None:
             attempt.evidence[asked.name] = deeper
             if not deeper.fits(line):
@@ -115,7 +115,8 @@ def _read_at_once(
         assert asked is not None
         with contextlib.suppress(CudaupError):  # the weighing reads it again, and says
             if (wheel := _binary_wheel(resolver, asked, attempt)) is not None:
-                found = resolver.facts.libraries(wheel).evidence(asked.name, str(asked.version))
+                linked = resolver.facts.libraries(wheel, through=True)
+                found = linked.evidence(asked.name, str(asked.version))
                 if found is not None and not found.fits(attempt.line):
                     _older_builds(resolver, requirement, asked, attempt)
                 return
@@ -138,13 +139,18 @@ def _binary_wheel(resolver: LineResolver, package: Resolved, attempt: Attempt) -
     return None if wheel is None or is_pure(wheel) else wheel
 
 
-def _read_deeper(resolver: LineResolver, package: Resolved, attempt: Attempt) -> Evidence | None:
+def _read_deeper(
+    resolver: LineResolver, package: Resolved, attempt: Attempt, *, through: bool = False
+) -> Evidence | None:
     """A silent requested wheel: the CUDA signals its wheel carries, or, for a project
-    a CUDA index publishes, the finding that it is a CPU-only build."""
+    a CUDA index publishes, the finding that it is a CPU-only build.  ``through``: a
+    request's own wheel, whose larger objects are read through when its small ones name
+    nothing (:meth:`~cudaup.plan.wheels.WheelFacts.libraries`); a meta-package's
+    children are not (flashinfer-python's 19 would cost tens of megabytes a plan)."""
     wheel = _binary_wheel(resolver, package, attempt)
     if wheel is None:
         return None
-    linked = resolver.facts.libraries(wheel)
+    linked = resolver.facts.libraries(wheel, through=through)
     found = linked.evidence(package.name, str(package.version))
     if found is not None:
         return found

@@ -38,6 +38,7 @@ from cudaup.plan.lines import (
     declared_evidence,
     is_cuda_library,
     library_evidence,
+    loaded_evidence,
     per_runtime_line,
     runtimes_evidence,
     toolchain_evidence,
@@ -48,7 +49,7 @@ from cudaup.util.atomic import atomic_write
 if TYPE_CHECKING:  # the ELF reader loads where a wheel is read: a warm plan reads none
     from cudaup.plan.elf import Layout
 
-SCHEMA = 2
+SCHEMA = 3
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
 MEMBERS = 4
 PREFIX_LIMIT = 16 * 1024 * 1024
@@ -99,7 +100,7 @@ class LinkedLibraries:
             or runtimes_evidence(project, version, self.runtimes)
             or library_evidence(project, version, self.libraries)
             or toolchain_evidence(project, version, self.tools)
-            or library_evidence(project, version, self.loaded, how="loads {} by name")
+            or loaded_evidence(project, version, self.loaded)
         )
 
     def describe(self) -> str:
@@ -164,18 +165,22 @@ class WheelFacts:
             return self._locks.setdefault(key, threading.Lock())
 
     # -- facts -----------------------------------------------------------------
-    def libraries(self, file: DistFile) -> LinkedLibraries:
-        key = self._key(file, "libraries")
+    def libraries(self, file: DistFile, *, through: bool = False) -> LinkedLibraries:
+        """Every CUDA signal ``file`` (a wheel) carries; ``through``: when its small
+        objects name no CUDA library, its larger ones and auditwheel's bundled libraries
+        are read through for the ones they load by name (a request's own wheel)."""
+        kind = "libraries-through" if through else "libraries"
+        key = self._key(file, kind)
         with self._lock(key):
-            fact = self._cached(file, "libraries", key)
+            fact = self._cached(file, kind, key)
             if fact is not None and (known := _linked(fact)) is not None:
                 return known
             ranged = RangedFile(self.http, file.url)
             with wheel_archive(ranged, file.url) as archive:
-                linked = _LibraryReader(ranged, archive).read()
+                linked = _LibraryReader(ranged, archive, through=through).read()
             self._remember(
                 file,
-                "libraries",
+                kind,
                 key,
                 {
                     "libraries": list(linked.libraries),
@@ -226,8 +231,9 @@ def _linked(fact: dict[str, Any]) -> LinkedLibraries | None:
 class _LibraryReader:
     """One wheel's signals, read through :mod:`zipfile` over a :class:`RangedFile`."""
 
-    def __init__(self, ranged: RangedFile, archive: zipfile.ZipFile) -> None:
+    def __init__(self, ranged: RangedFile, archive: zipfile.ZipFile, *, through: bool) -> None:
         self.ranged, self.archive, self.url = ranged, archive, ranged.url
+        self.through = through
 
     @property
     def fetched(self) -> int:
@@ -350,6 +356,8 @@ class _LibraryReader:
         loaded: set[str] = set()
         if not tools and not any(is_cuda_library(name) for name in found):
             loaded = self._loaded_by_name(own, starts)
+            if not loaded and self.through:
+                loaded = self._loaded_through(own, bundled)
         return LinkedLibraries(
             tuple(sorted(found)),
             tuple(read),
@@ -421,6 +429,33 @@ class _LibraryReader:
                 data = self._whole(member)
             loaded.update(loaded_by_name(data))
         return loaded
+
+    def _loaded_through(
+        self, own: list[zipfile.ZipInfo], bundled: list[zipfile.ZipInfo]
+    ) -> set[str]:
+        """When no small object names a CUDA library: the larger objects and the libraries
+        bundled beside them (auditwheel's ``….libs/``), smallest first, each read through
+        (within :data:`READ_BUDGET`) for every name it holds, up to the first that holds
+        one.  ctranslate2's wheel links no CUDA runtime and its small objects load none;
+        its bundled ``libctranslate2-….so`` (80 MB) carries CUDA kernels with the runtime
+        linked in, and dlopens ``libcublas.so.12``.  Read through, not to the first name:
+        an object that loads either major (cudnn-frontend's) names both."""
+        from cudaup.plan.elf import loaded_in  # noqa: PLC0415
+
+        large = [m for m in own if m.file_size > LOADED_MEMBER_LIMIT]
+        large += [m for m in bundled if not is_cuda_library(m.filename.rsplit("/", 1)[-1])]
+        for member in sorted(large, key=lambda m: m.file_size)[:LOADED_MEMBERS]:
+            if self.fetched > READ_BUDGET:
+                break
+            if found := loaded_in(self._within_budget(self._inflated(member))):
+                return set(found)
+        return set()
+
+    def _within_budget(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            yield piece
+            if self.fetched > READ_BUDGET:
+                return
 
 
 def _local_span(member: zipfile.ZipInfo) -> int:
