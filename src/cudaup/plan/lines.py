@@ -39,11 +39,10 @@ _SUFFIX_MAJOR = re.compile(r"-cu(\d{2})$")
 _NAME_LINE = re.compile(r"-cu(?:da)?(\d{3})$")
 #: Families with the major in the name: cupy-cuda13x, jax-cuda13-plugin, jax-cuda12-pjrt.
 _FAMILY_MAJOR = re.compile(r"(?:^|-)cuda(\d{2})(?:x$|-|$)")
-#: Shared libraries whose soname major is the CUDA major (cuFFT, cuSPARSE, cuRAND keep
-#: their own numbering, so they say nothing about the line).
 #: The libraries whose soname's major is the CUDA major they belong to: the runtime, NVRTC,
-#: nvJitLink and cuBLAS (``libcublas.so.12`` is CUDA 12.x's; cuFFT's and cuRAND's are not:
-#: ``libcufft.so.11`` is CUDA 12's, ``libcurand.so.10`` every major's since 10).
+#: nvJitLink and cuBLAS (``libcublas.so.12`` is CUDA 12.x's).  cuFFT, cuSPARSE and cuRAND
+#: keep their own numbering (``libcufft.so.11`` is CUDA 12's, ``libcurand.so.10`` every
+#: major's since 10), so they say nothing about the line.
 _CUDA_LIBRARY = re.compile(
     r"^(libcudart|libnvrtc|libnvJitLink|libcublas|libcublasLt)(?:-[0-9a-f]{8})?\.so\.(\d+)"
 )
