@@ -275,7 +275,7 @@ def library_evidence(
     project: str, version: str, libraries: Iterable[str], *, how: str = "its shared objects link {}"
 ) -> Evidence | None:
     """``libcudart.so.12`` among a wheel's linked libraries → CUDA 12.x."""
-    found = sorted({(int(m.group(2)), lib) for lib in libraries if (m := _CUDA_LIBRARY.match(lib))})
+    found = _cuda_libraries(libraries)
     if not found:
         return None
     majors = {major for major, _ in found}
@@ -286,11 +286,16 @@ def library_evidence(
     return Evidence(project, version, major, None, how.format(library))
 
 
+def _cuda_libraries(libraries: Iterable[str]) -> list[tuple[int, str]]:
+    """Each of ``libraries`` whose soname's major is CUDA's, with that major, in order."""
+    return sorted({(int(m.group(2)), lib) for lib in libraries if (m := _CUDA_LIBRARY.match(lib))})
+
+
 def loaded_evidence(project: str, version: str, loaded: Iterable[str]) -> Evidence | None:
     """The CUDA libraries a wheel loads by name: one major's say that major; both majors'
     (cudnn-frontend dlopens ``libcudart.so.12`` or ``.so.13``, whichever it finds) say a
     GPU build for either, which sets no line."""
-    found = sorted({(int(m.group(2)), lib) for lib in loaded if (m := _CUDA_LIBRARY.match(lib))})
+    found = _cuda_libraries(loaded)
     if len({major for major, _ in found}) > 1:
         names = ", ".join(lib for _, lib in found)
         return Evidence.any_line(project, version, f"loads {names} by name: either major")

@@ -69,11 +69,7 @@ def read_back(
         # pulls in carries the signal.  Its children are read at once (flashinfer-python
         # pulls in 19: one after another, 5.4 s of a cold plan); what one finds does not
         # depend on the others', since only a finding in the wheel itself is kept.
-        children = [
-            c
-            for c in closure.children(asked.name)
-            if c.name not in attempt.evidence and c.name not in asked_names
-        ]
+        children = _children_to_read(closure, asked, attempt, asked_names)
         read = map_concurrently(
             lambda child: _read_deeper(resolver, child, attempt),
             children,
@@ -114,21 +110,31 @@ def _read_at_once(
         asked = closure.get(requirement.name)
         assert asked is not None
         with contextlib.suppress(CudaupError):  # the weighing reads it again, and says
-            if (wheel := _binary_wheel(resolver, asked, attempt)) is not None:
-                linked = resolver.facts.libraries(wheel, through=True)
-                found = linked.evidence(asked.name, str(asked.version))
-                if found is not None and not found.fits(attempt.line):
+            found = _read_deeper(resolver, asked, attempt, through=True)
+            if found is not None:
+                if not found.fits(attempt.line):
                     _older_builds(resolver, requirement, asked, attempt)
                 return
-            children = [
-                c
-                for c in closure.children(asked.name)
-                if c.name not in attempt.evidence and c.name not in asked_names
-            ]
-            wheels = [w for c in children if (w := _binary_wheel(resolver, c, attempt))]
-            map_concurrently(resolver.facts.libraries, wheels, resolver.settings.workers)
+            children = _children_to_read(closure, asked, attempt, asked_names)
+            map_concurrently(
+                lambda child: _read_deeper(resolver, child, attempt),
+                children,
+                resolver.settings.workers,
+            )
 
     map_concurrently(read, requirements, resolver.settings.workers)
+
+
+def _children_to_read(
+    closure: Closure, asked: Resolved, attempt: Attempt, asked_names: set[str]
+) -> list[Resolved]:
+    """The children of a request that says nothing of its line whose own wheels are read:
+    those not yet heard from, and not requested themselves (they are read as requests)."""
+    return [
+        c
+        for c in closure.children(asked.name)
+        if c.name not in attempt.evidence and c.name not in asked_names
+    ]
 
 
 def _binary_wheel(resolver: LineResolver, package: Resolved, attempt: Attempt) -> DistFile | None:
