@@ -288,6 +288,29 @@ def test_a_bundled_library_that_loads_cublas_by_name(
     assert linked.evidence("ctranslate2", "4.8.4") is None
 
 
+def test_a_library_read_through_stops_at_the_read_budget(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundled library whose name lies past the budget: the reading stops there, says
+    nothing of it, and costs no more than the budget (and the ranges in flight)."""
+    from cudaup.net import ranged_file
+    from cudaup.plan import wheels
+
+    ext = shared_object(["libheavy-0a1b2c3d.so.1", "libc.so.6"], "_ext.so", code=8192)
+    heavy = shared_object(["libc.so.6"], "libheavy.so.1", code=6 * 1024 * 1024, seed=5)
+    heavy += b"\x00libcublas.so.12\x00"
+    name, body = wheel(
+        "heavy",
+        "1.0",
+        shared={"heavy/_ext.so": ext, "heavy.libs/libheavy-0a1b2c3d.so.1": heavy},
+    )
+    monkeypatch.setattr(wheels, "READ_BUDGET", 2 * 1024 * 1024)
+    linked = _facts(tmp_path).libraries(_file(index_server, name, body), through=True)
+    assert linked.evidence("heavy", "1.0") is None and linked.loaded == ()
+    served = sum(_length(r.range) for r in index_server.requests(f"/pypi/files/{name}"))
+    assert served < 2 * 1024 * 1024 + ranged_file.STREAM_CHUNK + ranged_file.CHUNK
+
+
 def test_a_read_budget_bounds_what_one_wheel_costs(
     index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
