@@ -130,6 +130,23 @@ def test_a_library_bundled_in_the_wheel_that_loads_cublas_12(
     assert package["evidence"] == "loads libcublas.so.12 by name"
 
 
+def test_a_meta_packages_child_bundles_a_library_that_loads_cublas(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """faster-whisper 1.2.1 is pure Python; of what it pulls in, only ctranslate2
+    (``>=4.0,<5``, left to the resolution here: pinning it would make it a request) is a
+    CUDA build, and says so only in the library auditwheel bundled (the case above).
+    Its line is ctranslate2's, never "constrains nothing"."""
+    result = _plan(capsys, "faster-whisper==1.2.1", "--driver", "590.48.01", *X86)
+    assert result.code == 0, result.err
+    document = result.json()
+    (package,) = document["packages"]
+    assert package["chain"][1].startswith("ctranslate2 ") and package["constrains"]
+    assert re.fullmatch(r"loads libcublas\.so\.1\d by name", package["evidence"])
+    major = package["evidence"].split(".so.")[1].split(" ")[0]
+    assert package["cuda"] == f"CUDA {major}.x" and document["cuda_line"].startswith(major + ".")
+
+
 def test_a_cpu_only_build_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     """PyPI's aarch64 torch 2.9.1 wheel: its nvidia-* requirements carry
     ``platform_machine == "x86_64"`` and its libraries link no CUDA runtime."""

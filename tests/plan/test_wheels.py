@@ -256,27 +256,28 @@ def test_a_bundled_library_that_loads_cublas_by_name(
     """ctranslate2's shape: its extension module links only the library auditwheel bundled
     beside it, which links no CUDA runtime (CUDA's is linked in) and dlopens
     ``libcublas.so.12`` from deep in its read-only data: a CUDA 12 build.  Its small
-    objects name nothing, so the larger ones are read through, smallest first, when it
-    is a request's own wheel (a meta-package's child's are not)."""
+    objects name nothing, so its bundled libraries are read through, smallest first, but
+    the CPU ones (libgomp, which here names ``libcublas.so.11`` and is smaller): for a
+    request's own wheel and for a meta-package's child (faster-whisper's ctranslate2)."""
     ext = shared_object(["libctranslate2-a7a60d30.so.4.8.5", "libc.so.6"], "_ext.so", code=8192)
     bundled = shared_object(["libc.so.6"], "libctranslate2.so.4", code=2 * BIG)
     bundled += b"\x00libcuda.so.1\x00libcublas.so.12\x00" + os.urandom(64 * 1024)
-    other = shared_object(["libc.so.6"], "libgomp.so.1", code=2 * 1024 * 1024, seed=3)
+    gomp = shared_object(["libc.so.6"], "libgomp.so.1", code=2 * 1024 * 1024, seed=3)
+    gomp += b"\x00libcublas.so.11\x00"
     name, body = wheel(
         "ctranslate2",
         "4.8.5",
         shared={
             "ctranslate2/_ext.so": ext,
             "ctranslate2.libs/libctranslate2-a7a60d30.so.4.8.5": bundled,
-            "ctranslate2.libs/libgomp-e985bcbb.so.1.0.0": other,
+            "ctranslate2.libs/libgomp-e985bcbb.so.1.0.0": gomp,
         },
     )
     file = _file(index_server, name, body)
-    assert _facts(tmp_path).libraries(file).evidence("ctranslate2", "4.8.5") is None  # a child's
-    linked = _facts(tmp_path).libraries(file, through=True)  # a request's own wheel
-    found = linked.evidence("ctranslate2", "4.8.5")
-    assert found is not None and found.cuda() == "CUDA 12.x" and not found.fits((13, 0))
-    assert found.how == "loads libcublas.so.12 by name"
+    for linked in _facts(tmp_path).libraries(file), _facts(tmp_path).libraries(file, through=True):
+        found = linked.evidence("ctranslate2", "4.8.5")
+        assert found is not None and found.cuda() == "CUDA 12.x" and not found.fits((13, 0))
+        assert found.how == "loads libcublas.so.12 by name"
     # The same wheel without the name: read through, still nothing (the planner decides).
     quiet = bundled.replace(b"libcublas.so.12", b"libquiet.so.12\x00")
     shared = {
@@ -286,6 +287,21 @@ def test_a_bundled_library_that_loads_cublas_by_name(
     name, body = wheel("ctranslate2", "4.8.4", shared=shared)
     linked = _facts(tmp_path).libraries(_file(index_server, name, body), through=True)
     assert linked.evidence("ctranslate2", "4.8.4") is None
+
+
+def test_a_larger_object_of_its_own_is_read_through_for_a_request_only(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """An extension module too large to read whole (ctranslate2's own ``_ext….so`` is 68 MB)
+    is read through for a request's own wheel, not for a meta-package's child: reading
+    flashinfer-python's children's so cost tens of megabytes a plan."""
+    ext = shared_object(["libc.so.6"], "_big.so", code=2 * 1024 * 1024, seed=4)
+    ext += b"\x00libcublas.so.12\x00"
+    name, body = wheel("bigown", "1.0", shared={"bigown/_big.so": ext})
+    file = _file(index_server, name, body)
+    assert _facts(tmp_path).libraries(file).evidence("bigown", "1.0") is None  # a child's
+    found = _facts(tmp_path).libraries(file, through=True).evidence("bigown", "1.0")
+    assert found is not None and found.cuda() == "CUDA 12.x"
 
 
 def test_a_library_read_through_stops_at_the_read_budget(

@@ -152,7 +152,8 @@ def _read_deeper(
     a CUDA index publishes, the finding that it is a CPU-only build.  ``through``: a
     request's own wheel, whose larger objects are read through when its small ones name
     nothing (:meth:`~cudaup.plan.wheels.WheelFacts.libraries`); a meta-package's
-    children are not (flashinfer-python's 19 would cost tens of megabytes a plan)."""
+    children have only their bundled libraries read so (flashinfer-python's 19 would
+    cost tens of megabytes a plan)."""
     wheel = _binary_wheel(resolver, package, attempt)
     if wheel is None:
         return None

@@ -5,10 +5,10 @@ The fact: every CUDA signal a wheel carries, read by :mod:`zipfile` over a
 for the central directory, then only what each signal needs): the
 shared libraries its extension modules link (the start of a few members, up to
 the ELF dynamic string table; or on to ``.dynamic`` wherever it lies), the CUDA
-libraries its small objects load by name, a bundled CUDA toolchain, one object
-per CUDA runtime, and the CUDA its version module declares.  Range reads cannot be
-checked against the file's hash (that needs every byte); they are evidence for a
-plan, never bytes installed.
+libraries its small objects (else its bundled libraries) load by name, a bundled
+CUDA toolchain, one object per CUDA runtime, and the CUDA its version module
+declares.  Range reads cannot be checked against the file's hash (that needs every
+byte); they are evidence for a plan, never bytes installed.
 
 A fact is stored under ``<cache>/plan/wheels/`` keyed by the file's URL and the
 sha256 the index gave, so a warm plan asks nothing it has read before; an entry
@@ -49,7 +49,7 @@ from cudaup.util.atomic import atomic_write
 if TYPE_CHECKING:  # the ELF reader loads where a wheel is read: a warm plan reads none
     from cudaup.plan.elf import Layout
 
-SCHEMA = 3
+SCHEMA = 4
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
 MEMBERS = 4
 PREFIX_LIMIT = 16 * 1024 * 1024
@@ -66,6 +66,20 @@ LOADED_MEMBERS = 32
 NAME_LIMIT = 256
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 _BUNDLED_DIR = re.compile(r"(?:^|/)[^/]+\.libs/")
+#: Libraries auditwheel bundles that are CPU code (``lib<name>-<hash>.so…``: numpy's
+#: OpenBLAS, PyAV's FFmpeg, pillow's codecs, OpenMP): not read through for CUDA names.
+#: Any other bundled library is (ctranslate2's ``libctranslate2-….so``).
+_CPU_LIBRARY = re.compile(
+    r"lib(?:scipy_openblas|openblas\w*|gfortran|quadmath|gomp|iomp|tbb|gcc_s|stdc\+\+|z|bz2"
+    r"|lzma|zstd|lz4|brotli(?:common|dec|enc)|ssl|crypto|crypt|ffi|expat|xml2|png|jpeg"
+    r"|turbojpeg|tiff|webp\w*|sharpyuv|openjp2|lcms2|freetype|harfbuzz|fribidi|xcb\w*|X\w*"
+    r"|xkbcommon\w*|drm|asound|avif|aom|dav1d|SvtAv1\w+|vmaf|vpl"
+    r"|av(?:codec|device|filter|format|util)|sw(?:resample|scale)|postproc|x26[45]|vpx"
+    r"|opus|ogg|vorbis\w*|FLAC|mp3lame|sndfile|srt|Qt\d\w*|icu\w+|uuid|pcre\w*|glib\w*"
+    r"|gobject\w*|yaml\w*|archive|hdf5\w*|sz|aec|geos\w*|gmp|gnutls|hogweed|nettle"
+    r"|unistring|sodium|zmq|pq|ldap|lber|sasl2|krb5\w*|k5crypto|gssapi\w*|com_err"
+    r"|keyutils|selinux)[-_.\d]"
+)
 #: A bundled CUDA toolchain (triton's backends/nvidia/bin/ptxas, include/cuda.h).
 _CUDA_TOOL = re.compile(r"(?:^|/)(?:bin/(?:ptxas|cuobjdump|nvdisasm|nvcc)|include/cuda\.h)$")
 #: A package's own version module (paddle/version/__init__.py).
@@ -166,9 +180,10 @@ class WheelFacts:
 
     # -- facts -----------------------------------------------------------------
     def libraries(self, file: DistFile, *, through: bool = False) -> LinkedLibraries:
-        """Every CUDA signal ``file`` (a wheel) carries; ``through``: when its small
-        objects name no CUDA library, its larger ones and auditwheel's bundled libraries
-        are read through for the ones they load by name (a request's own wheel)."""
+        """Every CUDA signal ``file`` (a wheel) carries.  When its small objects name no
+        CUDA library, the libraries auditwheel bundled beside them (but CPU ones) are
+        read through for the ones they load by name; ``through``: its larger objects too
+        (a request's own wheel)."""
         kind = "libraries-through" if through else "libraries"
         key = self._key(file, kind)
         with self._lock(key):
@@ -356,7 +371,7 @@ class _LibraryReader:
         loaded: set[str] = set()
         if not tools and not any(is_cuda_library(name) for name in found):
             loaded = self._loaded_by_name(own, starts)
-            if not loaded and self.through:
+            if not loaded:
                 loaded = self._loaded_through(own, bundled)
         return LinkedLibraries(
             tuple(sorted(found)),
@@ -433,17 +448,26 @@ class _LibraryReader:
     def _loaded_through(
         self, own: list[zipfile.ZipInfo], bundled: list[zipfile.ZipInfo]
     ) -> set[str]:
-        """When no small object names a CUDA library: the larger objects and the libraries
-        bundled beside them (auditwheel's ``….libs/``), smallest first, each read through
-        (within :data:`READ_BUDGET`) for every name it holds, up to the first that holds
-        one.  ctranslate2's wheel links no CUDA runtime and its small objects load none;
-        its bundled ``libctranslate2-….so`` (80 MB) carries CUDA kernels with the runtime
+        """When no small object names a CUDA library: the libraries bundled beside them
+        (auditwheel's ``….libs/``) but CPU ones (:data:`_CPU_LIBRARY`), and with
+        ``through`` the larger objects, smallest first, each read through (within
+        :data:`READ_BUDGET`) for every name it holds, up to the first that holds one.
+        ctranslate2's wheel links no CUDA runtime and its small objects load none; its
+        bundled ``libctranslate2-….so`` (80 MB) carries CUDA kernels with the runtime
         linked in, and dlopens ``libcublas.so.12``.  Read through, not to the first name:
-        an object that loads either major (cudnn-frontend's) names both."""
+        an object that loads either major (cudnn-frontend's) names both.  Bundled
+        libraries are read for a meta-package's children too (faster-whisper pulls in
+        ctranslate2); larger objects only for a request's own wheel (reading
+        flashinfer-python's children's cost 70 MB and 1-5 s a cold plan)."""
         from cudaup.plan.elf import loaded_in  # noqa: PLC0415
 
-        large = [m for m in own if m.file_size > LOADED_MEMBER_LIMIT]
-        large += [m for m in bundled if not is_cuda_library(m.filename.rsplit("/", 1)[-1])]
+        large = [m for m in own if m.file_size > LOADED_MEMBER_LIMIT] if self.through else []
+        large += [
+            m
+            for m in bundled
+            if not is_cuda_library(base := m.filename.rsplit("/", 1)[-1])
+            and not _CPU_LIBRARY.match(base)
+        ]
         for member in sorted(large, key=lambda m: m.file_size)[:LOADED_MEMBERS]:
             if self.fetched > READ_BUDGET:
                 break
