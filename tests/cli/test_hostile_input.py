@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,14 @@ from tests.helpers import run_cli
 
 
 def cudaup(
-    tmp_path: Path, *argv: str | bytes, env: Mapping[str, str | bytes] | None = None
+    tmp_path: Path,
+    *argv: str | bytes,
+    env: Mapping[str, str | bytes] | None = None,
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m cudaup ARGV`` with a home and cache of its own under ``tmp_path``
-    (``env``'s values may be bytes that are no text)."""
+    (``env``'s values may be bytes that are no text; ``memory``: the bytes of address
+    space it may take, so that a read without end fails instead of filling the machine)."""
     environment = {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
     environment[b"CUDAUP_HOME"] = os.fsencode(tmp_path / "home")
     environment[b"CUDAUP_CACHE_DIR"] = os.fsencode(tmp_path / "cache")
@@ -38,7 +44,12 @@ def cudaup(
         capture_output=True,
         timeout=60,
         check=False,
+        preexec_fn=None if memory is None else partial(_limit_memory, memory),
     )
+
+
+def _limit_memory(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def said(run: subprocess.CompletedProcess[bytes]) -> str:
@@ -102,6 +113,48 @@ def test_a_lock_that_is_a_fifo_or_an_endless_device_is_refused_at_once(
         run = cudaup(tmp_path, *argv)
         assert run.returncode == 2, argv
         assert f"cannot read the lock {lock}: not a regular file" in said(run)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_small_files_that_are_fifos_or_endless_devices_are_unreadable_not_read(
+    tmp_path: Path, kind: str
+) -> None:
+    """Files cudaup wrote and keeps small (a toolkit's record, the list of ``--prefix``
+    installs) and a found toolkit's version files and header: a FIFO in their place (an
+    open that blocks for ever) or a link to ``/dev/zero`` (a read that never ends: it
+    filled the memory) is an unreadable file, and ``list`` and ``show`` go on."""
+    home = tmp_path / "home"
+    toolkit = home / "toolkits" / "13.0.2"
+    found = tmp_path / "system" / "usr" / "local" / "cuda-12.8"
+    (found / "include").mkdir(parents=True)
+    toolkit.mkdir(parents=True)
+    (found / "nvvm").mkdir()
+    small = [
+        toolkit / "cudaup-record.json",
+        home / "external.json",
+        found / "version.json",
+        found / "version.txt",
+        found / "include" / "cuda_runtime_api.h",
+    ]
+    for path in small:
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    env = {"CUDAUP_SYSTEM_ROOT": str(tmp_path / "system")}
+    listed = cudaup(tmp_path, "list", env=env, memory=2 << 30)
+    assert listed.returncode == 0, said(listed)
+    assert f"13.0.2    {toolkit}  (its cudaup-record.json cannot be read)" in listed.stdout.decode()
+    assert " /usr/local/cuda-12.8  (found via /usr/local/cuda-*)" in listed.stdout.decode()
+    shown = cudaup(tmp_path, "--json", "show", env=env, memory=2 << 30)
+    assert shown.returncode == 0, said(shown)
+    (installed,) = json.loads(shown.stdout)["installed"]
+    assert installed == {
+        "version": "13.0.2",
+        "path": str(toolkit),
+        "external": False,
+        "active": False,
+    }
 
 
 def test_a_default_that_is_no_text_is_no_default(tmp_path: Path) -> None:

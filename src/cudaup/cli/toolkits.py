@@ -24,7 +24,7 @@ from cudaup.cli.common import (
 from cudaup.cli.output import emit_json
 from cudaup.core.components import PROFILES, split_components
 from cudaup.errors import ArtifactNotFoundError, UsageError
-from cudaup.install.store import InstalledToolkit, Store
+from cudaup.install.store import RECORD, InstalledToolkit, Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.switch import shim
 from cudaup.switch.shim_files import foreign_programs, refresh_shims, shims_on_path
@@ -336,12 +336,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     for toolkit in listing.installed:
         # In words, as `show` marks them: a `*` meant the default here and "active" there.
         mark = " (default)" if listing.is_default(toolkit) else ""
-        channel = (toolkit.record or {}).get("channel", "?")
         foreign = f"; for {toolkit.foreign}, not run here" if toolkit.foreign else ""
-        print(
-            f"  {toolkit.version:<9} {toolkit.path}  "
-            f"({channel}: {', '.join(toolkit.components)}{foreign}){mark}"
-        )
+        if toolkit.record is None:  # damaged, or no regular file: nothing it says is known
+            what = f"its {RECORD} cannot be read"
+        else:
+            what = f"{toolkit.record.get('channel', '?')}: {', '.join(toolkit.components)}"
+        print(f"  {toolkit.version:<9} {toolkit.path}  ({what}{foreign}){mark}")
     for other in listing.others:
         owner = f" · {other.owner}" if other.owner else ""
         via = ", ".join(other.found_via)

@@ -41,6 +41,7 @@ from cudaup.core.components import component_of_project
 from cudaup.core.identify import Identity, ReleaseTable, identify, shipped_table
 from cudaup.core.libraries import LIBRARIES
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.util.reading import SMALL_FILE, read_regular, read_small
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 _CUDART_FILE = re.compile(r"^libcudart\.so\.(\d+\.\d+\.\d+)$")
@@ -122,7 +123,7 @@ def parse_nvcc_version(text: str) -> tuple[str, str] | None:
 
 def _version_json(directory: Path) -> tuple[dict[str, str], str | None]:
     try:
-        document = json.loads((directory / "version.json").read_text(encoding="utf-8"))
+        document = json.loads(read_small(directory / "version.json", SMALL_FILE))
     except (OSError, ValueError, RecursionError):
         return {}, None
     components: dict[str, str] = {}
@@ -159,7 +160,7 @@ def _header_version(directory: Path) -> str | None:
         *directory.glob("targets/*/include/cuda_runtime_api.h"),
     ):
         try:
-            match = _CUDART_HEADER.search(header.read_text(errors="replace"))
+            match = _CUDART_HEADER.search(read_small(header, SMALL_FILE).decode(errors="replace"))
         except OSError:
             continue
         if match:
@@ -179,8 +180,8 @@ def inspect_directory(
             components.setdefault(name, version)
     if declared is None:
         try:
-            text = (directory / "version.txt").read_text(encoding="utf-8")
-        except OSError:
+            text = read_small(directory / "version.txt", SMALL_FILE).decode()
+        except (OSError, ValueError):
             text = ""
         if match := re.search(r"CUDA Version (\d+\.\d+\.\d+)", text):
             declared = match.group(1)
@@ -336,7 +337,7 @@ def nvcc_home(nvcc: Path) -> Path:
     if looks_like_toolkit(home):
         return home
     try:
-        head = real.read_bytes()[:4096]
+        head = read_regular(real, 4096)[:4096]
     except OSError:
         return home
     if head.startswith(b"#!"):
@@ -475,12 +476,9 @@ def _conda_prefixes(lookup: Lookup) -> list[Path]:
     home = lookup.env.get("HOME")
     if home:
         try:
-            listed = (
-                (Path(home) / ".conda" / "environments.txt")
-                .read_text(encoding="utf-8")
-                .splitlines()
-            )
-        except OSError:
+            text = read_small(Path(home) / ".conda" / "environments.txt", SMALL_FILE)
+            listed = text.decode().splitlines()
+        except (OSError, ValueError):
             listed = []
         prefixes += [Path(line.strip()) for line in listed if line.strip()]
     base = lookup.root.path("/opt/conda")
@@ -496,7 +494,7 @@ def _conda(lookup: Lookup) -> Iterable[Found]:
         declared: str | None = None
         for meta in sorted((prefix / "conda-meta").glob("*.json")):
             try:
-                record = json.loads(meta.read_text(encoding="utf-8"))
+                record = json.loads(read_small(meta, SMALL_FILE))
             except (OSError, ValueError, RecursionError):
                 continue
             name, version = record.get("name", ""), record.get("version", "")

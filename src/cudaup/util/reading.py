@@ -3,7 +3,7 @@
 A path given on the command line, or kept beside an environment, can name a FIFO (an
 open that blocks for ever), a device that never ends (``/dev/zero``) or a link to
 either: :func:`read_regular` reads only a regular file, and no more than its caller's
-limit allows.
+limit allows; :func:`read_small` reads one whole, or not at all.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ import errno
 import os
 import stat
 from pathlib import Path
+
+#: The most a file read whole by :func:`read_small` may hold: a record, a version file,
+#: a shim or a resume state is kilobytes; a header (``cuda_runtime_api.h``) 600 KB.
+SMALL_FILE = 16 * 1024 * 1024
 
 
 def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
@@ -25,3 +29,13 @@ def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         return handle.read(limit + 1)
+
+
+def read_small(path: Path, limit: int, *, follow: bool = True) -> bytes:
+    """The whole regular file ``path``, which a program wrote and keeps small (a record, a
+    version file, a shim): ``OSError`` as :func:`read_regular` raises it, or ``EFBIG``
+    when it holds more than ``limit`` bytes."""
+    data = read_regular(path, limit, follow=follow)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data
