@@ -266,6 +266,26 @@ def test_a_path_can_be_the_default(three: Store, tmp_path: Path, root: SystemRoo
         selection.choose_default(three, "/usr/local/cuda-9.9", root=root)
 
 
+def test_a_directory_without_a_toolkits_marks_is_no_default(three: Store, root: SystemRoot) -> None:
+    """``cudaup default /opt/tools`` (a typo, or a directory of other tools): recorded, every
+    shim would fail with it; a ``bin/`` is not enough, it needs what a toolkit has."""
+    tools = root.path("/opt/tools")
+    (tools / "bin").mkdir(parents=True)
+    (tools / "bin" / "cmake").touch()
+    with pytest.raises(UsageError) as refused:
+        selection.choose_default(three, str(tools), root=root)
+    assert str(refused.value) == (
+        f"{tools} is not a CUDA toolkit: it has no CUDA tool in bin/ (nvcc, cuobjdump, …), "
+        "no nvvm/, include/cuda_runtime_api.h or version.json"
+    )
+    with pytest.raises(UsageError, match=r"/opt has no bin/ directory: it is not a CUDA toolkit"):
+        selection.choose_default(three, str(root.path("/opt")), root=root)
+    with pytest.raises(UsageError, match=r"^/opt/tools is not a CUDA toolkit: it has no CUDA"):
+        system_link.system_target(three, "/opt/tools", root=root)
+    (tools / "bin" / "cuobjdump").touch()  # a toolkit of cuobjdump alone
+    assert selection.choose_default(three, str(tools), root=root).path == tools
+
+
 def test_a_version_only_on_the_system_becomes_a_path_default(
     three: Store, root: SystemRoot, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -40,6 +40,7 @@ from cudaup.config import home_dir
 from cudaup.core.components import component_of_project
 from cudaup.core.identify import Identity, ReleaseTable, identify, shipped_table
 from cudaup.core.libraries import LIBRARIES
+from cudaup.core.tools import is_toolkit_tool
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.util.reading import SMALL_FILE, read_regular, read_small
 
@@ -323,6 +324,27 @@ def looks_like_toolkit(directory: Path) -> bool:
         (directory / "nvvm").is_dir()
         or (directory / "include" / "cuda_runtime_api.h").exists()
         or any(directory.glob("targets/*/include/cuda_runtime_api.h"))
+    )
+
+
+def not_a_toolkit(directory: Path, shown: str | None = None) -> str | None:
+    """Why ``directory`` (``shown`` so), named as a toolkit, is none (``cudaup default /opt``
+    would record a default every shim then fails with); None when it has a ``bin/`` and
+    what a toolkit has: one of its tools in ``bin/`` (a store toolkit of cuobjdump alone),
+    ``nvvm/``, ``cuda_runtime_api.h`` or a ``version.json``."""
+    shown = str(directory) if shown is None else shown
+    binaries = directory / "bin"
+    if not binaries.is_dir():
+        return f"{shown} has no bin/ directory: it is not a CUDA toolkit"
+    try:
+        tools = any(is_toolkit_tool(entry.name) for entry in binaries.iterdir())
+    except OSError:
+        tools = False
+    if tools or looks_like_toolkit(directory) or (directory / "version.json").is_file():
+        return None
+    return (
+        f"{shown} is not a CUDA toolkit: it has no CUDA tool in bin/ (nvcc, cuobjdump, …), "
+        "no nvvm/, include/cuda_runtime_api.h or version.json"
     )
 
 

@@ -42,7 +42,7 @@ from cudaup.errors import (
 from cudaup.install.store import Store
 from cudaup.machine.host import host_platform
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits
+from cudaup.machine.toolkits import Lookup, Toolkit, find_toolkits, not_a_toolkit
 from cudaup.switch import shim
 
 Source = Literal["run", "env", "file", "default", "none"]
@@ -327,7 +327,8 @@ def choose_default(
         path = real_path(root, value, cwd)
         if not path.is_dir():
             raise UsageError(f"{value} is not a directory")
-        _require_bin(path)
+        if (problem := not_a_toolkit(path)) is not None:
+            raise UsageError(problem)
         _require_trusted(store, path, env)
         problem = foreign_problem(store, path)
         if problem is not None:
@@ -359,11 +360,6 @@ def _require_trusted(store: Store, path: Path, env: Mapping[str, str]) -> None:
     checked = shim.resolve(_home(store), str(path), "default", None, str(path), env=env)
     if checked.failure == "untrusted":
         raise UntrustedPathError(str(checked.problem))
-
-
-def _require_bin(path: Path) -> None:
-    if not (path / "bin").is_dir():
-        raise UsageError(f"{path} has no bin/ directory: it is not a CUDA toolkit")
 
 
 def installed_names(store: Store) -> str:

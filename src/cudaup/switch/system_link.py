@@ -32,6 +32,7 @@ from cudaup.errors import (
 )
 from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.machine.toolkits import not_a_toolkit
 from cudaup.switch import shim
 from cudaup.switch.selection import check_request, installed_names, system_toolkits
 from cudaup.util.atomic import atomic_write
@@ -250,8 +251,8 @@ def system_target(
     final, exists = root.resolve(system)
     if not exists or not root.path(final).is_dir():
         raise UsageError(f"{system} is not a directory")
-    if not root.path(final).joinpath("bin").is_dir():
-        raise UsageError(f"{system} has no bin/ directory: it is not a CUDA toolkit")
+    if (problem := not_a_toolkit(root.path(final), system)) is not None:
+        raise UsageError(problem)
     return system, version or _version_from_name(system)
 
 
