@@ -19,7 +19,6 @@ from cudaup.errors import CudaupError, NoCommonLineError
 from cudaup.plan.attempt import Attempt
 from cudaup.plan.conflict import ConflictProof, pins_contradict
 from cudaup.plan.lines import Line
-from cudaup.plan.planner import WINDOW
 from cudaup.plan.result import Exclusion
 from cudaup.plan.survey import union_pages
 from cudaup.plan.uv import UvRunner
@@ -83,12 +82,12 @@ def test_requests_that_conflict_are_told_by_one_resolution(
     # every line to explain it (before: 4 lines, then 2 packages x 4 lines, each offline
     # first).  Exact pins start it at once and the lines wait for it: beside it ran only
     # the install check's first resolution, where a per-line index makes the proof
-    # another job.  Otherwise it starts when a line fails: beside it ran at most the first
-    # window (the world's 4 lines, each ending at its first round).
+    # another job.  Otherwise it starts when a line fails: beside it ran at most the
+    # world's 4 lines, each ending at its first round.
     if servellm == "servellm==1.0":
         assert len(resolutions) == len(only)
     else:
-        assert 1 <= len(resolutions) <= 1 + WINDOW
+        assert 1 <= len(resolutions) <= 1 + 4
     assert all(r == requests for r in resolutions)
 
 

@@ -7,6 +7,7 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,8 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     UsageError,
 )
+from cudaup.plan.attempt import LineResolver
+from cudaup.plan.lines import Line
 from tests.plan.builders import shared_object, wheel
 from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
@@ -596,3 +599,31 @@ def test_the_silent_requests_wheels_are_read_at_once(
     result = plan(index_server, tmp_path, ["kern", "kern2"], only=("pypi",))
     assert {p.name for p in result.packages} == {"kern", "kern2"}
     assert met and all(met)
+
+
+def test_lines_are_resolved_two_at_a_time(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch==2.9.1 resolves on 12.8 alone: 13.0 and 12.9 fail first.  At most two
+    lines are resolving at any moment (planner.WINDOW: four cold uv runs at once, and the
+    index memo serving them, need more CPU than two cores have; the lines after the first
+    two find the plan's uv cache warm), and every line is still tried."""
+    real = LineResolver.attempt
+    lock, running, most, lines = threading.Lock(), [0], [0], []
+
+    def counted(self: LineResolver, requirements: Any, line: Line, **options: Any) -> Any:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            lines.append(line)
+        try:
+            return real(self, requirements, line, **options)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(LineResolver, "attempt", counted)
+    result = plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",))
+    assert result.line == (12, 8)
+    assert sorted(lines, reverse=True) == [(13, 0), (12, 9), (12, 8)]
+    assert most[0] == 2

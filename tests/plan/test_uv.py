@@ -218,37 +218,3 @@ def test_uv_on_a_full_disk_is_exit_10_not_a_resolution_that_failed(tmp_path: Pat
         uv._answer(done.returncode, done.stdout, done.stderr)
     assert caught.value.exit_code == 10
     assert "free space in cudaup's cache, or set CUDAUP_CACHE_DIR" in str(caught.value)
-
-
-def test_a_speculative_run_is_lowered_below_cudaups_own_priority(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A uv run of a line two newer lines may still answer before runs at a lower priority
-    (plan/window.py), capped at 19: a uv that reports its niceness once it is the one
-    expected (waited for, with a bound, since the runner lowers it just after the start)."""
-    want, report = tmp_path / "want", tmp_path / "niceness"
-    fake = tmp_path / "uv"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = --version ]; then echo "uv 0.13.9 (0 2025-01-01)"; exit 0; fi\n'
-        f"want=$(cat {want}); n=0\n"
-        "now=$(cut -d' ' -f19 /proc/$$/stat)\n"
-        'while [ "$now" != "$want" ] && [ $n -lt 3000 ]; do\n'
-        "  now=$(cut -d' ' -f19 /proc/$$/stat); n=$((n + 1))\n"
-        "done\n"
-        f"echo $now > {report}\n"
-    )
-    fake.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
-    job = CompileJob(("six",), (), (3, 12), "x86_64-manylinux_2_39", (), "https://pypi.invalid/")
-    own = os.getpriority(os.PRIO_PROCESS, 0)
-    uv._located.cache_clear()
-    try:
-        for asked, expected in ((5, own + 5), (40, 19), (0, own)):
-            want.write_text(str(expected))
-            runner = UvRunner(tmp_path / "uv-cache", tmp_path, 30.0)
-            assert runner.compile(job, niceness=asked).ok
-            assert report.read_text().split() == [str(expected)]
-    finally:
-        uv._located.cache_clear()

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from cudaup.errors import CudaupError
-from cudaup.plan.window import SPECULATIVE_NICENESS, UvGate
+from cudaup.plan.window import UvGate
 
 NEWER, LINE, OLDER = (13, 0), (12, 8), (12, 6)
 
@@ -65,18 +65,3 @@ def test_a_cancelled_search_stops_the_waiting_line() -> None:
     assert isinstance(older.error, CudaupError)
     with pytest.raises(CudaupError, match="cancelled"):
         gate.wait(LINE)
-
-
-def test_a_run_is_speculative_while_two_newer_lines_are_undecided() -> None:
-    """13.1 and 13.0 start at cudaup's priority; 12.9 and 12.8 lower while both newer
-    lines may answer; a line whose newer ones ended is not speculative any more."""
-    gate = UvGate(threading.Event())
-    turns = {line: gate.turn(line) for line in ((13, 1), (13, 0), (12, 9), (12, 8))}
-    lowered = SPECULATIVE_NICENESS
-    assert [t.niceness() for t in turns.values()] == [0, 0, lowered, lowered]
-    turns[(13, 1)].done()
-    assert [turns[line].niceness() for line in ((12, 9), (12, 8))] == [0, lowered]
-    turns[(13, 0)].resolved()  # reading back is still undecided
-    assert turns[(12, 8)].niceness() == lowered
-    turns[(13, 0)].done()
-    assert turns[(12, 8)].niceness() == 0

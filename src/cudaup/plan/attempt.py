@@ -478,8 +478,7 @@ class LineResolver:
                 return answer
         if turn is not None and not self.runner.has_answer(job, identity):
             turn.before_uv()
-        niceness = turn.niceness() if turn is not None else 0
-        return self.runner.compile(job, identity=identity, stoppable=stoppable, niceness=niceness)
+        return self.runner.compile(job, identity=identity, stoppable=stoppable)
 
     def files_of(self, package: Resolved, attempt: Attempt) -> Sequence[DistFile]:
         """The files of ``package``'s project on the index it was resolved from."""

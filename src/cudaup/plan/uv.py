@@ -299,12 +299,10 @@ class UvRunner:
         *,
         identity: str = "",
         stoppable: Stoppable | None = None,
-        niceness: int = 0,
     ) -> CompileAnswer:
         """Resolve ``job``; ``identity`` names the content of its local indexes (their
         paths change from run to run, their pages decide the answer); ``stoppable`` lets
-        the caller kill this run alone; ``niceness``: how much lower than cudaup's own
-        priority uv runs (a speculative line's, :mod:`cudaup.plan.window`)."""
+        the caller kill this run alone."""
         key = None
         if self.answers is not None and pylock is None:
             key = _job_key(job, identity)
@@ -325,7 +323,7 @@ class UvRunner:
                 output = folder / "preferred.txt"
                 output.write_text("\n".join(job.preferences) + "\n", encoding="utf-8")
                 argv += ["-o", str(output)]
-            code, out, err = self._run(argv, self.environment(job), stoppable, niceness)
+            code, out, err = self._run(argv, self.environment(job), stoppable)
             if output is not None and code == 0:
                 out = output.read_text(encoding="utf-8")
             if self.memo is not None:
@@ -388,7 +386,6 @@ class UvRunner:
         argv: list[str],
         environment: dict[str, str],
         stoppable: Stoppable | None = None,
-        niceness: int = 0,
     ) -> tuple[int, str, str]:
         with self._lock:
             if self._cancelled:
@@ -402,8 +399,6 @@ class UvRunner:
                 env=environment,
             )
             self._running.add(process)
-        if niceness:
-            _lower_priority(process.pid, niceness)
         if stoppable is not None:
             stoppable.started(process)
         try:
@@ -430,17 +425,6 @@ class UvRunner:
     def resume(self) -> None:
         with self._lock:
             self._cancelled = False
-
-
-def _lower_priority(pid: int, niceness: int) -> None:
-    """Run ``pid`` ``niceness`` steps below this process's priority (relative, so that
-    ``nice cudaup plan`` stays below too; at most 19).  Set just after the start, not in
-    the child before ``exec`` (``preexec_fn`` is unsafe in a threaded process): uv runs
-    its first microseconds at the same priority, nothing worse.  A system that refuses it
-    leaves uv as it is, which only costs time."""
-    with contextlib.suppress(OSError):
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        os.setpriority(os.PRIO_PROCESS, pid, min(19, mine + niceness))
 
 
 def _job_key(job: CompileJob, identity: str) -> str:

@@ -12,12 +12,6 @@ search is cancelled.  What it can cost a plan that needs the older line: its fre
 runs start once no newer line is reading back (runs already started are not held).
 Holding back the older line's whole attempt instead was measured worse: when the newer
 line then failed, the older one had not even read its kept answers.
-
-A uv run started while two or more newer lines are still undecided is speculative: on
-two cores it takes the CPU from the runs likeliest to answer (the first window's four uv
-processes and the index memo need about 14 CPU-s for a cold ``vllm flashinfer-python``).
-It runs at a lower priority (:data:`SPECULATIVE_NICENESS` above cudaup's own), so it
-uses what the others leave; it is not stopped, since a newer line may fail.
 """
 
 from __future__ import annotations
@@ -28,13 +22,6 @@ from dataclasses import dataclass
 from cudaup.errors import CudaupError
 from cudaup.plan.lines import Line
 
-#: How much lower a speculative uv run's priority is (Linux: each step ~1.25x less CPU
-#: under contention, so 5 gives it about a third of a newer line's share).
-SPECULATIVE_NICENESS = 5
-#: A run is speculative while this many newer lines are undecided: the newest line may
-#: fail, so the next one is not.
-SPECULATIVE_AFTER = 2
-
 
 class UvGate:
     """Which lines are reading back a resolution, for one search."""
@@ -42,21 +29,10 @@ class UvGate:
     def __init__(self, cancel: threading.Event) -> None:
         self.cancel = cancel
         self._reading: set[Line] = set()
-        #: Lines whose attempt started and has not ended.
-        self._undecided: set[Line] = set()
         self._changed = threading.Condition()
 
     def turn(self, line: Line) -> Turn:
-        with self._changed:
-            self._undecided.add(line)
         return Turn(self, line)
-
-    def niceness(self, line: Line) -> int:
-        """How much lower a uv run of ``line`` started now runs: :data:`SPECULATIVE_NICENESS`
-        while :data:`SPECULATIVE_AFTER` newer lines are undecided, else 0."""
-        with self._changed:
-            newer = sum(other > line for other in self._undecided)
-        return SPECULATIVE_NICENESS if newer >= SPECULATIVE_AFTER else 0
 
     def reading(self, line: Line, now: bool) -> None:
         with self._changed:
@@ -64,13 +40,6 @@ class UvGate:
                 self._reading.add(line)
             else:
                 self._reading.discard(line)
-            self._changed.notify_all()
-
-    def decided(self, line: Line) -> None:
-        """``line``'s attempt ended: it neither reads back nor counts as undecided."""
-        with self._changed:
-            self._undecided.discard(line)
-            self._reading.discard(line)
             self._changed.notify_all()
 
     def wake(self) -> None:
@@ -110,8 +79,5 @@ class Turn:
     def held(self) -> bool:
         return self.gate.held(self.line)
 
-    def niceness(self) -> int:
-        return self.gate.niceness(self.line)
-
     def done(self, *_: object) -> None:
-        self.gate.decided(self.line)
+        self.gate.reading(self.line, False)
