@@ -3,6 +3,7 @@ excluded; the install commands that keep what the user asked; the no-line error.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,12 @@ from cudaup.plan.survey import Page
 from cudaup.plan.uv import CompileJob
 from cudaup.resolve.pypi import DistFile
 from cudaup.resolve.releases import LiveReleases
+
+#: uv's conclusion that a project has no usable version at all: what a line's failure
+#: comes down to (every torch pins another line's cuda-toolkit), said before its causes.
+_NO_VERSION = re.compile(
+    r"we can conclude that all versions of (\S+?)(?:\[[^\]]*\])? cannot be used"
+)
 
 PYPI = "https://pypi.org/simple"
 
@@ -62,12 +69,18 @@ class Exclusion:
         return f"{line_text(self.line)}: {self.message}"
 
     def summary(self) -> str:
-        """One line for people: uv's explanation cut to its first sentence."""
+        """One line for people: uv's explanation cut to its first sentence, after the first
+        project it found no usable version of, when it says so."""
         text = self.message
         if self.kind == "resolution":
             cut = text.find(", we can conclude")
-            text = text[:cut] if cut > 0 else text
-            text = f"no resolution ({text})" if text else "no resolution"
+            first = text[:cut] if cut > 0 else text
+            if (blocked := _NO_VERSION.search(text)) is not None and first.startswith("Because"):
+                text = (
+                    f"no resolution: no version of {blocked.group(1)} can be used (b{first[1:]}, …)"
+                )
+            else:
+                text = f"no resolution ({first})" if first else "no resolution"
         if len(text) > 300:
             text = text[:297] + "…"
         return f"{line_text(self.line)}: {text}"
