@@ -76,6 +76,7 @@ class Exclusion:
             cut = text.find(", we can conclude")
             first = text[:cut] if cut > 0 else text
             if (blocked := _NO_VERSION.search(text)) is not None and first.startswith("Because"):
+                # uv's "Because …" goes on inside the parenthesis, in lower case.
                 text = (
                     f"no resolution: no version of {blocked.group(1)} can be used (b{first[1:]}, …)"
                 )
