@@ -70,10 +70,8 @@ from cudaup.util.cachedir import CacheLayout
 
 #: The identity of a job with no local per-line index.
 EMPTY = pages_identity({})
-#: Lines resolved at the same time.  Two, not four: a cold uv run is CPU work (its own,
-#: and the index memo's in serving it), and the runs that start once the first two end
-#: find the plan's uv cache warm (a cold ``vllm flashinfer-python``: 7.7-8.8 s against
-#: 10.1-11.8 s with four, docs/performance.md round 22).
+#: Lines resolved at the same time: a cold uv run is CPU work, and the lines after the first
+#: two find the plan's uv cache warm (four: 2-3 s more, docs/performance.md round 22).
 WINDOW = 2
 
 
