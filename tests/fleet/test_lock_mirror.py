@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cudaup.download.publish import hash_file
 from cudaup.errors import EXIT_CODES
+from cudaup.fleet import mirror
 from cudaup.fleet.lockfile import read_lock
 from tests.fakenvidia import FakeNvidiaServer, build_site
 from tests.fakenvidia.fixtures import MakeFakeNvidia
@@ -250,10 +252,23 @@ def test_pypi_channel_mirror_serves_pip_and_cudaup(
 
     monkeypatch.setenv("CUDAUP_CACHE_DIR", str(env / "cache"))
     assert run_lock(capsys, "13.0.1", "pypi", "crt", "linux-x86_64").code == 0
+    hashed: list[str] = []
+
+    def counted(path: Path, algorithm: str) -> str:
+        hashed.append(path.name)
+        return hash_file(path, algorithm)
+
+    monkeypatch.setattr(mirror, "hash_file", counted)
     result = run_cli(capsys, "mirror", "cuda.lock.toml", "mirror", "--json")
     assert result.code == 0, result.err
-    assert (env / "mirror/simple/nvidia-cuda-crt/index.html").is_file()
+    # The crt wheel, verified against the lock as it was mirrored, is not read again for
+    # the index; the cuda-toolkit wheel, a source document with no sha256 of the lock's, is.
+    crt = (env / "mirror/simple/nvidia-cuda-crt/index.html").read_text()
+    (sha,) = [f.sha256 for t in read_lock(env / "cuda.lock.toml").toolkits for f in t.files]
+    assert f"#sha256={sha}" in crt
     assert (env / "mirror/simple/cuda-toolkit/index.html").is_file()
+    assert [n for n in hashed if n.startswith("nvidia_cuda_crt")] == []
+    assert [n.split("-")[0] for n in hashed] == ["cuda_toolkit"]
     monkeypatch.setenv("CUDAUP_PYPI_URL", REFUSED)
     with Nginx(env / "mirror") as nginx:
         simple = nginx.url("plain") + "/simple"

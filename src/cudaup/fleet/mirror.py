@@ -19,7 +19,6 @@ name.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import re
 from collections.abc import Iterable
@@ -37,6 +36,7 @@ from cudaup.config import (
 from cudaup.core.documents import load_toml
 from cudaup.core.names import check_size
 from cudaup.download import DownloadRequest, Progress, download, is_verified
+from cudaup.download.publish import hash_file
 from cudaup.errors import IntegrityError, NetworkError, SourceFormatError
 from cudaup.fleet.lockfile import MAX_LOCK_BYTES, LockFile, mirror_path
 from cudaup.net.http import PUBLIC_HOSTS, HttpClient
@@ -131,6 +131,7 @@ def build_mirror(
     for wheels in lock.wheels:
         pylock = inside(lock_dir, wheels.pylock, field="pylock")
         files += [(url, size, sha, None) for url, size, sha in _pylock_wheels(pylock)]
+    checked: dict[str, str] = {}  # the files this run verified, by mirror path: not read again
     for url, size, sha256, md5 in files:
         relative = mirror_path(url, roots)
         if relative.endswith(".whl"):
@@ -139,9 +140,11 @@ def build_mirror(
         request = DownloadRequest(settings.rewrite(url), target.name, size, sha256, md5)
         if is_verified(target, request):
             report.kept.append(relative)
-            continue
-        download(request, target.parent, http=http, progress=progress)
-        report.fetched.append(relative)
+        else:
+            download(request, target.parent, http=http, progress=progress)
+            report.fetched.append(relative)
+        if sha256 is not None:
+            checked[relative] = sha256
     for toolkit in lock.toolkits:
         for url in toolkit.sources:
             relative = mirror_path(url, roots)
@@ -155,7 +158,7 @@ def build_mirror(
                 atomic_write(inside(directory, "packages", name), response.body)
             report.documents.append(relative)
     _write_listing(directory)
-    _write_simple_index(directory)
+    _write_simple_index(directory, checked)
     return report
 
 
@@ -192,8 +195,10 @@ def _write_listing(directory: Path) -> None:
     atomic_write(inside(redist, "index.html"), body)
 
 
-def _write_simple_index(directory: Path) -> None:
-    """A static PEP 503 index of every wheel under ``packages/``."""
+def _write_simple_index(directory: Path, checked: dict[str, str]) -> None:
+    """A static PEP 503 index of every wheel under ``packages/``, with the sha256 ``checked``
+    gives for those this run verified (each GPU library's wheel read once, not twice) and
+    the others' hashed a block at a time (a cuBLAS wheel is 500 MB)."""
     packages = paths.directory(directory, "packages", field="mirror path")
     if not packages.is_dir():
         return
@@ -208,7 +213,7 @@ def _write_simple_index(directory: Path) -> None:
     for project, wheels in projects.items():
         links = []
         for wheel in wheels:
-            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            digest = checked.get(f"packages/{wheel.name}") or hash_file(wheel, "sha256")
             links.append(
                 f'<a href="../../packages/{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a><br/>'
             )
