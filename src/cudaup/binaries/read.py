@@ -25,7 +25,7 @@ from typing import IO, Any
 from cudaup.core.fatbin import Entry, FatbinTarget, may_hold_device_code, read_entries
 from cudaup.errors import PermissionDeniedError, SourceFormatError, UsageError
 from cudaup.net.ranged_file import RangedFile, wheel_archive
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 #: Members no CUDA binary hides in: skipped without reading a byte of them.
 TEXT_SUFFIXES = frozenset(
@@ -230,7 +230,7 @@ def installed_packages(site: Path) -> Iterator[Package]:
     for dist_info in sorted(site.glob("*.dist-info")):
         record = dist_info / "RECORD"
         try:
-            text = read_small(record, SMALL_FILE).decode(errors="replace")
+            text = read_small(record).decode(errors="replace")
         except OSError:
             continue
         name = _project_name(dist_info)

@@ -23,7 +23,7 @@ from cudaup.errors import (
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import Place, explain, explained, output_place
 from cudaup.util.paths import inside
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 from cudaup.util.trust import OTHERS_WRITE, directories_problem, file_problem, trusted_uids, who
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class DownloadPaths:
 
     def load_state(self) -> dict[str, Any] | None:
         try:
-            document = json.loads(read_small(self.state, SMALL_FILE))
+            document = json.loads(read_small(self.state))
         except (OSError, ValueError):
             return None
         return document if isinstance(document, dict) and document.get("schema") == 1 else None

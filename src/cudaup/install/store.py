@@ -59,7 +59,7 @@ from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import store_place
 from cudaup.util.locks import locked
 from cudaup.util.paths import directory, inside, make_directory
-from cudaup.util.reading import SMALL_FILE, read_regular, read_small
+from cudaup.util.reading import read_regular, read_small
 
 RECORD = "cudaup-record.json"
 
@@ -140,7 +140,7 @@ class Store:
     # -- reading ---------------------------------------------------------------------
     def _read_record(self, directory: Path) -> dict[str, Any] | None:
         try:
-            document = json.loads(read_small(directory / RECORD, SMALL_FILE))
+            document = json.loads(read_small(directory / RECORD))
         except (OSError, ValueError, RecursionError):  # a damaged record: not cudaup's
             return None
         return document if isinstance(document, dict) else None
@@ -155,7 +155,7 @@ class Store:
         normalised path and a release (and, for a foreign one, a known platform) are
         not cudaup's and are left out; so is a whole document that is not JSON."""
         try:
-            document = json.loads(read_small(self.home / "external.json", SMALL_FILE))
+            document = json.loads(read_small(self.home / "external.json"))
         except (OSError, ValueError, RecursionError):
             return []
         if not isinstance(document, dict):

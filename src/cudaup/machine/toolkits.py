@@ -42,7 +42,7 @@ from cudaup.core.identify import Identity, ReleaseTable, identify, shipped_table
 from cudaup.core.libraries import LIBRARIES
 from cudaup.core.tools import is_toolkit_tool
 from cudaup.machine.sysroot import SystemRoot
-from cudaup.util.reading import SMALL_FILE, read_regular, read_small
+from cudaup.util.reading import read_regular, read_small
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 _CUDART_FILE = re.compile(r"^libcudart\.so\.(\d+\.\d+\.\d+)$")
@@ -124,7 +124,7 @@ def parse_nvcc_version(text: str) -> tuple[str, str] | None:
 
 def _version_json(directory: Path) -> tuple[dict[str, str], str | None]:
     try:
-        document = json.loads(read_small(directory / "version.json", SMALL_FILE))
+        document = json.loads(read_small(directory / "version.json"))
     except (OSError, ValueError, RecursionError):
         return {}, None
     components: dict[str, str] = {}
@@ -161,7 +161,7 @@ def _header_version(directory: Path) -> str | None:
         *directory.glob("targets/*/include/cuda_runtime_api.h"),
     ):
         try:
-            match = _CUDART_HEADER.search(read_small(header, SMALL_FILE).decode(errors="replace"))
+            match = _CUDART_HEADER.search(read_small(header).decode(errors="replace"))
         except OSError:
             continue
         if match:
@@ -181,7 +181,7 @@ def inspect_directory(
             components.setdefault(name, version)
     if declared is None:
         try:
-            text = read_small(directory / "version.txt", SMALL_FILE).decode()
+            text = read_small(directory / "version.txt").decode()
         except (OSError, ValueError):
             text = ""
         if match := re.search(r"CUDA Version (\d+\.\d+\.\d+)", text):
@@ -498,7 +498,7 @@ def _conda_prefixes(lookup: Lookup) -> list[Path]:
     home = lookup.env.get("HOME")
     if home:
         try:
-            text = read_small(Path(home) / ".conda" / "environments.txt", SMALL_FILE)
+            text = read_small(Path(home) / ".conda" / "environments.txt")
             listed = text.decode().splitlines()
         except (OSError, ValueError):
             listed = []
@@ -516,7 +516,7 @@ def _conda(lookup: Lookup) -> Iterable[Found]:
         declared: str | None = None
         for meta in sorted((prefix / "conda-meta").glob("*.json")):
             try:
-                record = json.loads(read_small(meta, SMALL_FILE))
+                record = json.loads(read_small(meta))
             except (OSError, ValueError, RecursionError):
                 continue
             name, version = record.get("name", ""), record.get("version", "")

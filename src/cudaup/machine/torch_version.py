@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 _TORCH_VERSION = re.compile(r"""^__version__\s*(?::\s*str)?\s*=\s*['"]([^'"]+)['"]""", re.M)
 _TORCH_CUDA = re.compile(r"""^cuda\s*(?::\s*[\w\[\]. ]+)?\s*=\s*(?:['"]([^'"]+)['"]|None)""", re.M)
@@ -31,7 +31,7 @@ def read_torch(sites: list[Path]) -> TorchInfo | None:
     for site in sites:
         path = site / "torch" / "version.py"
         try:
-            text = read_small(path, SMALL_FILE).decode()
+            text = read_small(path).decode()
         except (OSError, ValueError):
             continue
         version = _TORCH_VERSION.search(text)

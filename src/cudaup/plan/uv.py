@@ -382,10 +382,7 @@ class UvRunner:
             atomic_write(self.answers / key[:2] / f"{key}.json", json.dumps(entry))
 
     def _run(
-        self,
-        argv: list[str],
-        environment: dict[str, str],
-        stoppable: Stoppable | None = None,
+        self, argv: list[str], environment: dict[str, str], stoppable: Stoppable | None = None
     ) -> tuple[int, str, str]:
         with self._lock:
             if self._cancelled:

@@ -23,7 +23,7 @@ from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.torch_version import read_torch
 from cudaup.switch.selection import Active, select
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 log = logging.getLogger("cudaup.switch.binding")
 
@@ -113,7 +113,7 @@ def compiler_problem(toolkit: Path, env: Mapping[str, str]) -> str | None:
     None when it is accepted (or there is nothing to check: said in ``-v``)."""
     header = toolkit / "include" / "crt" / "host_config.h"
     try:
-        limit = gcc_limit(read_small(header, SMALL_FILE).decode(errors="replace"))
+        limit = gcc_limit(read_small(header).decode(errors="replace"))
     except OSError:
         log.info("%s is missing: the host compiler was not checked", header)
         return None

@@ -29,7 +29,7 @@ from cudaup.install.store import Store
 from cudaup.machine.toolkits import SHIM_MARK, is_shim
 from cudaup.switch import shim
 from cudaup.util.atomic import atomic_write
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 # -- shims -----------------------------------------------------------------------------
 #: Tools that always get a shim: ``nvcc`` says which toolkit to choose even before the
@@ -87,7 +87,7 @@ def stale_shims(store: Store) -> list[Path]:
         if entry.is_symlink() or not is_shim(entry):
             continue
         with contextlib.suppress(OSError):
-            if read_small(entry, SMALL_FILE) != shim_text(entry.name, store.home).encode():
+            if read_small(entry) != shim_text(entry.name, store.home).encode():
                 stale.append(entry)
     return stale
 
@@ -144,7 +144,7 @@ def write_shims(store: Store, tools: Iterable[str], *, python: str | None = None
             continue  # someone else's file
         text = shim_text(tool, store.home, python)
         with contextlib.suppress(OSError):
-            if read_small(path, SMALL_FILE) == text.encode():
+            if read_small(path) == text.encode():
                 written.append(path)
                 continue
         atomic_write(path, text, mode=0o755)

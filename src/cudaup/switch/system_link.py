@@ -37,7 +37,7 @@ from cudaup.switch import shim
 from cudaup.switch.selection import check_request, installed_names, system_toolkits
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import explain, known_places
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 # -- the system link (/usr/local/cuda) ---------------------------------------------------------
 LINK = "/usr/local/cuda"
@@ -116,7 +116,7 @@ def read_link_state(root: SystemRoot) -> LinkState:
     status = None
     if admin is not None:
         with contextlib.suppress(OSError, IndexError, ValueError):
-            status = read_small(admin, SMALL_FILE).decode().splitlines()[0].strip()
+            status = read_small(admin).decode().splitlines()[0].strip()
     return LinkState("link", target, name, status, root.readlink(f"/etc/alternatives/{name}"))
 
 
@@ -183,7 +183,7 @@ def _history_path(store: Store) -> Path:
 def read_history(store: Store) -> list[dict[str, Any]]:
     """The recorded changes of ``/usr/local/cuda``, oldest first."""
     try:
-        document = json.loads(read_small(_history_path(store), SMALL_FILE))
+        document = json.loads(read_small(_history_path(store)))
     except FileNotFoundError:
         return []
     except OSError as exc:

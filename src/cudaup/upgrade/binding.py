@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from cudaup.util.atomic import atomic_write
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 BINDING = "cudaup-toolkit.pth"
 _BOUND = re.compile(r"CUDA_HOME=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
@@ -46,7 +46,7 @@ def write_binding(site: Path, toolkit: Path | None) -> Path:
 def read_binding(site: Path) -> Path | None:
     """The toolkit ``site``'s binding names (None: there is none cudaup wrote)."""
     try:
-        text = read_small(site / BINDING, SMALL_FILE).decode()
+        text = read_small(site / BINDING).decode()
     except (OSError, UnicodeDecodeError):
         return None
     match = _BOUND.search(text)

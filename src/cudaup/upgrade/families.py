@@ -28,7 +28,7 @@ from cudaup.core.names import is_project_name
 from cudaup.core.renames import Renamed, parse_renamed
 from cudaup.errors import SourceFormatError, UsageError
 from cudaup.plan.lines import Line, name_stem
-from cudaup.util.reading import SMALL_FILE, read_small
+from cudaup.util.reading import read_small
 
 #: A user's table is a few kilobytes; the shipped one is smaller than this.
 MAX_TABLE_BYTES = 1 << 20
@@ -106,7 +106,7 @@ def load_families(extra: Path | None = None) -> FamilyTable:
     documents = [("the shipped families.toml", shipped)]
     if extra is not None and extra.is_file():
         try:
-            documents.append((str(extra), read_small(extra, SMALL_FILE)))
+            documents.append((str(extra), read_small(extra)))
         except OSError as exc:
             raise UsageError(f"cannot read {extra} ({exc.strerror})") from None
     families: dict[str, Family] = {}

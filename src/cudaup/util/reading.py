@@ -31,11 +31,11 @@ def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
         return handle.read(limit + 1)
 
 
-def read_small(path: Path, limit: int, *, follow: bool = True) -> bytes:
+def read_small(path: Path) -> bytes:
     """The whole regular file ``path``, which a program wrote and keeps small (a record, a
     version file, a shim): ``OSError`` as :func:`read_regular` raises it, or ``EFBIG``
-    when it holds more than ``limit`` bytes."""
-    data = read_regular(path, limit, follow=follow)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    when it holds more than :data:`SMALL_FILE` bytes."""
+    data = read_regular(path, SMALL_FILE)
+    if len(data) > SMALL_FILE:
+        raise OSError(errno.EFBIG, f"larger than {SMALL_FILE} bytes", str(path))
     return data
