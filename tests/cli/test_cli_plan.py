@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from cudaup.errors import EXIT_CODES
+from cudaup.errors import EXIT_CODES, OfflineError, UsageError
+from cudaup.plan import python_version
 from tests.cli.test_startup import loaded
 from tests.helpers import run_cli
 from tests.plan.pyindex import IndexServer
@@ -227,3 +232,65 @@ def test_a_plan_imports_only_what_it_uses(world: IndexServer) -> None:
     assert contexts == 0
     code, modules, _ = loaded(*asked, "--gpu", "sm_90")
     assert "cudaup.plan.kernels" in modules and "cudaup.binaries.coverage" in modules
+
+
+def test_the_interpreter_starts_while_the_driver_is_found(tmp_path: Path) -> None:
+    """``python3`` (a pyenv shim: 0.1-0.15 s) and the driver's nvidia-smi run at once.
+
+    They meet at a FIFO: the fake ``python3`` answers only once nvidia-smi has written to
+    it, and nvidia-smi's write waits for ``python3`` to open it.  Run one after the other
+    (the interpreter first, as before), ``python3`` waits until cudaup gives up on it
+    after 10 s: "cannot run … to learn its version", exit 2.
+    """
+    meeting = tmp_path / "meeting"
+    os.mkfifo(meeting)
+    bin_dir, root = tmp_path / "bin", tmp_path / "machine"
+    smi = root / "usr" / "bin" / "nvidia-smi"
+    for path, script in (
+        (bin_dir / "python3", f"#!/bin/sh\nread line < {meeting}\necho 3.12\n"),
+        # Its first run only: a failed query is followed by a run for the plain table.
+        (smi, f"#!/bin/sh\nmkdir {tmp_path / 'met'} 2>/dev/null && echo met > {meeting}\nexit 1\n"),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(script)
+        path.chmod(0o755)
+    environment = {
+        **{k: v for k, v in os.environ.items() if k != "CUDAUP_DRIVER_VERSION"},
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CUDAUP_SYSTEM_ROOT": str(root),
+        "CUDAUP_HOME": str(tmp_path / "home"),
+        "CUDAUP_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "cudaup", "--offline", "plan", "torch"],
+        env=environment, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    # Both ran, and the plan went on to what --offline cannot answer.
+    assert run.returncode == OfflineError.exit_code, run.stderr
+    assert "plan reads the package indexes live" in run.stderr
+
+
+def test_the_interpreter_running_cudaup_is_not_run_to_learn_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python3`` on PATH that is this very interpreter (an activated environment's) is
+    this process's version; another one is run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    def no_process(*_args: object, **_kwargs: object) -> NoReturn:
+        raise AssertionError("the interpreter was run")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(subprocess, "Popen", no_process)
+        assert python_version(None) == sys.version_info[:2]
+        assert python_version(str(bin_dir / "python3")) == sys.version_info[:2]
+    (bin_dir / "python3").unlink()
+    (bin_dir / "python3").write_text("#!/bin/sh\necho 3.9\n")
+    (bin_dir / "python3").chmod(0o755)
+    assert python_version(None) == (3, 9)
+    (bin_dir / "python3").write_text("#!/bin/sh\necho no version\n")
+    with pytest.raises(UsageError, match="to learn its version"):
+        python_version(None)

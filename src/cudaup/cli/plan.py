@@ -15,7 +15,7 @@ from cudaup.cli.output import emit_json
 from cudaup.core.driver import DriverVersion
 from cudaup.errors import GpuUnsupportedError
 from cudaup.net.http import HttpClient
-from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version
+from cudaup.plan import Planner, PlanTarget, parse_requirements, python_version_ahead
 from cudaup.plan.indexes import indexes_for
 from cudaup.plan.lines import line_text, parse_line
 from cudaup.plan.result import PlanResult
@@ -56,9 +56,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     requirements = parse_requirements(args.packages)
     indexes = indexes_for(settings.pypi_url, args.index or [], settings.user_indexes, pre=args.pre)
     line = parse_line(args.cuda) if args.cuda else None
-    python = python_version(args.python)
+    python = python_version_ahead(args.python)  # it starts while the driver is found
     if args.driver:
-        target = PlanTarget(python, platform_of(args), DriverVersion.from_text(args.driver), None)
+        target = PlanTarget(python(), platform_of(args), DriverVersion.from_text(args.driver), None)
     else:
         # What only some plans need is imported where they need it: every command's
         # parser imports this module, and a warm plan spends most of its time importing.
@@ -66,7 +66,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from cudaup.machine.sysroot import SystemRoot  # noqa: PLC0415
 
         info = detect_driver(root=SystemRoot.from_env(), env=os.environ)
-        target = PlanTarget(python, platform_of(args), info.version, info.cuda_version, info.gpus)
+        target = PlanTarget(python(), platform_of(args), info.version, info.cuda_version, info.gpus)
     # No common line: the error object carries the exclusions and each package's lines.
     result = Planner(settings).plan(
         requirements,

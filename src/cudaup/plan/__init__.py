@@ -11,10 +11,13 @@ the answer and the no-line error; ``export`` writes the plan as a PEP 751 lock;
 ``indexes`` is the index table.
 """
 
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -35,24 +38,60 @@ def parse_requirements(texts: list[str]) -> list[Requirement]:
 
 def python_version(text: str | None) -> tuple[int, int]:
     """``--python 3.12`` or a path to an interpreter (default: ``python3`` on PATH)."""
+    return python_version_ahead(text)()
+
+
+def python_version_ahead(text: str | None) -> Callable[[], tuple[int, int]]:
+    """:func:`python_version`'s answer, to be asked for later: the interpreter starts now
+    and is waited for when the answer is asked for, so what the caller does meanwhile
+    overlaps it (finding the driver through NVML or nvidia-smi; a pyenv shim takes
+    0.1-0.15 s to start Python).  The very file that runs cudaup is not run: its
+    version is this process's.  A file that cannot be started fails here, one that runs
+    and does not answer when asked."""
     if text and re.fullmatch(r"\d{1,4}\.\d{1,4}", text):
         major, minor = text.split(".")
-        return int(major), int(minor)
+        return lambda: (int(major), int(minor))
     interpreter = text or shutil.which("python3") or sys.executable
+    failed = UsageError(
+        f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
+    )
+    with contextlib.suppress(OSError, ValueError):
+        if Path(interpreter).samefile(sys.executable):
+            return lambda: (sys.version_info.major, sys.version_info.minor)
     try:
-        output = subprocess.run(
+        process = subprocess.Popen(
             [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        major, minor = output.split(".")
-        return int(major), int(minor)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        raise UsageError(
-            f"cannot run {interpreter} to learn its version", hint="--python X.Y names it"
-        ) from None
+        )
+    except (OSError, ValueError):
+        raise failed from None
+
+    def answer() -> tuple[int, int]:
+        try:
+            output, _ = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise failed from None
+        try:
+            if process.returncode != 0:
+                raise ValueError(process.returncode)
+            major, minor = output.strip().split(".")
+            return int(major), int(minor)
+        except ValueError:
+            raise failed from None
+
+    return answer
 
 
-__all__ = ["PlanResult", "PlanTarget", "Planner", "parse_requirements", "python_version"]
+__all__ = [
+    "PlanResult",
+    "PlanTarget",
+    "Planner",
+    "parse_requirements",
+    "python_version",
+    "python_version_ahead",
+]
