@@ -51,6 +51,7 @@ LIVE = [
     (["vllm==0.20.0", "torch==2.9.0"], True),
     (["bitsandbytes==0.45.5", "torch==2.10.0"], False),
     (["torch", "flashinfer-python", "sgl-kernel"], False),
+    (["vllm", "flashinfer-python"], False),
 ]
 
 
