@@ -5,8 +5,9 @@ again until the segment is done: a shorter 206 than asked is written and the res
 asked for; a failure keeps what was written.  A segment's retries are budgeted on
 progress: :data:`~cudaup.download.remote.MAX_FAILURES` requests in a row that bring
 nothing end the download, any that brings bytes resets the count.  A 503 or 429 means
-the server wants fewer connections: the download lowers its count by one for good
-and the worker that was refused stops (the last one waits ``Retry-After`` instead).
+the server wants fewer connections: the download lowers its count for good to one
+fewer than were running, and the worker that was refused stops (the last one waits
+``Retry-After`` instead).
 """
 
 from __future__ import annotations
@@ -194,9 +195,13 @@ class Transfer:
                     self._workers -= 1
 
     def _retire(self, busy: BusyError) -> bool:
-        """After a 503/429: one connection fewer from now on; whether this worker stops."""
+        """After a 503/429: one connection fewer than run now, from now on; whether this
+        worker stops.  Counted from the workers running, not from the count allowed: the
+        server refused that many (fewer than allowed when the ramp had not grown yet, or a
+        worker found no segment left and ended), and a count above it kept the refused
+        worker, which then waited out Retry-After and asked again."""
         with self._lock:
-            self.connections = max(1, self.connections - 1)
+            self.connections = max(1, min(self.connections, self._workers) - 1)
             self.plan.connections = min(self.wanted, self.connections)
             self.lowered_by = str(busy)
             if self._workers <= self.connections:
