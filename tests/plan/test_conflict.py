@@ -175,6 +175,34 @@ def test_a_line_that_resolves_refutes_the_proof() -> None:
         assert proof.future is not None and proof.reason(block=True) is None
 
 
+def test_the_proof_waits_for_the_lines_reading_and_is_refuted_by_them() -> None:
+    """A line its kept answers decide (a warm plan) refutes the proof before the proof's
+    uv run starts: the proof starts only once no line is reading (the search's gate)."""
+    quiet, proved = threading.Event(), []
+
+    def until_quiet() -> None:
+        quiet.wait(timeout=60)
+
+    def prove(lines: list[Line]) -> str | None:
+        proved.append(lines)
+        return "uv found no resolution"
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        proof = ConflictProof(pool, prove, lambda: None, until_quiet)
+        proof.lines = [(13, 2), (13, 0)]
+        proof.after_line(
+            _finished(Attempt((13, 2), failure=Exclusion((13, 2), "resolution", "no")))
+        )
+        assert proof.future is not None and not proof.future.done()
+        proof.after_line(_finished(Attempt((13, 0))))  # it resolved: refuted
+        quiet.set()
+        assert proof.reason(block=True) is None and proved == []
+        waiting = ConflictProof(pool, prove, lambda: None, lambda: None)
+        waiting.lines = [(13, 2)]
+        waiting.start()
+        assert waiting.reason(block=True) == "uv found no resolution" and proved == [[(13, 2)]]
+
+
 def _pins(*texts: str) -> dict[Any, Requirement]:
     return {canonicalize_name(Requirement(t).name): Requirement(t) for t in texts}
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import logging
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -20,6 +22,7 @@ from cudaup.errors import (
     ReleaseNotFoundError,
     UsageError,
 )
+from cudaup.plan import uv
 from cudaup.plan.attempt import LineResolver
 from cudaup.plan.lines import Line
 from tests.plan.builders import shared_object, wheel
@@ -627,3 +630,48 @@ def test_lines_are_resolved_two_at_a_time(
     assert result.line == (12, 8)
     assert sorted(lines, reverse=True) == [(13, 0), (12, 9), (12, 8)]
     assert most[0] == 2
+
+
+def test_a_warm_plan_its_kept_answers_decide_starts_no_uv_run(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """13.2 fails and 13.0 resolves, both from kept answers; 12.9's resolution and the
+    conflict proof were stopped in the cold plan (kept by none), as on a slow live index.
+    Neither starts a uv run while 13.0 answers, even when its kept answer takes a while
+    (here up to a second, or until a uv run starts): each was a uv process and the index
+    memo's requests, killed a moment later, in every warm plan (0.2 s of a 0.35 s plan)."""
+    asked = ["servellm", "torch"]
+    real_compile = uv.UvRunner.compile
+
+    def stopped_ones_not_kept(
+        runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any
+    ) -> uv.CompileAnswer:
+        proof = job.requirements == tuple(asked) and not job.constraints
+        if proof or any(c.startswith("cuda-toolkit==12.") for c in job.constraints):
+            runner = dataclasses.replace(runner, answers=None)
+        return real_compile(runner, job, *args, **kw)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(uv.UvRunner, "compile", stopped_ones_not_kept)
+        first = plan(world, tmp_path, asked, only=("pypi",), driver=None)
+    assert first.line == (13, 0)
+    assert [(e.line, e.kind) for e in first.excluded] == [((13, 2), "resolution")]
+    started: list[list[str]] = []
+    a_run_started = threading.Event()
+    real_popen, real_round = subprocess.Popen, LineResolver._round
+
+    def counted(argv: list[str], *args: Any, **kw: Any) -> subprocess.Popen[str]:
+        started.append(argv)
+        a_run_started.set()
+        return real_popen(argv, *args, **kw)
+
+    def slow(resolver: LineResolver, requirements: Any, line: Line, *args: Any, **kw: Any) -> Any:
+        if line == (13, 0):
+            a_run_started.wait(1.0)
+        return real_round(resolver, requirements, line, *args, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    monkeypatch.setattr(LineResolver, "_round", slow)
+    again = plan(world, tmp_path, asked, only=("pypi",), driver=None)
+    assert again.to_json() == first.to_json()
+    assert started == []

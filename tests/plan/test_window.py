@@ -65,3 +65,38 @@ def test_a_cancelled_search_stops_the_waiting_line() -> None:
     assert isinstance(older.error, CudaupError)
     with pytest.raises(CudaupError, match="cancelled"):
         gate.wait(LINE)
+
+
+def test_a_line_reads_from_its_start_until_it_starts_a_uv_run() -> None:
+    """A line just started may be answered by its kept answers: an older line's fresh uv
+    run waits for it as for a read-back, until it starts a uv run of its own."""
+    gate = UvGate(threading.Event())
+    newer = gate.turn(NEWER)
+    older = Waiter(gate, LINE)
+    older.start()
+    assert not older.returned.wait(0.2)  # held: 13.0 may answer from what it kept
+    newer.before_uv()  # 13.0 resolves afresh: no reason to hold 12.8 back
+    assert older.returned.wait(30) and older.error is None
+
+
+def test_quiet_waits_while_any_line_is_reading() -> None:
+    """What the conflict proof waits for: no line that may answer without a uv run, or
+    the end of the search."""
+    gate = UvGate(threading.Event())
+    turn = gate.turn(OLDER)  # even an older line: its answer would refute the proof
+    quiet = threading.Thread(target=gate.quiet, daemon=True)
+    quiet.start()
+    quiet.join(0.2)
+    assert quiet.is_alive()
+    turn.done()
+    quiet.join(30)
+    assert not quiet.is_alive()
+    cancel = threading.Event()
+    cancelled = UvGate(cancel)
+    cancelled.turn(NEWER)
+    waiting = threading.Thread(target=cancelled.quiet, daemon=True)
+    waiting.start()
+    cancel.set()
+    cancelled.wake()
+    waiting.join(30)
+    assert not waiting.is_alive()

@@ -45,8 +45,12 @@ class ConflictProof:
         pool: Executor,
         prove: Callable[[list[Line]], str | None],
         stop: Callable[[], None],
+        quiet: Callable[[], None] = lambda: None,
     ) -> None:
-        self.pool, self.prove, self.stop = pool, prove, stop
+        #: ``quiet`` returns when no line may answer without a uv run (the search's gate:
+        #: :meth:`cudaup.plan.window.UvGate.quiet`), so that a line its kept answers decide
+        #: refutes the proof before the proof's uv run starts.
+        self.pool, self.prove, self.stop, self.quiet = pool, prove, stop, quiet
         #: A line's first resolution succeeded: the requests do not conflict.
         self.refuted = False
         self.lines: list[Line] = []
@@ -58,8 +62,12 @@ class ConflictProof:
         """Start the proof over :attr:`lines` (once; not after :meth:`close`)."""
         with self._lock:
             if self.future is None and self.lines and not self.refuted:
-                self.future = self.pool.submit(self.prove, self.lines)
+                self.future = self.pool.submit(self._prove, list(self.lines))
                 self.started.set_result(None)
+
+    def _prove(self, lines: list[Line]) -> str | None:
+        self.quiet()
+        return None if self.refuted else self.prove(lines)
 
     def close(self) -> None:
         """The search is over: a line that fails from now on starts nothing."""

@@ -27,11 +27,7 @@ from packaging.version import Version
 from cudaup.config import Settings
 from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.wheels import marker_environment
-from cudaup.errors import (
-    OfflineError,
-    ReleaseNotFoundError,
-    UsageError,
-)
+from cudaup.errors import OfflineError, ReleaseNotFoundError, UsageError
 from cudaup.net.http import HttpClient
 from cudaup.plan.attempt import Attempt, LineResolver, uv_platform
 from cudaup.plan.conflict import ConflictProof, each_alone, pins_contradict
@@ -162,8 +158,9 @@ class _Run:
         self.ahead: Future[CompileAnswer] | None = None
         self.ahead_job: CompileJob | None = None
         self.told: Future[str | None] | None = None
+        self.gate = UvGate(self.lines.cancel)  # each search's, one search at a time
         self.conflict = ConflictProof(
-            self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel
+            self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel, self.gate.quiet
         )
 
     # -- the plan --------------------------------------------------------------
@@ -395,21 +392,22 @@ class _Run:
         chosen line holds back when no line tried takes it newer (module held_back)."""
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
-        queue, gate = list(candidates), UvGate(self.lines.cancel)
+        queue, gate = list(candidates), self.gate
         kept: tuple[Attempt, list[HeldBack]] | None = None  # a line that holds requests back
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
             try:
                 for line in candidates:
                     if self.conflict.reason(block=False):  # answered before the line ran
                         return None, attempts, []
-                    while queue and sum(not f.done() for f in futures.values()) < WINDOW:
-                        ahead, turn = queue[0], gate.turn(queue.pop(0))
-                        futures[ahead] = pool.submit(
-                            self.lines.attempt, self.requirements, ahead, turn=turn
+                    free = WINDOW - sum(not f.done() for f in futures.values())
+                    # Each line of the window reads before any can end and start the proof.
+                    for turn in [gate.turn(queue.pop(0)) for _ in range(min(free, len(queue)))]:
+                        ahead = futures[turn.line] = pool.submit(
+                            self.lines.attempt, self.requirements, turn.line, turn=turn
                         )
-                        futures[ahead].add_done_callback(turn.done)
+                        ahead.add_done_callback(turn.done)
                         if len(self.requirements) > 1:  # one is told by its own attempts
-                            futures[ahead].add_done_callback(self.conflict.after_line)
+                            ahead.add_done_callback(self.conflict.after_line)
                     if self.conflict.proved_first(futures[line]):
                         return None, attempts, []  # no line resolves: the window is cancelled
                     if len(self.requirements) > 1:

@@ -1,17 +1,22 @@
-"""The search's gate on fresh uv runs: an older line waits while a newer one reads back.
+"""The search's gate on fresh uv runs: an older line waits while a newer one may answer
+without one.
 
 A line whose resolution succeeded is most likely the answer (a line fails after
 resolving only for builds of another line, a contradiction or a missing extra), and
-reading it back takes no uv run.  A fresh uv run started meanwhile by an older line is
-then mostly killed when the newer line answers, its answer never kept: in a warm plan,
-whose kept answers free the search's window at once, that run cost the index memo and a
-uv process (0.8-1.0 s, then killed) beside the read-back on two cores, every time.  So an
-older line takes kept answers freely, but starts no uv process while a newer line reads
-back; it goes on when that line answers or starts another round, and stops when the
-search is cancelled.  What it can cost a plan that needs the older line: its fresh uv
-runs start once no newer line is reading back (runs already started are not held).
-Holding back the older line's whole attempt instead was measured worse: when the newer
-line then failed, the older one had not even read its kept answers.
+reading it back takes no uv run; nor does a line that its kept answers decide (a warm
+plan).  A fresh uv run started meanwhile by an older line, or by the conflict proof
+(:mod:`cudaup.plan.conflict`), is then mostly killed when the newer line answers, its
+answer never kept: in a warm plan, whose kept answers free the search's window at once,
+each such run cost the index memo and a uv process (0.2-1.0 s, then killed) beside the
+answering line on two cores, every time.  So a line is *reading* from the moment it is
+started until it starts a fresh uv run (or ends), and again while it reads back a
+resolution; an older line takes kept answers freely, but starts no uv process while a
+newer line is reading, and the proof starts none while any line is.  They go on when
+that line answers or starts a uv run of its own, and stop when the search is cancelled.
+What it can cost a plan that needs the older line: its fresh uv runs start once no newer
+line is reading (runs already started are not held).  Holding back the older line's
+whole attempt instead was measured worse: when the newer line then failed, the older one
+had not even read its kept answers.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class UvGate:
         self._changed = threading.Condition()
 
     def turn(self, line: Line) -> Turn:
+        """``line``'s side of the gate, reading from now on (its kept answers may decide it)."""
+        self.reading(line, True)
         return Turn(self, line)
 
     def reading(self, line: Line, now: bool) -> None:
@@ -51,6 +58,12 @@ class UvGate:
         """Whether a uv run of ``line`` would wait now (a newer line reads back)."""
         with self._changed:
             return any(newer > line for newer in self._reading)
+
+    def quiet(self) -> None:
+        """Return when no line is reading, or once the search was cancelled."""
+        with self._changed:
+            while self._reading and not self.cancel.is_set():
+                self._changed.wait()
 
     def wait(self, line: Line) -> None:
         """Return when no line newer than ``line`` reads back; raise once cancelled."""
