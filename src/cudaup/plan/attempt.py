@@ -198,7 +198,7 @@ class LineResolver:
         turn: Turn | None = None,
     ) -> Attempt:
         """The stack resolved on ``line`` and read back; with ``turn``, a fresh uv run
-        waits while a newer line reads back (:mod:`cudaup.plan.window`)."""
+        waits while a newer line may answer without one (:mod:`cudaup.plan.window`)."""
         routed: set[str] = {
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }

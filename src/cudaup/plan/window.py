@@ -29,7 +29,7 @@ from cudaup.plan.lines import Line
 
 
 class UvGate:
-    """Which lines are reading back a resolution, for one search."""
+    """Which lines are reading (may answer without a fresh uv run), for the plan's searches."""
 
     def __init__(self, cancel: threading.Event) -> None:
         self.cancel = cancel
@@ -55,7 +55,7 @@ class UvGate:
             self._changed.notify_all()
 
     def held(self, line: Line) -> bool:
-        """Whether a uv run of ``line`` would wait now (a newer line reads back)."""
+        """Whether a uv run of ``line`` would wait now (a newer line is reading)."""
         with self._changed:
             return any(newer > line for newer in self._reading)
 
@@ -66,7 +66,7 @@ class UvGate:
                 self._changed.wait()
 
     def wait(self, line: Line) -> None:
-        """Return when no line newer than ``line`` reads back; raise once cancelled."""
+        """Return when no line newer than ``line`` is reading; raise once cancelled."""
         with self._changed:
             self._reading.discard(line)  # it resolves again: newer lines need not wait
             self._changed.notify_all()
