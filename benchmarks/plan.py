@@ -184,8 +184,10 @@ def main() -> None:
         "",
         f"Load average {load_before:.1f} before, {load_after:.1f} after (the plans' own uv "
         "processes count in it); absolute times move with the load and the network, so each "
-        "ratio is taken within one run, cudaup and uv interleaved. A plan resolves once per candidate line (four at a time, "
-        "newest first), reads silent wheels' libraries by range requests, then checks that "
+        "ratio is taken within one run, cudaup and uv interleaved. A plan resolves once per "
+        "candidate line (two at a time, newest first: `planner.WINDOW`; a warm plan's kept "
+        "answers decide it without a uv run), reads silent wheels' libraries by range "
+        "requests, then checks that "
         "the printed line installs the plan (uv again, unconstrained). Its uv runs read the "
         "flat indexes through the plan's index memo (`plan/index_memo.py`): each page, HEAD "
         "and wheel range is fetched once for all of them, and a later run takes what an "
