@@ -76,13 +76,11 @@ def python_version_ahead(text: str | None) -> Callable[[], tuple[int, int]]:
             process.kill()
             process.communicate()
             raise failed from None
-        try:
-            if process.returncode != 0:
-                raise ValueError(process.returncode)
-            major, minor = output.strip().split(".")
-            return int(major), int(minor)
-        except ValueError:
-            raise failed from None
+        with contextlib.suppress(ValueError):  # not "X.Y"
+            if process.returncode == 0:
+                major, minor = output.strip().split(".")
+                return int(major), int(minor)
+        raise failed
 
     return answer
 
