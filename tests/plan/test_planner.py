@@ -675,3 +675,54 @@ def test_a_warm_plan_its_kept_answers_decide_starts_no_uv_run(
     again = plan(world, tmp_path, asked, only=("pypi",), driver=None)
     assert again.to_json() == first.to_json()
     assert started == []
+
+
+def test_a_line_whose_first_round_resolves_refutes_the_proof_before_its_next_round(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """13.0's first round resolves, with a CUDA 12 build of nvpy (uv settled fishhelper 2.0
+    first), so a second round follows; 13.2 fails only then, which starts the conflict
+    proof.  13.0's first resolution already shows that the requests resolve: the proof
+    starts no uv run beside the second round (a cold `vllm flashinfer-python` plan ran
+    both, 1.4 s each on two cores, the proof killed at the end).  The second round waits
+    up to a second for the proof to start."""
+    from tests.plan.builders import ABI3, PURE
+    from tests.plan.world import _kernel
+
+    world.add("pypi", *wheel("fishhelper", "1.0", tag=PURE))
+    world.add("pypi", *wheel("fishhelper", "2.0", tag=PURE))
+    world.add("pypi", *_kernel("nvpy", "12.6.0", 12))
+    ops = shared_object(["libcudart.so.13"], "ops.so", code=4096)
+    world.add(
+        "pypi",
+        *wheel("nvpy", "13.0.0", ["fishhelper<2"], tag=ABI3, shared={"nvpy/_ops.so": ops}),
+    )
+    world.add("pypi", *wheel("fishinfer", "1.0", ["fishhelper", "nvpy"], tag=PURE))
+    asked = ["servellm", "torch", "fishinfer"]
+    second_round, proof_started = threading.Event(), threading.Event()
+    real_compile, real_round = uv.UvRunner.compile, LineResolver._round
+    rounds: list[Line] = []
+
+    def compile_(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
+        if job.requirements == tuple(asked) and not job.constraints:
+            proof_started.set()
+        answer = real_compile(runner, job, *args, **kw)
+        if "cuda-toolkit==13.2.*" in job.constraints:
+            assert second_round.wait(30)  # 13.2's failure is answered once 13.0 resolved
+        return answer
+
+    def round_(resolver: LineResolver, requirements: Any, line: Line, *args: Any, **kw: Any) -> Any:
+        if line == (13, 0) and line in rounds:
+            second_round.set()
+            proof_started.wait(1.0)
+        rounds.append(line)
+        return real_round(resolver, requirements, line, *args, **kw)
+
+    monkeypatch.setattr(uv.UvRunner, "compile", compile_)
+    monkeypatch.setattr(LineResolver, "_round", round_)
+    result = plan(world, tmp_path, asked, only=("pypi",), driver=None)
+    assert result.line == (13, 0)
+    assert result.closure is not None and str(result.closure.packages["nvpy"].version) == "13.0.0"
+    assert [(e.line, e.kind) for e in result.excluded] == [((13, 2), "resolution")]
+    assert rounds.count((13, 0)) == 2
+    assert not proof_started.is_set()

@@ -32,7 +32,7 @@ class Waiter(threading.Thread):
 
 def test_an_older_line_waits_while_a_newer_one_reads_back_until_it_answers() -> None:
     gate = UvGate(threading.Event())
-    gate.turn(LINE).resolved()
+    gate.turn(LINE).resolved(refutes=False)
     older, newer = Waiter(gate, OLDER), Waiter(gate, NEWER)
     older.start()
     newer.start()
@@ -45,7 +45,7 @@ def test_an_older_line_waits_while_a_newer_one_reads_back_until_it_answers() -> 
 def test_a_line_that_resolves_again_holds_no_one_back() -> None:
     gate = UvGate(threading.Event())
     turn = gate.turn(NEWER)
-    turn.resolved()
+    turn.resolved(refutes=False)
     turn.before_uv()  # its next round: it is no longer reading back, and waits for no one
     older = Waiter(gate, LINE)
     older.start()
@@ -55,7 +55,7 @@ def test_a_line_that_resolves_again_holds_no_one_back() -> None:
 def test_a_cancelled_search_stops_the_waiting_line() -> None:
     cancel = threading.Event()
     gate = UvGate(cancel)
-    gate.turn(NEWER).resolved()
+    gate.turn(NEWER).resolved(refutes=False)
     older = Waiter(gate, LINE)
     older.start()
     assert not older.returned.wait(0.2)

@@ -203,6 +203,7 @@ class LineResolver:
             canonicalize_name(r.name) for r in requirements if self._route(r.name, line)
         }
         routed = self._with_companions(routed, line)
+        first_pages = routed  # a resolution from these alone refutes the conflict proof
         learnt: list[Evidence] = []
         lacking: list[Lacking] = []
         attempt = Attempt(line)
@@ -261,7 +262,7 @@ class LineResolver:
                     attempt.failure = no_resolution(line, answer, learnt, lacking)
                     return attempt
                 if turn is not None:
-                    turn.resolved()
+                    turn.resolved(refutes=routed == first_pages)
                 newly = {
                     p.name
                     for p in answer.closure

@@ -84,6 +84,11 @@ class ConflictProof:
         if failure is not None and failure.kind == "resolution":
             self.start()
             return
+        self.refute()
+
+    def refute(self) -> None:
+        """A line's resolution from its first round's pages (told as uv answers it, before
+        the line is read back or resolved again): the proof is not started, or stopped."""
         with self._lock:
             self.refuted = True
         self.stop()

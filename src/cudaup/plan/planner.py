@@ -162,6 +162,7 @@ class _Run:
         self.conflict = ConflictProof(
             self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel, self.gate.quiet
         )
+        self.gate.refute = self.conflict.refute
 
     # -- the plan --------------------------------------------------------------
     def plan(

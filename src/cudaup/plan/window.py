@@ -22,6 +22,7 @@ had not even read its kept answers.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cudaup.errors import CudaupError
@@ -33,6 +34,9 @@ class UvGate:
 
     def __init__(self, cancel: threading.Event) -> None:
         self.cancel = cancel
+        #: told of a line's resolution that refutes the conflict proof the moment uv answers
+        #: it (:meth:`cudaup.plan.conflict.ConflictProof.refute`)
+        self.refute: Callable[[], None] = lambda: None
         self._reading: set[Line] = set()
         self._changed = threading.Condition()
 
@@ -83,7 +87,11 @@ class Turn:
     gate: UvGate
     line: Line
 
-    def resolved(self) -> None:
+    def resolved(self, *, refutes: bool) -> None:
+        """uv resolved the line (``refutes``: from the pages of its first round), which now
+        reads it back."""
+        if refutes:
+            self.gate.refute()
         self.gate.reading(self.line, True)
 
     def before_uv(self) -> None:
