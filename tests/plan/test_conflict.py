@@ -203,6 +203,36 @@ def test_the_proof_waits_for_the_lines_reading_and_is_refuted_by_them() -> None:
         assert waiting.reason(block=True) == "uv found no resolution" and proved == [[(13, 2)]]
 
 
+def test_a_proof_that_proved_nothing_leaves_the_search_waiting_for_its_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The search waits for the line it must answer next, or for another line of its
+    window to end (it refills the window then), or for the proof: a proof answered with no
+    reason must leave it waiting for the lines, not return at once (the search would spin
+    on two cores until the line ended)."""
+    import concurrent.futures
+
+    from cudaup.plan import conflict
+
+    line: Future[Attempt] = Future()
+    beside: Future[Attempt] = Future()
+    real_wait, waits = concurrent.futures.wait, []
+
+    def wait(futures: Any, **kw: Any) -> Any:
+        waits.append(len(futures))
+        beside.set_result(Attempt((12, 9)))  # another line of the window ends
+        return real_wait(futures, **kw)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        proof = ConflictProof(pool, lambda lines: None, lambda: None)
+        proof.lines = [(13, 0)]
+        proof.start()
+        assert proof.future is not None and proof.future.result() is None
+        monkeypatch.setattr(conflict, "wait", wait)
+        assert proof.proved_first(line, beside=[beside]) is False
+    assert beside.done() and not line.done() and waits == [3]
+
+
 def _pins(*texts: str) -> dict[Any, Requirement]:
     return {canonicalize_name(Requirement(t).name): Requirement(t) for t in texts}
 

@@ -726,3 +726,67 @@ def test_a_line_whose_first_round_resolves_refutes_the_proof_before_its_next_rou
     assert [(e.line, e.kind) for e in result.excluded] == [((13, 2), "resolution")]
     assert rounds.count((13, 0)) == 2
     assert not proof_started.is_set()
+
+
+def test_the_window_is_refilled_as_any_of_its_lines_ends(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch==2.9.1 resolves on 12.8 alone.  13.0's answer is slow here (it waits, up to
+    ten seconds, for 12.8 to start); 12.9 fails at once, which leaves room in the window:
+    12.8 starts then, beside 13.0, not once 13.0 has ended (a cold `torch
+    flashinfer-python sgl-kernel` plan's 12.8 waited 0.6 s for 13.0's read-back so)."""
+    real_attempt, real_compile = LineResolver.attempt, uv.UvRunner.compile
+    events: list[tuple[str, Line]] = []
+    started_128 = threading.Event()
+
+    def attempt(self: LineResolver, requirements: Any, line: Line, **options: Any) -> Any:
+        events.append(("start", line))
+        if line == (12, 8):
+            started_128.set()
+        try:
+            return real_attempt(self, requirements, line, **options)
+        finally:
+            events.append(("end", line))
+
+    def compile_(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
+        answer = real_compile(runner, job, *args, **kw)
+        if "cuda-toolkit==13.0.*" in job.constraints:
+            started_128.wait(10)
+        return answer
+
+    monkeypatch.setattr(LineResolver, "attempt", attempt)
+    monkeypatch.setattr(uv.UvRunner, "compile", compile_)
+    result = plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",))
+    assert result.line == (12, 8)
+    assert events.index(("start", (12, 8))) < events.index(("end", (13, 0)))
+
+
+def test_no_older_line_starts_while_a_resolved_one_waits_to_be_weighed(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """13.2 fails and 13.0 resolves.  13.0 ends first here (13.2's answer waits, up to a
+    second, for another line to start): 13.0 is most likely the answer, so the window,
+    though it has room, starts no older line beside 13.2 (in a cold `vllm
+    flashinfer-python` plan 12.9's uv run took a core from 13.1 so), nor once 13.0 is
+    weighed and answers."""
+    real_attempt, real_compile = LineResolver.attempt, uv.UvRunner.compile
+    started: list[Line] = []
+    another = threading.Event()
+
+    def attempt(self: LineResolver, requirements: Any, line: Line, **options: Any) -> Any:
+        started.append(line)
+        if line < (13, 0):
+            another.set()
+        return real_attempt(self, requirements, line, **options)
+
+    def compile_(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
+        answer = real_compile(runner, job, *args, **kw)
+        if "cuda-toolkit==13.2.*" in job.constraints:
+            another.wait(1.0)
+        return answer
+
+    monkeypatch.setattr(LineResolver, "attempt", attempt)
+    monkeypatch.setattr(uv.UvRunner, "compile", compile_)
+    result = plan(world, tmp_path, ["servellm", "torch"], only=("pypi",), driver=None)
+    assert result.line == (13, 0)
+    assert sorted(started, reverse=True) == [(13, 2), (13, 0)]

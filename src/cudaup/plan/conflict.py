@@ -93,11 +93,17 @@ class ConflictProof:
             self.refuted = True
         self.stop()
 
-    def proved_first(self, line: Future[Attempt]) -> bool:
-        """Wait for ``line``'s attempt, or for the proof that no line resolves (True)."""
-        while not line.done() and not (self.future is not None and self.future.done()):
-            other: Future[Any] = self.future or self.started
-            wait([line, other], return_when=FIRST_COMPLETED)
+    def proved_first(self, line: Future[Attempt], beside: Sequence[Future[Attempt]] = ()) -> bool:
+        """Wait for ``line``'s attempt or one of the attempts ``beside`` it (False), or for
+        the proof that no line resolves (True)."""
+        watched = [line, *beside]
+        while not any(future.done() for future in watched):
+            proof: Future[Any] = self.future or self.started
+            if self.future is not None and self.future.done():
+                if self.reason(block=False) is not None:
+                    return True
+                proof = Future()  # refuted or answered None: only the lines are waited for
+            wait([*watched, proof], return_when=FIRST_COMPLETED)
         return self.reason(block=False) is not None
 
     def reason(self, *, block: bool) -> str | None:

@@ -60,7 +60,7 @@ from cudaup.plan.result import (
 from cudaup.plan.survey import check_requested, fetch_pages, unreachable_error, yank_of
 from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
-from cudaup.plan.window import UvGate
+from cudaup.plan.window import Turn, UvGate, fill
 from cudaup.resolve.releases import LiveReleases, learn_releases
 from cudaup.util.cachedir import CacheLayout
 
@@ -396,25 +396,26 @@ class _Run:
         queue, gate = list(candidates), self.gate
         kept: tuple[Attempt, list[HeldBack]] | None = None  # a line that holds requests back
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
+
+            def start(turn: Turn) -> Future[Attempt]:
+                ahead = pool.submit(self.lines.attempt, self.requirements, turn.line, turn=turn)
+                ahead.add_done_callback(turn.done)
+                if len(self.requirements) > 1:  # one is told by its own attempts
+                    ahead.add_done_callback(self.conflict.after_line)
+                return ahead
+
             try:
                 for line in candidates:
-                    if self.conflict.reason(block=False):  # answered before the line ran
-                        return None, attempts, []
-                    free = WINDOW - sum(not f.done() for f in futures.values())
-                    # Each line of the window reads before any can end and start the proof.
-                    for turn in [gate.turn(queue.pop(0)) for _ in range(min(free, len(queue)))]:
-                        ahead = futures[turn.line] = pool.submit(
-                            self.lines.attempt, self.requirements, turn.line, turn=turn
-                        )
-                        ahead.add_done_callback(turn.done)
-                        if len(self.requirements) > 1:  # one is told by its own attempts
-                            ahead.add_done_callback(self.conflict.after_line)
-                    if self.conflict.proved_first(futures[line]):
-                        return None, attempts, []  # no line resolves: the window is cancelled
+                    # Refilled as any line of the window ends; not once this one has answered.
+                    while line not in futures or not futures[line].done():
+                        if self.conflict.reason(block=False):  # answered before the line ran
+                            return None, attempts, []
+                        running = fill(gate, queue, futures, WINDOW, start, attempts)
+                        if self.conflict.proved_first(futures[line], beside=running):
+                            return None, attempts, []  # no line resolves: window cancelled
                     if len(self.requirements) > 1:
                         self.conflict.after_line(futures[line])  # before the search may end
-                    attempt = futures[line].result()
-                    attempts[line] = attempt
+                    attempt = attempts[line] = futures[line].result()
                     if attempt.ok:
                         refused = self._named_release_check(attempt, live, table)
                         if refused is not None:

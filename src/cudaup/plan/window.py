@@ -17,16 +17,28 @@ What it can cost a plan that needs the older line: its fresh uv runs start once 
 line is reading (runs already started are not held).  Holding back the older line's
 whole attempt instead was measured worse: when the newer line then failed, the older one
 had not even read its kept answers.
+
+:func:`fill` starts the search's lines, a window of them at a time, as lines end.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from cudaup.errors import CudaupError
 from cudaup.plan.lines import Line
+
+
+class _Ended(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+
+T = TypeVar("T", bound=_Ended)
 
 
 class UvGate:
@@ -102,3 +114,34 @@ class Turn:
 
     def done(self, *_: object) -> None:
         self.gate.reading(self.line, False)
+
+
+def fill(
+    gate: UvGate,
+    queue: list[Line],
+    futures: dict[Line, Future[T]],
+    size: int,
+    start: Callable[[Turn], Future[T]],
+    weighed: Collection[Line],
+) -> list[Future[T]]:
+    """Start lines from the head of ``queue`` until ``size`` of ``futures`` run; the lines
+    running after.  Every line started is marked reading before any starts, so that the
+    first to fail cannot start the conflict proof before the next is marked.
+
+    A search refills its window as any line ends, not only the line it waits for: an older
+    line's uv run then goes beside the newer line's later round or read-back (in a cold
+    ``torch flashinfer-python sgl-kernel`` plan 12.8 waited 0.6 s for 13.0 to end while 12.9
+    had ended and the window had room).  But none starts while a line that resolved (its
+    attempt ended ``ok``) waits to be weighed (``weighed``: the lines the search has): it
+    is most likely the answer, and an older line would only take the cores from a newer
+    one still resolving (in a cold ``vllm flashinfer-python`` plan, 12.9 beside 13.1 once
+    13.0 had resolved)."""
+    if not any(
+        line not in weighed and future.done() and not future.cancelled()
+        and future.exception() is None and future.result().ok
+        for line, future in futures.items()
+    ):  # fmt: skip
+        running = sum(not future.done() for future in futures.values())
+        for turn in [gate.turn(queue.pop(0)) for _ in queue[: size - running]]:
+            futures[turn.line] = start(turn)
+    return [future for future in futures.values() if not future.done()]
