@@ -124,9 +124,9 @@ def fill(
     start: Callable[[Turn], Future[T]],
     weighed: Collection[Line],
 ) -> list[Future[T]]:
-    """Start lines from the head of ``queue`` until ``size`` of ``futures`` run; the lines
-    running after.  Every line started is marked reading before any starts, so that the
-    first to fail cannot start the conflict proof before the next is marked.
+    """Start lines from the head of ``queue`` until ``size`` of ``futures`` run, and return
+    the attempts still running.  Every line started is marked reading before any starts,
+    so that the first to fail cannot start the conflict proof before the next is marked.
 
     A search refills its window as any line ends, not only the line it waits for: an older
     line's uv run then goes beside the newer line's later round or read-back (in a cold
