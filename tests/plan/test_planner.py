@@ -728,6 +728,22 @@ def test_a_line_whose_first_round_resolves_refutes_the_proof_before_its_next_rou
     assert not proof_started.is_set()
 
 
+def _answer_held(
+    monkeypatch: pytest.MonkeyPatch, constraint: str, until: threading.Event, seconds: float
+) -> None:
+    """uv's answer for the line whose constraints hold ``constraint`` is handed back once
+    ``until`` is set, or after ``seconds``."""
+    real_compile = uv.UvRunner.compile
+
+    def held(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
+        answer = real_compile(runner, job, *args, **kw)
+        if constraint in job.constraints:
+            until.wait(seconds)
+        return answer
+
+    monkeypatch.setattr(uv.UvRunner, "compile", held)
+
+
 def test_the_window_is_refilled_as_any_of_its_lines_ends(
     world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -735,7 +751,7 @@ def test_the_window_is_refilled_as_any_of_its_lines_ends(
     ten seconds, for 12.8 to start); 12.9 fails at once, which leaves room in the window:
     12.8 starts then, beside 13.0, not once 13.0 has ended (a cold `torch
     flashinfer-python sgl-kernel` plan's 12.8 waited 0.6 s for 13.0's read-back so)."""
-    real_attempt, real_compile = LineResolver.attempt, uv.UvRunner.compile
+    real_attempt = LineResolver.attempt
     events: list[tuple[str, Line]] = []
     started_128 = threading.Event()
 
@@ -748,14 +764,8 @@ def test_the_window_is_refilled_as_any_of_its_lines_ends(
         finally:
             events.append(("end", line))
 
-    def compile_(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
-        answer = real_compile(runner, job, *args, **kw)
-        if "cuda-toolkit==13.0.*" in job.constraints:
-            started_128.wait(10)
-        return answer
-
     monkeypatch.setattr(LineResolver, "attempt", attempt)
-    monkeypatch.setattr(uv.UvRunner, "compile", compile_)
+    _answer_held(monkeypatch, "cuda-toolkit==13.0.*", started_128, 10)
     result = plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",))
     assert result.line == (12, 8)
     assert events.index(("start", (12, 8))) < events.index(("end", (13, 0)))
@@ -769,7 +779,7 @@ def test_no_older_line_starts_while_a_resolved_one_waits_to_be_weighed(
     though it has room, starts no older line beside 13.2 (in a cold `vllm
     flashinfer-python` plan 12.9's uv run took a core from 13.1 so), nor once 13.0 is
     weighed and answers."""
-    real_attempt, real_compile = LineResolver.attempt, uv.UvRunner.compile
+    real_attempt = LineResolver.attempt
     started: list[Line] = []
     another = threading.Event()
 
@@ -779,14 +789,8 @@ def test_no_older_line_starts_while_a_resolved_one_waits_to_be_weighed(
             another.set()
         return real_attempt(self, requirements, line, **options)
 
-    def compile_(runner: uv.UvRunner, job: uv.CompileJob, *args: Any, **kw: Any) -> Any:
-        answer = real_compile(runner, job, *args, **kw)
-        if "cuda-toolkit==13.2.*" in job.constraints:
-            another.wait(1.0)
-        return answer
-
     monkeypatch.setattr(LineResolver, "attempt", attempt)
-    monkeypatch.setattr(uv.UvRunner, "compile", compile_)
+    _answer_held(monkeypatch, "cuda-toolkit==13.2.*", another, 1.0)
     result = plan(world, tmp_path, ["servellm", "torch"], only=("pypi",), driver=None)
     assert result.line == (13, 0)
     assert sorted(started, reverse=True) == [(13, 2), (13, 0)]
