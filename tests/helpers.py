@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,45 @@ def require_tool(program: str, package: str) -> str:
             "(the README's Development section lists what the whole suite starts)"
         )
     return found
+
+
+#: How long a wrapper's child runs (:func:`lingering_wrapper`): long enough that a test's
+#: wait gives up first, so a kill that missed the child shows as that wait's timeout.
+LINGER = 300
+
+
+def lingering_wrapper(script: Path, first: str = "") -> Path:
+    """Write ``script``: ``first`` (shell lines), then a long child started without
+    ``exec``, its pid written to the returned file, and a wait for it, as a version
+    manager's shim or a logging wrapper may run the program it stands for."""
+    pid_file = script.with_name(script.name + ".child")
+    script.write_text(
+        f"#!/bin/sh\n{first}sleep {LINGER} &\n"
+        f'echo $! > "{pid_file}.tmp"\nmv "{pid_file}.tmp" "{pid_file}"\nwait\n'
+    )
+    script.chmod(0o755)
+    return pid_file
+
+
+def started_child(pid_file: Path) -> int:
+    """The pid of a :func:`lingering_wrapper`'s child, once the wrapper has written it."""
+    deadline = time.monotonic() + 30
+    while not pid_file.exists():
+        assert time.monotonic() < deadline, "the wrapper never started its child"
+        time.sleep(0.01)
+    return int(pid_file.read_text())
+
+
+def wait_until_ended(pid: int) -> None:
+    """Wait until ``pid`` no longer runs (a zombie, killed but not yet reaped by whoever
+    adopted it, has ended); fail after 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return
+        assert time.monotonic() < deadline, f"process {pid} still runs"
+        time.sleep(0.01)

@@ -21,6 +21,7 @@ from cudaup.plan.attempt import LineResolver
 from cudaup.plan.indexes import load_indexes
 from cudaup.plan.uv import CompileJob, UvRunner, find_uv, uv_environment, write_local_index
 from cudaup.resolve.pypi import DistFile
+from tests.helpers import lingering_wrapper, started_child, wait_until_ended
 from tests.osfaults import ROOT_ONLY, tmpfs
 from tests.plan.builders import PURE, wheel
 from tests.plan.pyindex import IndexServer
@@ -218,3 +219,47 @@ def test_uv_on_a_full_disk_is_exit_10_not_a_resolution_that_failed(tmp_path: Pat
         uv._answer(done.returncode, done.stdout, done.stderr)
     assert caught.value.exit_code == 10
     assert "free space in cudaup's cache, or set CUDAUP_CACHE_DIR" in str(caught.value)
+
+
+@pytest.mark.parametrize("how", ["the runner is cancelled", "the run is stopped"])
+def test_stopping_a_run_stops_the_uv_a_wrapper_started(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``uv`` found may be a script that runs the real one without ``exec``: a
+    cancelled plan, or a round it no longer needs, stops that one too, and does not wait
+    for its answer."""
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir()
+    child_pid = lingering_wrapper(
+        fake, 'case "$1" in --version) echo "uv 0.13.9 (0 2025-01-01)"; exit 0;; esac\n'
+    )
+    monkeypatch.setattr(sys, "executable", str(fake.parent / "python"))
+    monkeypatch.setenv("PATH", str(fake.parent) + os.pathsep + os.environ.get("PATH", ""))
+    runner = UvRunner(tmp_path / "uv", tmp_path, 30.0)
+    stoppable = uv.Stoppable()
+    job = CompileJob(("six",), (), (3, 12), "x86_64-manylinux_2_39", (), "http://127.0.0.1:9/")
+    ended: list[BaseException | None] = []
+
+    def compile_job() -> None:
+        try:
+            runner.compile(job, stoppable=stoppable)
+        except BaseException as exc:  # what a killed uv answers: asserted below
+            ended.append(exc)
+        else:
+            ended.append(None)
+
+    uv._located.cache_clear()
+    try:
+        thread = threading.Thread(target=compile_job, daemon=True)
+        thread.start()
+        child = started_child(child_pid)
+        if how == "the runner is cancelled":
+            runner.cancel()
+        else:
+            stoppable.stop()
+        thread.join(30)  # the old kill left uv holding the pipes for LINGER seconds
+        assert not thread.is_alive(), "the plan still waits for the wrapper's uv"
+        wait_until_ended(child)
+        assert ended and ended[0] is not None  # a killed run is no answer
+    finally:
+        uv._located.cache_clear()

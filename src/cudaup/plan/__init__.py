@@ -24,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from cudaup.errors import UsageError
 from cudaup.plan.planner import Planner
 from cudaup.plan.result import PlanResult, PlanTarget
+from cudaup.util import processes
 
 
 def parse_requirements(texts: list[str]) -> list[Requirement]:
@@ -59,12 +60,8 @@ def python_version_ahead(text: str | None) -> Callable[[], tuple[int, int]]:
         if Path(interpreter).samefile(sys.executable):
             return lambda: (sys.version_info.major, sys.version_info.minor)
     try:
-        process = subprocess.Popen(
-            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
+        process = processes.start(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
         )
     except (OSError, ValueError):
         raise failed from None
@@ -73,7 +70,7 @@ def python_version_ahead(text: str | None) -> Callable[[], tuple[int, int]]:
         try:
             output, _ = process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
+            processes.kill(process)
             process.communicate()
             raise failed from None
         with contextlib.suppress(ValueError):  # not "X.Y"

@@ -46,6 +46,7 @@ from cudaup.errors import (
 from cudaup.plan.closure import Closure, parse_compile_output
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.resolve.pypi import DistFile
+from cudaup.util import processes
 from cudaup.util.atomic import atomic_write
 from cudaup.util.paths import inside
 
@@ -218,14 +219,13 @@ class Stoppable:
         with self._lock:
             self._processes.append(process)
             if self._stopped:
-                process.kill()
+                processes.kill(process)
 
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
             for process in self._processes:
-                if process.poll() is None:
-                    process.kill()
+                processes.kill(process)
 
 
 @dataclass
@@ -387,21 +387,14 @@ class UvRunner:
         with self._lock:
             if self._cancelled:
                 raise CudaupError("the plan was cancelled")
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=environment,
-            )
+            process = processes.start(argv, environment)
             self._running.add(process)
         if stoppable is not None:
             stoppable.started(process)
         try:
             out, err = process.communicate(timeout=max(120.0, 8 * self.timeout))
         except subprocess.TimeoutExpired:
-            process.kill()
+            processes.kill(process)
             process.communicate()
             raise NetworkError(
                 f"uv did not finish resolving within {max(120.0, 8 * self.timeout):.0f} s"
@@ -416,8 +409,7 @@ class UvRunner:
         with self._lock:
             self._cancelled = True
             for process in self._running:
-                if process.poll() is None:
-                    process.kill()
+                processes.kill(process)
 
     def resume(self) -> None:
         with self._lock:

@@ -16,7 +16,6 @@ into a file the environment and its snapshot share.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from cudaup.errors import (
 )
 from cudaup.plan.uv import find_uv, uv_environment
 from cudaup.upgrade.environment import Environment
+from cudaup.util import processes
 from cudaup.util.faults import full_disk
 
 #: A lock of a torch + vllm stack is a few hundred kilobytes.
@@ -122,19 +122,13 @@ def run_uv(arguments: list[str], action: str, work: Path, timeout: float) -> str
     """Run uv hermetically; its failure as cudaup's error (``action`` says what it did)."""
     environment = uv_environment(timeout)
     environment["UV_HTTP_RETRIES"] = "3"  # downloads, unlike a plan's index reads, retry
-    process = subprocess.Popen(
-        [find_uv(), *arguments],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-    )
+    process = processes.start([find_uv(), *arguments], environment)
     try:
         out, err = process.communicate()
     except BaseException:
-        # Ctrl-C (uv got it too) or an error here: uv never outlives the upgrade.
-        process.kill()
+        # Ctrl-C (uv got it too) or an error here: uv, and what a wrapper named uv
+        # started, never outlive the upgrade.
+        processes.kill(process)
         process.wait()
         raise
     if process.returncode != 0:

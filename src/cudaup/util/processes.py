@@ -1,0 +1,116 @@
+"""The child processes cudaup may stop before they end: uv's resolutions and installs, and
+the interpreter asked for its version.
+
+:func:`kill` kills the child and every process below it.  Killing only the child is not
+enough: the ``uv`` found may be a script that runs the real one without ``exec`` (a
+version manager's shim, a logging wrapper), and the real one would then run on, holding
+the output pipes, so the caller would still wait for its answer, and an ``upgrade``'s
+install would go on writing.  The children stay in cudaup's process group, so that what
+is sent to the group (the terminal's Ctrl-C, a ``kill`` of the group, a closed terminal)
+reaches them too, even when cudaup itself can no longer act.
+
+A process below the child is found by its parent (``/proc``) and killed through a pidfd
+opened while its parent is still alive and checked to be that parent's child: never a
+process that has taken the pid of one that has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def start(
+    argv: Sequence[str], environment: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start ``argv``: no input, its output and errors as text through pipes
+    (``communicate`` reads them)."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if environment is None else dict(environment),
+    )
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    """Kill ``process`` and the processes below it, the deepest first (each is checked
+    against its parent, which must still be alive); nothing once ``process`` has ended."""
+    if process.poll() is not None:
+        return
+    for pid, parent in reversed(list(_below(process.pid))):
+        _kill_child(pid, parent)
+    process.kill()
+
+
+def _below(root: int) -> Iterator[tuple[int, int]]:
+    """``(pid, parent)`` of every process below ``root``, parents before children."""
+    parents = [root]
+    while parents:
+        parent = parents.pop()
+        for child in _children(parent):
+            yield child, parent
+            parents.append(child)
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid``: its threads' ``children`` files (the kernel's list), or,
+    on a kernel without them, every process whose parent it is."""
+    tasks = PROC / str(pid) / "task"
+    try:
+        threads = list(tasks.iterdir())
+    except OSError:
+        return []  # it has ended
+    found: list[int] = []
+    for thread in threads:
+        try:
+            text = (thread / "children").read_text()
+        except FileNotFoundError:
+            if thread.exists():
+                return [child for child, parent in _every_parent() if parent == pid]
+            continue  # the thread has ended
+        except OSError:
+            continue
+        found += [int(word) for word in text.split()]
+    return found
+
+
+def _every_parent() -> Iterator[tuple[int, int]]:
+    """``(pid, parent)`` of every process this one may see."""
+    for entry in os.scandir(PROC):
+        if entry.name.isdigit() and (parent := _parent(int(entry.name))) is not None:
+            yield int(entry.name), parent
+
+
+def _parent(pid: int) -> int | None:
+    """The parent of ``pid``, or None once it has ended."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The name, in parentheses, may hold any character; the fields follow its last ")".
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[1]) if len(fields) > 1 and fields[0] != "Z" else None
+
+
+def _kill_child(pid: int, parent: int) -> None:
+    """SIGKILL ``pid`` if it is still ``parent``'s child: the pidfd holds the process it
+    was opened for, and the check after opening it proves that process is the child."""
+    try:
+        descriptor = os.pidfd_open(pid)
+    except OSError:
+        return  # ended, or a kernel without pidfds: the child's own kill still follows
+    try:
+        if _parent(pid) == parent:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(descriptor, signal.SIGKILL)
+    finally:
+        os.close(descriptor)
