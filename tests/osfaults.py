@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -50,6 +51,34 @@ def tmpfs(
     )
     try:
         yield path
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], check=False)
+
+
+@contextlib.contextmanager
+def frozen_filesystem(path: Path, *, thaw_after: float = 60.0) -> Iterator[Path]:
+    """A small ext4 (a loop device) mounted at ``path`` and frozen (``fsfreeze``): a write
+    there waits in the kernel, uninterruptibly (state D), until the filesystem is thawed,
+    as a process does on a wedged GPU driver or a hung NFS server. A SIGKILL does not end
+    it before. It is thawed on the way out, or after ``thaw_after`` seconds: code that
+    waits for such a process fails its test then, instead of hanging it."""
+    mkfs = require_tool("mkfs.ext4", "e2fsprogs")
+    freeze = require_tool("fsfreeze", "util-linux")
+    image = path.with_name(path.name + ".img")
+    with image.open("wb") as handle:
+        handle.truncate(8 * 2**20)
+    subprocess.run([mkfs, "-q", str(image)], check=True)
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(path)], check=True)
+    thaw = threading.Timer(thaw_after, subprocess.run, [[freeze, "-u", str(path)]])
+    try:
+        subprocess.run([freeze, "-f", str(path)], check=True)
+        thaw.start()
+        try:
+            yield path
+        finally:
+            thaw.cancel()
+            subprocess.run([freeze, "-u", str(path)], check=False, capture_output=True)
     finally:
         subprocess.run(["umount", "--lazy", str(path)], check=False)
 

@@ -17,6 +17,8 @@ from cudaup.core.driver import CudaVersion, DriverInfo, DriverVersion, GpuInfo
 from cudaup.errors import UsageError
 from cudaup.machine.driver_probe import detect_driver
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.util.processes import KILL_GRACE
+from tests.osfaults import ROOT_ONLY, frozen_filesystem
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "driver"
 MIB = 1024 * 1024
@@ -339,6 +341,24 @@ def test_hanging_nvidia_smi_times_out(machine: FakeMachine) -> None:
     assert (str(info.version), info.source, info.gpus) == ("580.65.06", "procfs", ())
     assert has_note(info, "nvidia-smi did not answer within 0.5 s")
     assert len(machine.smi_runs) == 1  # no second run after a timeout
+
+
+@ROOT_ONLY
+def test_an_nvidia_smi_stuck_in_the_driver_costs_its_time_limit_not_a_hang(
+    machine: FakeMachine, tmp_path: Path
+) -> None:
+    """On a wedged GPU, nvidia-smi waits in the kernel, where a SIGKILL does not end it:
+    the probe leaves it behind after the limit and a grace, as it leaves a wedged NVML."""
+    machine.procfs("proc-version-580-open-x86_64.txt")
+    with frozen_filesystem(tmp_path / "driver") as driver:
+        stuck = f"echo query > {shlex.quote(str(driver))}/ioctl"
+        machine.nvidia_smi(query=stuck, plain=stuck)
+        started = time.monotonic()
+        info = machine.detect(timeout=0.5)
+        assert time.monotonic() - started < 0.5 + KILL_GRACE + 20  # the old code waited on
+    assert (str(info.version), info.source, info.gpus) == ("580.65.06", "procfs", ())
+    assert has_note(info, "nvidia-smi did not answer within 0.5 s")
+    assert len(machine.smi_runs) == 1
 
 
 def test_nvidia_smi_without_a_driver(machine: FakeMachine) -> None:

@@ -1,17 +1,20 @@
 """Stopping a child process (util/processes.py) with real processes: a wrapper that runs
-its program without ``exec`` is stopped with what it started."""
+its program without ``exec`` is stopped with what it started, and a child stuck in the
+kernel does not hold its caller."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from cudaup.util import processes
 from tests.helpers import lingering_wrapper, started_child, wait_until_ended
+from tests.osfaults import ROOT_ONLY, frozen_filesystem
 
 
 @pytest.mark.parametrize("depth", [1, 2])
@@ -90,3 +93,32 @@ def test_the_environment_given_is_the_whole_environment() -> None:
 def test_a_child_reads_no_input_and_says_its_output_and_errors_as_text() -> None:
     process = processes.start(["sh", "-c", "cat; echo out; echo err >&2"])
     assert process.communicate(timeout=30) == ("out\n", "err\n")
+
+
+def test_run_answers_what_the_child_said_and_its_status() -> None:
+    done = processes.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+    raw = processes.run(["printf", "\\377"], timeout=30, text=False)
+    assert raw.stdout == b"\xff"
+
+
+def test_run_kills_a_child_out_of_time_with_what_it_started(tmp_path: Path) -> None:
+    pid_file = lingering_wrapper(tmp_path / "wrapper.sh")
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run([str(tmp_path / "wrapper.sh")], timeout=0.5)
+    assert time.monotonic() - started < processes.KILL_GRACE  # it ended when killed
+    wait_until_ended(int(pid_file.read_text()))
+
+
+@ROOT_ONLY
+def test_run_does_not_hang_on_a_child_stuck_in_the_kernel(tmp_path: Path) -> None:
+    """``subprocess.run`` kills a child that ran out of time, then waits for it without
+    limit: one stuck in the kernel, which a SIGKILL does not end, hung the caller with it
+    (``cudaup doctor`` on a machine whose nvidia-smi hangs in the driver)."""
+    with frozen_filesystem(tmp_path / "frozen") as frozen:
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            processes.run(["sh", "-c", f"echo x > {frozen}/file"], timeout=0.5)
+        waited = time.monotonic() - started
+    assert 0.5 + processes.KILL_GRACE <= waited < 0.5 + processes.KILL_GRACE + 20

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cudaup.errors import ExternalToolError
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.util import processes
 
 RUNFILE_TIMEOUT = 3600.0
 
@@ -39,13 +40,13 @@ def run_runfile(runfile: Path, target: Path, log_dir: Path, root: SystemRoot) ->
             handle.write("$ " + " ".join(argv) + "\n")
             handle.flush()
             try:
-                done = subprocess.run(
+                done = processes.run(
                     argv,
+                    timeout=RUNFILE_TIMEOUT,
+                    text=False,
+                    environment={**os.environ, "TMPDIR": tmp},
                     stdout=handle,
                     stderr=subprocess.STDOUT,
-                    timeout=RUNFILE_TIMEOUT,
-                    check=False,
-                    env={**os.environ, "TMPDIR": tmp},
                 )
             except subprocess.TimeoutExpired:
                 raise ExternalToolError(

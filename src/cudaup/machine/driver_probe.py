@@ -45,6 +45,7 @@ from cudaup.core.driver import (
 )
 from cudaup.errors import UsageError
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.util import processes
 
 __all__ = ["DRIVER_VERSION_ENV", "NVIDIA_SMI_QUERY", "detect_driver", "driver_to_check"]
 
@@ -340,15 +341,7 @@ def _find_nvidia_smi(root: SystemRoot, env: Mapping[str, str]) -> tuple[str | No
 def _run_nvidia_smi(executable: str, args: tuple[str, ...], timeout: float) -> _SmiRun:
     label = " ".join(("nvidia-smi", *(arg.split("=", 1)[0] for arg in args[:1])))
     try:
-        completed = subprocess.run(
-            [executable, *args],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        completed = processes.run([executable, *args], timeout=timeout, errors="replace")
     except subprocess.TimeoutExpired:
         return _SmiRun(None, f"nvidia-smi did not answer within {timeout:g} s", False)
     except OSError as exc:

@@ -42,6 +42,7 @@ from cudaup.core.identify import Identity, ReleaseTable, identify, shipped_table
 from cudaup.core.libraries import LIBRARIES
 from cudaup.core.tools import is_toolkit_tool
 from cudaup.machine.sysroot import SystemRoot
+from cudaup.util import processes
 from cudaup.util.reading import read_regular, read_small
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -110,7 +111,7 @@ class Toolkit:
 def default_run(argv: list[str], timeout: float) -> str | None:
     """Run a command; its stdout, or ``None`` if it failed, hung or is missing."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = processes.run(argv, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -393,9 +394,7 @@ def ask_shim(shim: Path, lookup: Lookup) -> ShimAnswer:
     (a ``.cuda-version`` here counts, as it does for the shim)."""
     env = {**lookup.env, SHIM_QUERY_ENV: "1"}
     try:
-        done = subprocess.run(
-            [str(shim)], env=env, capture_output=True, timeout=lookup.timeout, check=False
-        )
+        done = processes.run([str(shim)], timeout=lookup.timeout, text=False, environment=env)
         document = json.loads(done.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError, RecursionError) as exc:
         return ShimAnswer(None, None, f"the shim {shim} did not answer ({exc})")

@@ -95,10 +95,10 @@ def _located() -> tuple[str, Version]:
             "reinstall cudaup (uv is one of its dependencies) or `pip install uv`"
         )
     try:
-        output = subprocess.run(
-            [found, "--version"], capture_output=True, text=True, timeout=30, check=True
-        ).stdout
-        version = Version(output.split()[1])
+        done = processes.run([found, "--version"], timeout=30)
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, done.args)
+        version = Version(done.stdout.split()[1])
     except (OSError, subprocess.SubprocessError, IndexError, InvalidVersion):
         raise UsageError(f"{found} does not run as uv (`uv --version` failed)") from None
     if version < MIN_UV:

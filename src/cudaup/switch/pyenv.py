@@ -23,6 +23,7 @@ from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.torch_version import read_torch
 from cudaup.switch.selection import Active, select
+from cudaup.util import processes
 from cudaup.util.reading import read_small
 
 log = logging.getLogger("cudaup.switch.binding")
@@ -122,13 +123,7 @@ def compiler_problem(toolkit: Path, env: Mapping[str, str]) -> str | None:
         log.info("no gcc limit in %s or no gcc on PATH: the host compiler was not checked", header)
         return None
     try:
-        done = subprocess.run(
-            [compiler, "-dumpfullversion", "-dumpversion"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        done = processes.run([compiler, "-dumpfullversion", "-dumpversion"], timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.info(
             "%s did not say its version (%s): the host compiler was not checked", compiler, exc

@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from cudaup.core.documents import load_json
 from cudaup.errors import ConflictError, PermissionDeniedError, SourceFormatError, UsageError
 from cudaup.plan.elf import NotElfError, scan
+from cudaup.util import processes
 
 #: What the probe may print: a torch + vllm environment answers about 1 MB.
 MAX_ANSWER = 64 << 20
@@ -214,13 +215,11 @@ def read_environment(python: str, *, timeout: float = PROBE_TIMEOUT) -> Environm
     """Run the environment's interpreter and read what it holds (see the module docstring)."""
     root, interpreter = locate(python)
     try:
-        done = subprocess.run(
+        done = processes.run(
             [str(interpreter), "-I", "-B", "-c", PROBE],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
             timeout=timeout,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
-            check=False,
+            text=False,
+            environment={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
         )
     except subprocess.TimeoutExpired:
         raise UsageError(f"{interpreter} did not answer within {timeout:.0f} s") from None

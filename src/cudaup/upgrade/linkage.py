@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cudaup.plan.elf import Dynamic, DynamicSymbols, NotElfError, dynamic_symbols, read_dynamic
+from cudaup.util import processes
 
 #: The driver's libraries, and the names only they define.
 DRIVER_LIBRARIES: dict[str, re.Pattern[str]] = {
@@ -197,9 +198,7 @@ class Linker:
 def system_libraries() -> dict[str, str]:
     """The system's library cache, soname → path, for this machine's word size."""
     try:
-        done = subprocess.run(
-            ["/sbin/ldconfig", "-p"], capture_output=True, text=True, timeout=30, check=False
-        )
+        done = processes.run(["/sbin/ldconfig", "-p"], timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return {}
     wide = os.uname().machine in {"x86_64", "aarch64", "ppc64le", "s390x"}

@@ -39,6 +39,7 @@ from cudaup.upgrade.coverage import check_kernels
 from cudaup.upgrade.environment import Distribution, Environment, read_environment
 from cudaup.upgrade.families import FamilyTable
 from cudaup.upgrade.linkage import Linker, is_shared_object
+from cudaup.util import processes
 from cudaup.util.trust import path_problem
 
 #: Importing torch takes seconds; a module that hangs is a failure after this long.
@@ -159,14 +160,10 @@ def find_stub(toolkits: Sequence[Path] | None = None) -> Stub | None:
 
 def problems(interpreter: Path) -> dict[str, str]:
     """``uv pip check``'s broken requirements (line → the package it names)."""
-    done = subprocess.run(
+    done = processes.run(
         [find_uv(), "pip", "check", "--python", str(interpreter), "--no-config"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=uv_environment(30.0),
         timeout=STEP_TIMEOUT,
-        check=False,
+        environment=uv_environment(30.0),
     )
     found = {}
     for line in (done.stdout + done.stderr).splitlines():
@@ -430,15 +427,11 @@ class Verifier:
         environ = {**os.environ, **env} if env else None
         with tempfile.TemporaryDirectory(prefix="cudaup-verify-", dir=self.scratch) as scratch:
             try:
-                return subprocess.run(
+                return processes.run(
                     [str(python), "-I", "-B", "-c", script, *arguments],
-                    cwd=scratch,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
                     timeout=self.timeout,
-                    check=False,
-                    env=environ,
+                    environment=environ,
+                    cwd=Path(scratch),
                 )
             except subprocess.TimeoutExpired:
                 _fail("timeout", None, f"{python} did not finish within {self.timeout:.0f} s")

@@ -1,5 +1,6 @@
-"""The child processes cudaup may stop before they end: uv's resolutions and installs, and
-the interpreter asked for its version.
+"""The child processes cudaup starts and may have to stop: uv's resolutions and installs,
+the interpreter asked for its version, and every tool run with a time limit
+(``nvidia-smi``, ``nvcc --version``, an environment's Python).
 
 :func:`kill` kills the child and every process below it.  Killing only the child is not
 enough: the ``uv`` found may be a script that runs the real one without ``exec`` (a
@@ -12,6 +13,13 @@ reaches them too, even when cudaup itself can no longer act.
 A process below the child is found by its parent (``/proc``) and killed through a pidfd
 opened while its parent is still alive and checked to be that parent's child: never a
 process that has taken the pid of one that has ended.
+
+:func:`run` is ``subprocess.run`` with a limit that holds: ``subprocess.run`` kills a
+child that ran out of time and then waits for it without limit, and a child stuck in
+the kernel (``nvidia-smi`` on a wedged driver, ``nvcc`` on a hung NFS server: state
+``D``) does not end when killed, so the caller hung with it.  :func:`run` waits
+:data:`KILL_GRACE` seconds for a killed child, then leaves it behind and says it ran out
+of time.
 """
 
 from __future__ import annotations
@@ -22,8 +30,16 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any, Literal, overload
 
 PROC = Path("/proc")
+#: How long a killed child may take to end before :func:`run` stops waiting for it.  A
+#: SIGKILL ends a child at once unless the kernel holds it in an uninterruptible wait,
+#: which may last until the machine is restarted.
+KILL_GRACE = 5.0
+#: The children :func:`run` stopped waiting for, reaped by the next :func:`run` once they
+#: end; held here so that no garbage collection ever waits for one or warns of it.
+_LEFT: list[subprocess.Popen[Any]] = []
 
 
 def start(
@@ -41,7 +57,81 @@ def start(
     )
 
 
-def kill(process: subprocess.Popen[str]) -> None:
+@overload
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    text: Literal[True] = True,
+    environment: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdout: int | IO[Any] = subprocess.PIPE,
+    stderr: int | IO[Any] = subprocess.PIPE,
+    errors: str | None = None,
+) -> subprocess.CompletedProcess[str]: ...
+@overload
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    text: Literal[False],
+    environment: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdout: int | IO[Any] = subprocess.PIPE,
+    stderr: int | IO[Any] = subprocess.PIPE,
+    errors: str | None = None,
+) -> subprocess.CompletedProcess[bytes]: ...
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    text: bool = True,
+    environment: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdout: int | IO[Any] = subprocess.PIPE,
+    stderr: int | IO[Any] = subprocess.PIPE,
+    errors: str | None = None,
+) -> subprocess.CompletedProcess[Any]:
+    """Run ``argv`` (no input) and wait for it; :class:`subprocess.TimeoutExpired` once
+    ``timeout`` seconds have passed and the child and what it started are killed, at most
+    :data:`KILL_GRACE` seconds later even when the child does not end.  Its exit status
+    is the caller's to judge; :class:`OSError` when it cannot start."""
+    _LEFT[:] = [left for left in _LEFT if left.poll() is None]
+    process: subprocess.Popen[Any] = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+        errors=errors,
+        env=None if environment is None else dict(environment),
+        cwd=cwd,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except BaseException as exc:  # out of time, or Ctrl-C: the child does not outlive it
+        kill(process)
+        try:
+            process.communicate(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            _leave(process)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise subprocess.TimeoutExpired(list(argv), timeout) from None
+        raise
+    return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def _leave(process: subprocess.Popen[Any]) -> None:
+    """Stop waiting for a child that a SIGKILL did not end: close cudaup's ends of its
+    pipes, so that nothing here waits on them, and keep it to reap if it ever ends."""
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    _LEFT.append(process)
+
+
+def kill(process: subprocess.Popen[Any]) -> None:
     """Kill ``process`` and the processes below it, the deepest first (each is checked
     against its parent, which must still be alive); nothing once ``process`` has ended."""
     if process.poll() is not None:
