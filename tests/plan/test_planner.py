@@ -110,6 +110,34 @@ def test_a_silent_wheel_is_read_deeper(world: IndexServer, tmp_path: Path) -> No
     ]
 
 
+def test_the_last_round_reads_no_older_build_of_what_gives_the_line_up(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """As ``torch flashinfer-python sgl-kernel`` on PyPI (2026-12-07): sgl-kernel's 0.3.21
+    and the two builds before it link libnvrtc.so.12, and no newer build exists, so 13.0's
+    next round excluded those three alone and took 0.3.18.post3, a CUDA 12 build too: a
+    fourth build, which gives 13.0 up whatever else is read.  The two builds before it,
+    read only for a round that would not come, cost that plan's last read-back one more
+    chain of range requests (0.4 s there, 0.34 s without them)."""
+    from tests.plan.world import _kernel
+
+    versions = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6")
+    for version in versions:
+        world.add("pypi", *_kernel("kernx", version, 12))
+    result = plan(world, tmp_path, ["kernx"], only=("pypi",))
+    assert result.line == (12, 9)
+    (given_up,) = [e for e in result.excluded if e.line == (13, 0)]
+    assert given_up.kind == "inconsistent"
+    assert "kernx 1.6, 1.5, 1.4, 1.3: CUDA 12.x" in given_up.message
+    wheels_read = {
+        version
+        for version in versions
+        for request in world.requests(f"/pypi/files/kernx-{version}-")
+        if request.path.endswith(".whl")  # its shared objects, not its metadata
+    }
+    assert wheels_read == {"1.6", "1.5", "1.4", "1.3"}
+
+
 def test_a_cpu_only_build_of_a_cuda_project(world: IndexServer, tmp_path: Path) -> None:
     with pytest.raises(NoCommonLineError, match="a CPU-only build") as failed:
         plan(world, tmp_path, ["torch==2.9.1"], only=("pypi",), platform="linux-sbsa")

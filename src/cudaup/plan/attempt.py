@@ -222,6 +222,14 @@ class LineResolver:
             counted = {p: rounds_of.get(p, 0) + 1 for p in {e.project for e in fresh}}
             return contradictions_given_up(fresh, learnt, counted if toward else None)
 
+        def last_build(project: str) -> bool:
+            # One more build of ``project`` that contradicts the line gives the line up
+            # whatever else the read-back finds (see given_up): in as many rounds toward
+            # the line, or, each build excluded alone, in as many versions.
+            if toward is not None:
+                return rounds_of.get(project, 0) + 1 >= CONTRADICTION_ROUNDS
+            return sum(e.project == project for e in learnt) + 1 >= CONTRADICTION_ROUNDS
+
         def exclusions_after(fresh: Sequence[Evidence]) -> list[str]:
             return [
                 *(e.exclusion(toward) for e in [*learnt, *fresh]),
@@ -278,7 +286,7 @@ class LineResolver:
                         return attempt
                     lacking += missing
                     continue
-                found = read_back(self, attempt, requirements, start_next)
+                found = read_back(self, attempt, requirements, start_next, last_build)
                 if not found:
                     return attempt
                 fresh = _unlearnt(found, learnt)

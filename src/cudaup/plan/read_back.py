@@ -37,10 +37,13 @@ def read_back(
     attempt: Attempt,
     requirements: tuple[Requirement, ...],
     before_wheels: Callable[[list[Evidence]], None] | None = None,
+    last_build: Callable[[str], bool] = lambda project: False,
 ) -> list[Evidence]:
     """Every package's evidence; the ones that contradict the attempt's line.
     ``before_wheels`` is handed what contradicts it by name alone before the first
-    wheel is read (the next round may start then: :class:`NextRound`)."""
+    wheel is read (the next round may start then: :class:`NextRound`).  ``last_build``
+    says of a project whether one more build of it that contradicts the line ends the
+    line's rounds: its older builds, which only the next round would skip, are not read."""
     closure, line = attempt.closure, attempt.line
     assert closure is not None
     _read_names(attempt, closure)
@@ -54,7 +57,7 @@ def read_back(
     pending = [r for r in requirements if _silent(r, closure, attempt)]
     if pending and before_wheels is not None:
         before_wheels(crossed)  # once: what the names say is all known now
-    _read_at_once(resolver, pending, attempt, asked_names)
+    _read_at_once(resolver, pending, attempt, asked_names, last_build)
     for requirement in requirements:
         asked = closure.get(requirement.name)
         if asked is None or not _silent(requirement, closure, attempt):
@@ -62,7 +65,7 @@ def read_back(
         deeper = _read_deeper(resolver, asked, attempt, through=True)
         if deeper is not None:
             attempt.evidence[asked.name] = deeper
-            if not deeper.fits(line):
+            if not deeper.fits(line) and not last_build(asked.name):
                 older += _older_builds(resolver, requirement, asked, attempt)
             continue
         # A pure meta-package (cuda-python requires cuda-bindings~=12.8.0): what it
@@ -98,9 +101,11 @@ def _read_at_once(
     requirements: list[Requirement],
     attempt: Attempt,
     asked_names: set[str],
+    last_build: Callable[[str], bool],
 ) -> None:
     """Read at once the wheels the read-back weighs one request after another (each
-    request's wheel, then its older builds when it contradicts the line, or a
+    request's wheel, then its older builds when it contradicts the line and another round
+    may follow, or a
     meta-package's children's): the weighing then finds their facts read.  A read that
     fails here is read again there, and fails there with its own words."""
     closure = attempt.closure
@@ -112,7 +117,7 @@ def _read_at_once(
         with contextlib.suppress(CudaupError):  # the weighing reads it again, and says
             found = _read_deeper(resolver, asked, attempt, through=True)
             if found is not None:
-                if not found.fits(attempt.line):
+                if not found.fits(attempt.line) and not last_build(asked.name):
                     _older_builds(resolver, requirement, asked, attempt)
                 return
             children = _children_to_read(closure, asked, attempt, asked_names)
