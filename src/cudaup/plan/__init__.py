@@ -70,8 +70,7 @@ def python_version_ahead(text: str | None) -> Callable[[], tuple[int, int]]:
         try:
             output, _ = process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
-            processes.kill(process)
-            process.communicate()
+            processes.stop(process)
             raise failed from None
         with contextlib.suppress(ValueError):  # not "X.Y"
             if process.returncode == 0:

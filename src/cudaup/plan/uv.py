@@ -394,8 +394,7 @@ class UvRunner:
         try:
             out, err = process.communicate(timeout=max(120.0, 8 * self.timeout))
         except subprocess.TimeoutExpired:
-            processes.kill(process)
-            process.communicate()
+            processes.stop(process)
             raise NetworkError(
                 f"uv did not finish resolving within {max(120.0, 8 * self.timeout):.0f} s"
             ) from None

@@ -128,8 +128,7 @@ def run_uv(arguments: list[str], action: str, work: Path, timeout: float) -> str
     except BaseException:
         # Ctrl-C (uv got it too) or an error here: uv, and what a wrapper named uv
         # started, never outlive the upgrade.
-        processes.kill(process)
-        process.wait()
+        processes.stop(process)
         raise
     if process.returncode != 0:
         raise uv_failure(action, err, work)

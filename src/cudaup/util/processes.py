@@ -17,9 +17,9 @@ process that has taken the pid of one that has ended.
 :func:`run` is ``subprocess.run`` with a limit that holds: ``subprocess.run`` kills a
 child that ran out of time and then waits for it without limit, and a child stuck in
 the kernel (``nvidia-smi`` on a wedged driver, ``nvcc`` on a hung NFS server: state
-``D``) does not end when killed, so the caller hung with it.  :func:`run` waits
-:data:`KILL_GRACE` seconds for a killed child, then leaves it behind and says it ran out
-of time.
+``D``) does not end when killed, so the caller hung with it.  :func:`stop`, which
+:func:`run` and every caller that gives up on a child use, waits :data:`KILL_GRACE`
+seconds for a killed child, then leaves it behind.
 """
 
 from __future__ import annotations
@@ -110,15 +110,21 @@ def run(
     try:
         out, err = process.communicate(timeout=timeout)
     except BaseException as exc:  # out of time, or Ctrl-C: the child does not outlive it
-        kill(process)
-        try:
-            process.communicate(timeout=KILL_GRACE)
-        except subprocess.TimeoutExpired:
-            _leave(process)
+        stop(process)
         if isinstance(exc, subprocess.TimeoutExpired):
             raise subprocess.TimeoutExpired(list(argv), timeout) from None
         raise
     return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """:func:`kill` ``process``, then wait for it to end, :data:`KILL_GRACE` seconds at
+    most: one the kernel holds is left behind (its pipes closed here), never waited on."""
+    kill(process)
+    try:
+        process.communicate(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        _leave(process)
 
 
 def _leave(process: subprocess.Popen[Any]) -> None:
