@@ -69,7 +69,14 @@ def frozen_filesystem(path: Path, *, thaw_after: float = 60.0) -> Iterator[Path]
         handle.truncate(8 * 2**20)
     subprocess.run([mkfs, "-q", str(image)], check=True)
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(path)], check=True)
+    mounted = subprocess.run(
+        ["mount", "-o", "loop", str(image), str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:  # a container without loop devices
+        pytest.skip(f"cannot mount a loop device here: {mounted.stderr.strip()}")
     thaw = threading.Timer(thaw_after, subprocess.run, [[freeze, "-u", str(path)]])
     try:
         subprocess.run([freeze, "-f", str(path)], check=True)
