@@ -105,9 +105,9 @@ def _read_at_once(
 ) -> None:
     """Read at once the wheels the read-back weighs one request after another (each
     request's wheel, then its older builds when it contradicts the line and another round
-    may follow, or a
-    meta-package's children's): the weighing then finds their facts read.  A read that
-    fails here is read again there, and fails there with its own words."""
+    may follow, or a meta-package's children's): the weighing then finds their facts
+    read.  A read that fails here is read again there, and fails there with its own
+    words."""
     closure = attempt.closure
     assert closure is not None
 
