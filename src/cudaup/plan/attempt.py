@@ -34,6 +34,7 @@ from cudaup.plan.line_failure import (
     extras_given_up,
     learnt_words,
     no_resolution,
+    one_more_gives_up,
 )
 from cudaup.plan.lines import (
     Evidence,
@@ -223,12 +224,7 @@ class LineResolver:
             return contradictions_given_up(fresh, learnt, counted if toward else None)
 
         def last_build(project: str) -> bool:
-            # One more build of ``project`` that contradicts the line gives the line up
-            # whatever else the read-back finds (see given_up): in as many rounds toward
-            # the line, or, each build excluded alone, in as many versions.
-            if toward is not None:
-                return rounds_of.get(project, 0) + 1 >= CONTRADICTION_ROUNDS
-            return sum(e.project == project for e in learnt) + 1 >= CONTRADICTION_ROUNDS
+            return one_more_gives_up(project, learnt, rounds_of if toward is not None else None)
 
         def exclusions_after(fresh: Sequence[Evidence]) -> list[str]:
             return [

@@ -49,6 +49,18 @@ def contradictions_given_up(
     return max(tried) >= CONTRADICTION_ROUNDS
 
 
+def one_more_gives_up(
+    project: str, learnt: Sequence[Evidence], rounds: Mapping[str, int] | None
+) -> bool:
+    """Whether one more build of ``project`` that contradicts the line gives the line up,
+    whatever else its read-back finds: :func:`contradictions_given_up`'s rule, asked
+    before the read-back (``rounds``: each project's rounds before this one, when excluded
+    toward the line; ``learnt``: what earlier rounds excluded)."""
+    if rounds is not None:
+        return rounds.get(project, 0) + 1 >= CONTRADICTION_ROUNDS
+    return sum(e.project == project for e in learnt) + 1 >= CONTRADICTION_ROUNDS
+
+
 def no_resolution(
     line: Line, answer: CompileAnswer, learnt: Sequence[Evidence], lacking: Sequence[Lacking]
 ) -> Exclusion:
