@@ -124,6 +124,38 @@ def test_install_does_not_reach_into_switching() -> None:
     assert "switch" not in _graph()["install"]
 
 
+#: What starts a child process.  (``os.exec*`` replaces cudaup and waits for nothing:
+#: ``cudaup run`` and the shims.)
+_STARTS = {
+    "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
+    | {f"spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")},
+}
+
+
+def test_every_child_is_started_by_util_processes() -> None:
+    """One way to start a program, so that its time limit holds and a stop reaches what
+    it started (``util/processes.py``): a second ``subprocess.run`` waits without limit."""
+    found = []
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "util" / "processes.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in _STARTS:
+                names = {alias.name for alias in node.names} & _STARTS[node.module]
+                found += [
+                    f"{path.relative_to(SRC)}: imports {node.module}.{name}" for name in names
+                ]
+            elif (  # a call, not an annotation: subprocess.Popen[str] names the type
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.attr in _STARTS.get(node.func.value.id, set())
+            ):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(node.func)}")
+    assert found == []
+
+
 #: Exceptions outside errors.py: signals between the functions of one package, caught there
 #: and never shown to a user as such.  Each with why it is not a CudaupError.
 INTERNAL_SIGNALS = {

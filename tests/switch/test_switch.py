@@ -26,7 +26,7 @@ from cudaup.install.store import Store
 from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import is_shim
 from cudaup.switch import environment, pins, selection, shim, shim_files, system_link
-from tests.helpers import require_tool
+from tests.helpers import lingering_wrapper, require_tool, started_child, wait_until_ended
 
 UPDATE_ALTERNATIVES = "/usr/bin/update-alternatives"
 
@@ -693,6 +693,42 @@ def test_alternatives_set_and_undo(
     undone = system_link.undo_system_link(three, root=root)
     assert undone.after == before
     assert system_link.read_history(three) == []
+
+
+def test_an_update_alternatives_that_never_answers_is_stopped_and_named(
+    three: Store,
+    root: SystemRoot,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    real_link_untouched: None,
+) -> None:
+    """``default --system`` waited without limit for ``update-alternatives``, which may
+    wait on a hung filesystem forever: now it is stopped, with what it started, and named."""
+    require_tool(UPDATE_ALTERNATIVES, "dpkg")
+    for line in ("12.8", "13.0"):
+        make_tree(root.path(f"/usr/local/cuda-{line}"), line)
+    subprocess.run(
+        [
+            *(UPDATE_ALTERNATIVES, "--root", str(root.root), "--install", "/usr/local/cuda"),
+            *("cuda", "/usr/local/cuda-13.0", "130"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    before = system_link.read_link_state(root)
+    hanging = tmp_path / "bin" / "update-alternatives"
+    hanging.parent.mkdir()
+    child = lingering_wrapper(hanging)
+    monkeypatch.setattr(system_link, "ALTERNATIVES_TIMEOUT", 0.5)
+    started = time.monotonic()
+    with pytest.raises(CudaupError, match=r"update-alternatives .* did not finish within 0\.5 s"):
+        system_link.set_system_link(
+            three, "/usr/local/cuda-12.8", root=root, env={"PATH": str(hanging.parent)}
+        )
+    assert time.monotonic() - started < 10
+    wait_until_ended(started_child(child))
+    assert system_link.read_link_state(root) == before
+    assert system_link.read_history(three) == []  # nothing changed: nothing to undo
 
 
 def test_priorities_follow_nvidia() -> None:

@@ -35,6 +35,7 @@ from cudaup.machine.sysroot import SystemRoot
 from cudaup.machine.toolkits import not_a_toolkit
 from cudaup.switch import shim
 from cudaup.switch.selection import check_request, installed_names, system_toolkits
+from cudaup.util import processes
 from cudaup.util.atomic import atomic_write
 from cudaup.util.faults import explain, known_places
 from cudaup.util.reading import read_small
@@ -44,6 +45,10 @@ LINK = "/usr/local/cuda"
 _ADMIN_DIRS = ("/var/lib/dpkg/alternatives", "/var/lib/alternatives")
 _LINE = re.compile(r"(\d+)\.(\d+)")
 LinkKind = Literal["absent", "link", "directory", "file"]
+#: How long one ``update-alternatives`` run may take.  It edits a few small files; one that
+#: runs this long waits on something that may never answer (a frozen or hung filesystem
+#: under ``/etc`` or ``/var/lib``), and ``default --system`` and ``undo`` would wait with it.
+ALTERNATIVES_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +283,13 @@ def _alternatives(root: SystemRoot, env: Mapping[str, str], *args: str) -> None:
     if not root.is_real:
         argv += ["--root", str(root.root)]
     argv += list(args)
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    try:
+        done = processes.run(argv, timeout=ALTERNATIVES_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ExternalToolError(
+            f"{shlex.join(argv)} did not finish within {ALTERNATIVES_TIMEOUT:g} s and was "
+            "stopped (is a filesystem under /etc or /var/lib frozen or hung?)"
+        ) from None
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise ExternalToolError(
