@@ -38,12 +38,12 @@ from cudaup.plan.install import exact_pins, install_pins
 from cudaup.plan.lines import (
     TOOLKIT,
     Line,
-    line_tag,
     line_text,
     line_tiers,
     release_line,
 )
 from cudaup.plan.listing import plan_releases
+from cudaup.plan.prechecks import precheck
 from cudaup.plan.read_ahead import pins_ahead
 from cudaup.plan.result import (
     Exclusion,
@@ -52,7 +52,6 @@ from cudaup.plan.result import (
     PlanTarget,
     conflict_error,
     explain,
-    extra_refuses,
     line_support,
     minor_compat_note,
     passed_over,
@@ -252,7 +251,16 @@ class _Run:
         exclusions: list[Exclusion] = []
         candidates: list[Line] = []
         for line in lines:
-            excluded = self._precheck(line, live, table)
+            releases = [r for r in live.versions if release_line(r) == line]
+            excluded = precheck(
+                line,
+                releases,
+                table,
+                self.target,
+                self.requirements,
+                self.tagged,
+                self.lines.pages,
+            )
             if excluded is None:
                 candidates.append(line)
             else:
@@ -322,64 +330,6 @@ class _Run:
                     self.target.platform,
                     pre=self.lines.pre,
                 )
-
-    def _precheck(self, line: Line, live: LiveReleases, table: CompatTable) -> Exclusion | None:
-        """Exclusions that need no resolution: the driver, the GPUs, an index's lines, an
-        extra that names another major (``flashinfer-python[cu12]``)."""
-        releases = [r for r in live.versions if release_line(r) == line]
-        return (
-            self._driver_refuses(line, releases, table)
-            or self._gpus_refuse(line, releases, table)
-            or self._index_lacks(line)
-            or extra_refuses(self.requirements, line)
-        )
-
-    def _driver_refuses(
-        self, line: Line, releases: list[str], table: CompatTable
-    ) -> Exclusion | None:
-        """The driver runs none of the line's releases (or cudaup cannot tell)."""
-        target = self.target
-        if target.driver is None:
-            return None
-        verdicts = [table.check(target.driver, r, reported=target.reported) for r in releases]
-        if not verdicts or any(v.verdict not in {"no", "unknown"} for v in verdicts):
-            return None
-        newest = verdicts[0]
-        if newest.verdict == "no":
-            message = f"driver {target.driver} cannot run CUDA {newest.release}: {newest.reason}"
-        else:
-            message = f"cudaup cannot tell whether driver {target.driver} runs it: {newest.reason}"
-        return Exclusion(line, "driver", message)
-
-    def _gpus_refuse(self, line: Line, releases: list[str], table: CompatTable) -> Exclusion | None:
-        """A GPU the line's newest release cannot target."""
-        for gpu in self.target.gpus:
-            arch = table.architecture(gpu.compute_capability or "")
-            if arch is not None and releases and not arch.supported_by(releases[0]):
-                return Exclusion(
-                    line,
-                    "gpu",
-                    f"cannot target GPU {gpu.name} (compute capability {gpu.compute_capability})",
-                )
-        return None
-
-    def _index_lacks(self, line: Line) -> Exclusion | None:
-        """A requested project only a per-line index publishes, with no build for the line."""
-        tag = line_tag(line)
-        for requirement in self.requirements:
-            for index in self.tagged:
-                if index.serves(requirement.name) and index.publishes_alone(requirement.name):
-                    page = self.lines.pages.get(
-                        (index.name, tag, canonicalize_name(requirement.name))
-                    )
-                    if tag not in index.urls or page is None or page.files is None:
-                        return Exclusion(
-                            line,
-                            "index",
-                            f"{requirement.name}: {index.name} publishes no {tag} build",
-                            (canonicalize_name(requirement.name),),
-                        )
-        return None
 
     # -- searching lines ----------------------------------------------------------
     def _search(

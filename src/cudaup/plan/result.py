@@ -14,7 +14,6 @@ from packaging.utils import canonicalize_name
 
 from cudaup.core.compat import Compatibility, CompatTable
 from cudaup.core.driver import CudaVersion, DriverVersion, GpuInfo
-from cudaup.core.major_extras import named_majors, shipped_major_extras
 from cudaup.core.platforms import Platform
 from cudaup.core.renames import shipped_renames
 from cudaup.errors import NoCommonLineError
@@ -471,16 +470,3 @@ def minor_compat_note(
         f"CUDA {line_text(line)} is taken under minor-version compatibility ({why}): driver "
         f"{driver} runs it, but PTX JIT and features that need a newer driver do not"
     )
-
-
-def extra_refuses(requirements: Sequence[Requirement], line: Line) -> Exclusion | None:
-    """``line`` excluded for a request whose extra names another major
-    (``flashinfer-python[cu12]`` on 13.0: ``data/families.toml`` ``[extras]``)."""
-    extras = shipped_major_extras()
-    for requirement in requirements:
-        asked = sorted(requirement.extras)
-        for extra, major in named_majors(extras, requirement.name, asked).items():
-            if major != line[0]:
-                words = f"{requirement} asks for CUDA {major}: its extra {extra} names that major"
-                return Exclusion(line, "major", words, (canonicalize_name(requirement.name),))
-    return None
