@@ -72,7 +72,7 @@ def _instrument() -> None:
     def served(memo: object, request: Any, method: str) -> str:
         return f"uv {method} {request.path.split('/', 2)[-1][:80]}"
 
-    _wrap(index_memo.IndexMemo, "_serve", served)
+    _wrap(index_memo.IndexMemo, "serve", served)
     _wrap(index_memo.IndexMemo, "_start", lambda *_: "memo start")
     _wrap(HttpClient, "get", lambda _client, url, *_: f"upstream get {url}")
     original_slot = ramp.Ramp.slot

@@ -23,7 +23,7 @@ from cudaup.config import Settings
 from cudaup.errors import EXIT_CODES, NetworkError
 from cudaup.net.deadline import Lookups
 from cudaup.net.http import HttpClient
-from cudaup.plan import index_memo
+from cudaup.plan import index_memo, memo_server
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
 from cudaup.plan.ramp import Ramp
@@ -311,13 +311,13 @@ def test_the_memos_address_is_handed_out_before_its_server_is_made(
     closed before its server was made closes cleanly."""
     _publish(index_server)
     release = threading.Event()
-    made = index_memo._server_on
+    made = memo_server.server_on
 
     def held(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
         assert release.wait(30), "the test never let the server be made"
         return made(listener, memo)
 
-    monkeypatch.setattr(index_memo, "_server_on", held)
+    monkeypatch.setattr(index_memo, "server_on", held)
     with IndexMemo(http_client) as memo:
         local = memo.local(index_server.url("pypi"))  # returns while the server is held back
         path = local.split(str(memo.port), 1)[1]

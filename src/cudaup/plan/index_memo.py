@@ -36,15 +36,26 @@ import copy
 import re
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from cudaup.errors import CudaupError, NetworkError
-from cudaup.net.http import POOL_SIZE, HttpClient, describe, log
+from cudaup.net.http import POOL_SIZE, HttpClient, describe
+from cudaup.plan.memo_server import (
+    Answer,
+    failed,
+    for_the_plan,
+    head_answer,
+    passed,
+    range_answer,
+    send,
+    server_on,
+    stream,
+)
 from cudaup.plan.page_rewrite import Rewritten, rewrite_html, rewrite_json
 from cudaup.plan.ramp import Ramp
 from cudaup.plan.read_ahead import ReadAhead
@@ -61,8 +72,6 @@ if TYPE_CHECKING:  # the server's and the wire's modules load when the memo star
 
 #: The largest body kept in memory; a larger one (a whole wheel) streams through.
 MEMO_LIMIT = 16 * 1024 * 1024
-#: The response headers passed through to uv.
-PASSED = ("Content-Type", "Content-Range", "Accept-Ranges", "Content-Encoding")
 _PAGE_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 #: How long the server's loop waits between looks for a stop: what closing waits where
@@ -71,11 +80,6 @@ POLL_INTERVAL = 0.05
 #: What uv asks an index page with (uv 0.13): a page read ahead of uv is kept under it,
 #: and so answers uv only when uv asks alike (another uv's page is read again, not wrong).
 UV_ACCEPT = f"{_JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
-_CHUNK = 256 * 1024
-#: An answer the memo keeps stays the same for the rest of the plan, and it tells uv so:
-#: uv's cache is the plan's own (its scratch directory), and later uv runs then take the
-#: pages, and the metadata they read from wheels, from it without asking at all.
-_FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 
 
 #: uv opens dozens of connections at once; a backlog of 5 (socketserver's) drops their
@@ -84,65 +88,12 @@ _FRESH_FOR_THE_PLAN = ("Cache-Control", "max-age=86400, immutable")
 _BACKLOG = 1024
 
 
-def _server_on(listener: socket.socket, memo: IndexMemo) -> http.server.ThreadingHTTPServer:
-    """The memo's server on ``listener``, made in the memo's thread once uv may already be
-    starting: a warm plan loads no server module, and a cold one's first uv run waits for
-    none (importing them costs 50-80 ms, about what uv takes to send its first request,
-    which waits in the listening socket's backlog meanwhile)."""
-    import http.server  # noqa: PLC0415
-
-    class Server(http.server.ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            """A request not served (most often: uv hung up) goes to the verbose log only."""
-            log.info("index memo: a request from uv failed", exc_info=True)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Headers and body leave in two writes: with Nagle's algorithm the body waits
-        # for the client's delayed ACK (40 ms a response, on every chain uv follows).
-        disable_nagle_algorithm = True
-
-        def setup(self) -> None:
-            super().setup()
-            threading.current_thread().name = "cudaup-index-memo-connection"
-            with memo._lock:
-                memo._connections.add(self.connection)
-
-        def finish(self) -> None:
-            with memo._lock:
-                memo._connections.discard(self.connection)
-            super().finish()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            memo._serve(self, "GET")
-
-        def do_HEAD(self) -> None:
-            memo._serve(self, "HEAD")
-
-    server = Server(listener.getsockname(), Handler, bind_and_activate=False)
-    server.socket.close()  # its own, unbound: the memo's listener serves instead
-    server.socket = listener
-    # Handler threads are joined on close: none outlives the plan.
-    server.daemon_threads, server.block_on_close = False, True
-    return server
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-
 @dataclass
 class _Flight:
     """One upstream request and those waiting for its answer."""
 
     done: threading.Event = field(default_factory=threading.Event)
-    answer: _Answer | None = None
+    answer: Answer | None = None
     #: The body is above the limit: each request streams its own.
     streamed: bool = False
 
@@ -203,7 +154,7 @@ class IndexMemo:
     def _start(self) -> None:
         """Serve from the first URL asked for: a plan that runs no uv (a warm one, its
         answers kept) starts no server and waits for none to stop.  The port listens at
-        once; the server is made beside it (:func:`_server_on`)."""
+        once; the server is made beside it (:func:`server_on`)."""
         import socket  # noqa: PLC0415
 
         if self._closed:
@@ -219,7 +170,7 @@ class IndexMemo:
 
     def _serve_on(self, listener: socket.socket) -> None:
         try:
-            self._server = _server_on(listener, self)
+            self._server = server_on(listener, self)
         except BaseException:
             listener.close()
             raise
@@ -334,11 +285,22 @@ class IndexMemo:
             return (url, False) if allowed else None
         return None
 
-    def _serve(self, request: http.server.BaseHTTPRequestHandler, method: str) -> None:
+    def connected(self, connection: socket.socket) -> None:
+        """A connection from uv, closed by :meth:`close` if it outlives the plan."""
+        with self._lock:
+            self._connections.add(connection)
+
+    def disconnected(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+    def serve(self, request: http.server.BaseHTTPRequestHandler, method: str) -> None:
+        """Answer one of uv's requests (``method``: GET or HEAD), from what is kept, read
+        ahead or in flight, else upstream; 404 for a path the memo does not forward."""
         target = self._target(request.path)
         try:
             if target is None:
-                _send(request, _Answer(404, (("Content-Type", "text/plain"),), b"not here\n"))
+                send(request, Answer(404, (("Content-Type", "text/plain"),), b"not here\n"))
                 return
             url, page = target
             accept = request.headers.get("Accept", "")
@@ -351,12 +313,12 @@ class IndexMemo:
                 self.ahead.start(url)  # read now unless read ahead, queued before a walk's reads
                 self.ahead.asked(url)  # uv walking a project down: its next versions
                 if (size := self.ahead.size(url)) is not None:  # None: no ranges, failed
-                    _send(request, _head_answer(size))
+                    send(request, head_answer(size))
                     return
             if not page and method == "GET" and ranged:
                 held = self.ahead.answer(url, ranged)
                 if held is not None:
-                    _send(request, _range_answer(*held))
+                    send(request, range_answer(*held))
                     return
             with self._lock:
                 flight = self._flights.get(key)
@@ -368,10 +330,10 @@ class IndexMemo:
             if not leader:
                 flight.done.wait()
                 if flight.answer is not None:
-                    _send(request, flight.answer)
+                    send(request, flight.answer)
                     return
                 if not flight.streamed:
-                    _send(request, _failed(self.error(url)))
+                    send(request, failed(self.error(url)))
                     return
             self._fetch(request, flight if leader else None, key, page)
         except (ConnectionError, TimeoutError):
@@ -390,7 +352,7 @@ class IndexMemo:
         with self._lock:
             self._forwarded += 1
         raw: urllib3.BaseHTTPResponse | None = None
-        answer: _Answer | None = None
+        answer: Answer | None = None
         failure: CudaupError | None = None
         try:
             with self._ramp(url).slot():
@@ -402,7 +364,7 @@ class IndexMemo:
                     raw = self.http.open(method, url, headers)
                     answer = self._kept_body(raw, method, url)
             if answer is not None:
-                answer = _for_the_plan(answer)
+                answer = for_the_plan(answer)
         except CudaupError as exc:
             failure = exc
             with self._lock:
@@ -413,14 +375,14 @@ class IndexMemo:
                 streamed = failure is None and answer is None and raw is not None
                 self._land(flight, key, answer, streamed)
         if failure is not None:
-            _send(request, _failed(failure))
+            send(request, failed(failure))
             return
         if answer is not None:
-            _send(request, answer)
+            send(request, answer)
             return
         assert raw is not None
         try:
-            _stream(request, raw)
+            stream(request, raw)
         finally:
             raw.release_conn()
 
@@ -437,7 +399,7 @@ class IndexMemo:
         self,
         flight: _Flight,
         key: tuple[str, str, str, str],
-        answer: _Answer | None,
+        answer: Answer | None,
         streamed: bool,
     ) -> None:
         """Hand the waiters ``answer``, or tell them to stream their own; a request that
@@ -448,18 +410,18 @@ class IndexMemo:
                 self._flights.pop(key, None)
         flight.done.set()
 
-    def _page(self, url: str, accept: str) -> tuple[_Answer, list[str]]:
+    def _page(self, url: str, accept: str) -> tuple[Answer, list[str]]:
         """An index page with its file URLs pointed at the memo, and their upstream URLs."""
         response = self.http.get(url, accept=accept or None, max_bytes=self.limit)
-        kind = dict(_passed(response.headers)).get("Content-Type", "").split(";")[0].strip()
+        kind = dict(passed(response.headers)).get("Content-Type", "").split(";")[0].strip()
         body, files = response.body, []
         if response.status == 200 and (kind == _JSON_TYPE or kind in _PAGE_TYPES):
             base = response.url or url
             rewrite = rewrite_json if kind == _JSON_TYPE else rewrite_html
             rewritten = rewrite(body, base, self._base)
             body, files = self._allow(rewritten, base), rewritten.files
-        headers = _passed(response.headers, exclude="Content-Encoding")
-        return _Answer(response.status, headers, body), files
+        headers = passed(response.headers, exclude="Content-Encoding")
+        return Answer(response.status, headers, body), files
 
     def read_pinned(
         self,
@@ -497,12 +459,12 @@ class IndexMemo:
                 return []
             flight = self._flights[key] = _Flight()
             self._forwarded += 1
-        answer: _Answer | None = None
+        answer: Answer | None = None
         files: list[str] = []
         try:
             with self._ramp(url).slot():
                 answer, files = self._page(url, UV_ACCEPT)
-            answer = _for_the_plan(answer)
+            answer = for_the_plan(answer)
         except CudaupError as exc:
             with self._lock:
                 self.failures.setdefault(url, exc)
@@ -510,12 +472,12 @@ class IndexMemo:
             self._land(flight, key, answer, False)
         return files
 
-    def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> _Answer | None:
+    def _kept_body(self, raw: urllib3.BaseHTTPResponse, method: str, url: str) -> Answer | None:
         """The whole answer when its length is stated and small enough to keep; None to
         stream it."""
         import urllib3  # noqa: PLC0415
 
-        headers = _passed(raw.headers)
+        headers = passed(raw.headers)
         if method == "HEAD":
             # Read to its (empty) end before the connection goes back: http.client keeps
             # an unread answer as the connection's, and the next request sent over it then
@@ -524,8 +486,8 @@ class IndexMemo:
             raw.release_conn()
             announced = raw.headers.get("Content-Length")
             extra = (("Content-Length", announced),) if announced is not None else ()
-            return _Answer(raw.status, headers + extra, b"")
-        length = raw.length_remaining  # the body's framing: see _stream
+            return Answer(raw.status, headers + extra, b"")
+        length = raw.length_remaining  # the body's framing: see stream
         if length is None or length > self.limit:
             return None
         try:
@@ -540,7 +502,7 @@ class IndexMemo:
             raise NetworkError(
                 f"{urlsplit(url).netloc} sent {len(body)} of {length} bytes for {url}"
             )
-        return _Answer(raw.status, headers, body)
+        return Answer(raw.status, headers, body)
 
     # -- rewriting pages ----------------------------------------------------------
     def _allow(self, rewritten: Rewritten, page_url: str) -> bytes:
@@ -557,94 +519,3 @@ class IndexMemo:
         project = urlsplit(page_url).path.rstrip("/").rsplit("/", 1)[-1]
         self.ahead.listed(project, rewritten.files)
         return rewritten.body
-
-
-def _for_the_plan(answer: _Answer) -> _Answer:
-    """A success as the memo keeps and serves it: said to stay the same for the rest of the
-    plan (:data:`_FRESH_FOR_THE_PLAN`); any other answer as it came."""
-    if answer.status not in {200, 206}:
-        return answer
-    return replace(answer, headers=(*answer.headers, _FRESH_FOR_THE_PLAN))
-
-
-def _passed(headers: Mapping[str, str], exclude: str = "") -> tuple[tuple[str, str], ...]:
-    """The headers of :data:`PASSED` ``headers`` has, whatever their case."""
-    lowered = {name.lower(): value for name, value in headers.items()}
-    return tuple(
-        (name, value)
-        for name in PASSED
-        if name != exclude and (value := lowered.get(name.lower())) is not None
-    )
-
-
-def _head_answer(size: int) -> _Answer:
-    """A wheel's HEAD answered from its tail: the size its 206 gave."""
-    headers = (
-        ("Content-Type", "application/octet-stream"),
-        ("Accept-Ranges", "bytes"),
-        ("Content-Length", str(size)),
-        _FRESH_FOR_THE_PLAN,
-    )
-    return _Answer(200, headers, b"")
-
-
-def _range_answer(first: int, body: bytes, total: int) -> _Answer:
-    """A range answered from bytes read ahead: the upstream's bytes, as a 206 of them."""
-    last = first + len(body) - 1
-    headers = (
-        ("Content-Type", "application/octet-stream"),
-        ("Content-Range", f"bytes {first}-{last}/{total}"),
-        ("Accept-Ranges", "bytes"),
-        _FRESH_FOR_THE_PLAN,
-    )
-    return _Answer(206, headers, body)
-
-
-def _failed(error: CudaupError | None) -> _Answer:
-    """What uv is told when the upstream failed: a gateway error, never a page."""
-    why = str(error) if error is not None else "the upstream failed"
-    status = 504 if "timed out" in why or "timeout" in why else 502
-    return _Answer(status, (("Content-Type", "text/plain"),), why.encode() + b"\n")
-
-
-def _send(request: http.server.BaseHTTPRequestHandler, answer: _Answer) -> None:
-    request.send_response(answer.status)
-    for name, value in answer.headers:
-        if name != "Content-Length":
-            request.send_header(name, value)
-    length = dict(answer.headers).get("Content-Length") if request.command == "HEAD" else None
-    request.send_header("Content-Length", length or str(len(answer.body)))
-    request.end_headers()
-    if request.command != "HEAD":
-        request.wfile.write(answer.body)
-
-
-def _stream(request: http.server.BaseHTTPRequestHandler, raw: urllib3.BaseHTTPResponse) -> None:
-    """A body too large to keep, passed on as it arrives."""
-    import urllib3  # noqa: PLC0415
-
-    # urllib3's reading of the framing, before any of the body is read: the Content-Length,
-    # or None where there is none, it is unusable, or it stands beside chunked transfer
-    # (RFC 9112 6.3: the chunks frame the body, and an intermediary drops the length).
-    # Passing such a length on would frame uv's answer by it: the bytes past it would be
-    # read by uv as the answer to its next request on the connection.
-    length = raw.length_remaining
-    request.send_response(raw.status)
-    for name, value in _passed(raw.headers):
-        request.send_header(name, value)
-    if length is not None:
-        request.send_header("Content-Length", str(length))
-    else:
-        request.send_header("Connection", "close")
-        request.close_connection = True
-    request.end_headers()
-    try:
-        for chunk in _chunks(raw):
-            request.wfile.write(chunk)
-    except urllib3.exceptions.HTTPError:
-        request.close_connection = True  # uv sees the body break off, as upstream's did
-
-
-def _chunks(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    while chunk := raw.read(_CHUNK):
-        yield chunk
