@@ -47,13 +47,29 @@ def start(
 ) -> subprocess.Popen[str]:
     """Start ``argv``: no input, its output and errors as text through pipes
     (``communicate`` reads them)."""
+    return _popen(argv, environment, text=True)
+
+
+def _popen(
+    argv: Sequence[str],
+    environment: Mapping[str, str] | None,
+    *,
+    text: bool,
+    stdout: int | IO[Any] = subprocess.PIPE,
+    stderr: int | IO[Any] = subprocess.PIPE,
+    errors: str | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[Any]:
+    """The one place a child starts: with no input (a child never reads cudaup's)."""
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+        errors=errors,
         env=None if environment is None else dict(environment),
+        cwd=cwd,
     )
 
 
@@ -97,15 +113,8 @@ def run(
     :data:`KILL_GRACE` seconds later even when the child does not end.  Its exit status
     is the caller's to judge; :class:`OSError` when it cannot start."""
     _LEFT[:] = [left for left in _LEFT if left.poll() is None]
-    process: subprocess.Popen[Any] = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        text=text,
-        errors=errors,
-        env=None if environment is None else dict(environment),
-        cwd=cwd,
+    process = _popen(
+        argv, environment, text=text, stdout=stdout, stderr=stderr, errors=errors, cwd=cwd
     )
     try:
         out, err = process.communicate(timeout=timeout)
