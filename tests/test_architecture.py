@@ -130,6 +130,8 @@ _STARTS = {
     "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput"},
     "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
     | {f"spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")},
+    "pty": {"fork", "spawn"},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
 }
 
 
