@@ -221,7 +221,7 @@ class LineResolver:
 
         def given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
             counted = {p: rounds_of.get(p, 0) + 1 for p in {e.project for e in fresh}}
-            return contradictions_given_up(fresh, learnt, counted if toward else None)
+            return contradictions_given_up(fresh, learnt, counted if toward is not None else None)
 
         def last_build(project: str) -> bool:
             return one_more_gives_up(project, learnt, rounds_of if toward is not None else None)

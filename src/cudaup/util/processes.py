@@ -37,8 +37,8 @@ PROC = Path("/proc")
 #: SIGKILL ends a child at once unless the kernel holds it in an uninterruptible wait,
 #: which may last until the machine is restarted.
 KILL_GRACE = 5.0
-#: The children :func:`run` stopped waiting for, reaped by the next :func:`run` once they
-#: end; held here so that no garbage collection ever waits for one or warns of it.
+#: The children :func:`stop` stopped waiting for, reaped by the next child's start once
+#: they end; held here so that no garbage collection ever waits for one or warns of it.
 _LEFT: list[subprocess.Popen[Any]] = []
 
 
@@ -61,6 +61,7 @@ def _popen(
     cwd: Path | None = None,
 ) -> subprocess.Popen[Any]:
     """The one place a child starts: with no input (a child never reads cudaup's)."""
+    _LEFT[:] = [left for left in _LEFT if left.poll() is None]
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -112,7 +113,6 @@ def run(
     ``timeout`` seconds have passed and the child and what it started are killed, at most
     :data:`KILL_GRACE` seconds later even when the child does not end.  Its exit status
     is the caller's to judge; :class:`OSError` when it cannot start."""
-    _LEFT[:] = [left for left in _LEFT if left.poll() is None]
     process = _popen(
         argv, environment, text=text, stdout=stdout, stderr=stderr, errors=errors, cwd=cwd
     )
