@@ -171,13 +171,45 @@ def test_pre_and_the_nightly_index(
     assert bad.code == EXIT_CODES["usage"] and "pre must be true or false" in bad.err
 
 
-def test_a_yanked_pin_on_the_command_line(
-    world: IndexServer, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("request_", "line", "marker", "note", "field", "value"),
+    [
+        (
+            "kernlib==2.0",
+            "kernlib 2.0  from ",
+            "[yanked: broken ABI, use 2.0.1]",
+            "note: kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)",
+            "yanked",
+            "broken ABI, use 2.0.1",
+        ),
+        (
+            "fastattn",
+            "fastattn 1.1  from ",
+            "[pure Python: no compiled code]",
+            "note: fastattn 1.1 is a pure-Python wheel (fastattn-1.1-py3-none-any.whl)",
+            "pure_wheel",
+            "fastattn-1.1-py3-none-any.whl",
+        ),
+    ],
+    ids=["yanked-pin", "pure-python-version"],
+)
+def test_a_pick_worth_a_word_on_the_command_line(
+    world: IndexServer,
+    capsys: pytest.CaptureFixture[str],
+    request_: str,
+    line: str,
+    marker: str,
+    note: str,
+    field: str,
+    value: str,
 ) -> None:
-    result = run_cli(capsys, "plan", "kernlib==2.0", "--index", "pypi", *TARGET)
+    """A yanked exact pin, a version with no compiled code of a compiled project: marked on
+    the package's line, named in a note, and given in ``--json``."""
+    result = run_cli(capsys, "plan", request_, "--index", "pypi", *TARGET)
     assert result.code == 0, result.err
-    assert "[yanked: broken ABI, use 2.0.1]" in result.out
-    assert "note: kernlib 2.0 is yanked on pypi (broken ABI, use 2.0.1)" in result.out
+    assert line in result.out and marker in result.out and note in result.out
+    listed = run_cli(capsys, "plan", request_, "--index", "pypi", *TARGET, "--json")
+    assert listed.json()["packages"][0][field] == value
 
 
 def test_requests_that_conflict_among_themselves(

@@ -313,6 +313,26 @@ def test_a_yanked_version_is_taken_by_an_exact_pin_only(world: IndexServer, tmp_
         plan(world, tmp_path, ["kernlib>=2.0"], only=("pypi",))
 
 
+def test_a_pure_python_version_of_a_compiled_project_is_named(
+    world: IndexServer, tmp_path: Path
+) -> None:
+    """fastattn 1.1 is pure Python (its line comes through torch 2.11.0), where 1.0 links
+    libcudart.so.12: the plan takes 1.1 on 13.0 and says it carries no compiled code, in
+    a note and in ``--json``; 1.0, compiled, gets no such word."""
+    result = plan(world, tmp_path, ["fastattn"], only=("pypi",))
+    (pick,) = result.packages
+    assert (pick.version, result.line) == ("1.1", (13, 0))
+    assert pick.pure_wheel == "fastattn-1.1-py3-none-any.whl"
+    assert pick.to_json()["pure_wheel"] == pick.pure_wheel
+    assert (
+        "fastattn 1.1 is a pure-Python wheel (fastattn-1.1-py3-none-any.whl), unlike the "
+        "project's other versions: it carries no compiled code of its own"
+    ) in result.notes
+    compiled = plan(world, tmp_path, ["fastattn==1.0"], only=("pypi",))
+    assert compiled.packages[0].pure_wheel is None
+    assert not any("pure-Python" in note for note in compiled.notes)
+
+
 def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Path) -> None:
     """xfish requires torch==2.9.1 (12.8) but links libcudart.so.13: on 13.x uv finds no
     resolution (torch's cu12 runtime is forbidden there); the reason shown is the 12.8

@@ -116,7 +116,11 @@ def _print(result: PlanResult) -> None:
             continue
         how = " → ".join(pick.chain) if len(pick.chain) > 1 else pick.evidence
         yanked = f"  [yanked: {pick.yanked}]" if pick.yanked else ""
-        print(f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how}){yanked}")
+        pure = "  [pure Python: no compiled code]" if pick.pure_wheel else ""
+        print(
+            f"  {pick.name} {pick.version}  from {pick.index_url}  ({pick.cuda}: {how})"
+            f"{yanked}{pure}"
+        )
     print(f"releases: {result.releases.described}")
     for exclusion in result.excluded:
         print(f"excluded {exclusion.summary()}")

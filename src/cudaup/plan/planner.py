@@ -56,7 +56,13 @@ from cudaup.plan.result import (
     minor_compat_note,
     passed_over,
 )
-from cudaup.plan.survey import check_requested, fetch_pages, unreachable_error, yank_of
+from cudaup.plan.survey import (
+    check_requested,
+    fetch_pages,
+    pure_among_compiled,
+    unreachable_error,
+    yank_of,
+)
 from cudaup.plan.uv import CompileAnswer, CompileJob, find_uv, pages_identity
 from cudaup.plan.wheels import WheelFacts
 from cudaup.plan.window import Turn, UvGate, fill
@@ -553,7 +559,8 @@ class _Run:
     def _pick(self, requirement: Requirement, attempt: Attempt, notes: list[str]) -> PackagePick:
         """What the plan takes for one request: its version, index, and the chain of
         packages that ties it to the line (one that pins the release first, then an exact
-        line, then any fitting one); a yanked exact pin adds a note."""
+        line, then any fitting one); a yanked exact pin adds a note, and so does a
+        pure-Python wheel of a project whose other versions ship compiled ones."""
         closure, line = attempt.closure, attempt.line
         assert closure is not None
         package = closure.get(requirement.name)
@@ -577,11 +584,19 @@ class _Run:
             )
         )
         pick = PackagePick.of(requirement, package, index, index_url, chain, attempt.evidence)
-        if yanked := yank_of(self.lines.files_of(package, attempt), package.version):
+        files = self.lines.files_of(package, attempt)
+        if yanked := yank_of(files, package.version):
             pick = replace(pick, yanked=yanked)
             notes.append(
                 f"{package.name} {package.version} is yanked on {index} ({yanked}); "
                 "the exact pin takes it, as PEP 592 allows"
+            )
+        target = self.target
+        if pure := pure_among_compiled(files, package.version, target.python, target.platform):
+            pick = replace(pick, pure_wheel=pure.filename)
+            notes.append(
+                f"{package.name} {package.version} is a pure-Python wheel ({pure.filename}), "
+                "unlike the project's other versions: it carries no compiled code of its own"
             )
         return pick
 

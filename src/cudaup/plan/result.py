@@ -111,6 +111,9 @@ class PackagePick:
     note: str | None
     #: Why the chosen version was yanked (PEP 592), when it was: an exact pin took it.
     yanked: str | None = None
+    #: The pure-Python wheel the target installs, when the project's other versions ship
+    #: compiled ones: it carries no compiled code (no kernels) of its own.
+    pure_wheel: str | None = None
 
     @classmethod
     def absent(cls, requirement: Requirement) -> PackagePick:
@@ -177,6 +180,7 @@ class PackagePick:
             "constrains": self.constrains,
             "note": self.note,
             "yanked": self.yanked,
+            "pure_wheel": self.pure_wheel,
         }
 
 

@@ -230,6 +230,20 @@ def is_pure(file: DistFile) -> bool:
     return file.filename.endswith("-none-any.whl")
 
 
+def pure_among_compiled(
+    files: Sequence[DistFile], version: Version, python: tuple[int, int], platform: Platform
+) -> DistFile | None:
+    """The wheel of ``version`` the target would install, when every wheel of ``version``
+    is pure Python while another version of the project ships compiled ones (xformers
+    0.0.35.dev1147 has only ``py3-none-any``; its earlier builds carry their CUDA kernels);
+    None otherwise."""
+    wheel = best_wheel(files, version, python, platform)
+    if wheel is None or not is_pure(wheel):
+        return None
+    compiled = {f.version for f in files if f.is_wheel and not is_pure(f)}
+    return wheel if compiled and version not in compiled else None
+
+
 def union_pages(
     sources: Sequence[Mapping[str, Sequence[DistFile]]],
 ) -> dict[str, tuple[DistFile, ...]] | None:
