@@ -333,6 +333,48 @@ def test_a_pure_python_version_of_a_compiled_project_is_named(
     assert not any("pure-Python" in note for note in compiled.notes)
 
 
+@pytest.mark.parametrize(("pre", "next_build"), [(False, "1.0"), (True, "1.2rc1")])
+def test_the_build_a_next_round_takes_is_read_beside_its_uv_run(
+    world: IndexServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pre: bool,
+    next_build: str,
+) -> None:
+    """attnkern's every version is a CUDA 12 build. On 13.0 the first round takes 1.4, its
+    read-back reads 1.3 and 1.2 too, a round toward the line finds nothing, and the round
+    that leaves each out alone takes 1.0 (1.2rc1 is a pre-release, 1.1 yanked), or 1.2rc1
+    with --pre. That build's wheel is read as the round starts, not after its uv run: the
+    round waits here until the index serves it (it never would, before). The answer is the
+    same: 13.0 excluded for those four builds, 12.9 taken."""
+    wheel = f"attnkern-{next_build}-cp310-abi3-manylinux2014_x86_64.whl"
+    served = threading.Event()
+    handle = world.handle
+
+    def watched(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path.endswith(wheel):
+            served.set()
+        handle(request, body)
+
+    monkeypatch.setattr(world, "handle", watched)
+    read_first: list[bool] = []
+    resolve = LineResolver._round
+
+    def round_(resolver: LineResolver, *args: Any, **kwargs: Any) -> Any:
+        exclusions = args[3] if len(args) > 3 else kwargs["exclusions"]
+        if "attnkern!=1.2" in exclusions:
+            read_first.append(served.wait(timeout=10))
+        return resolve(resolver, *args, **kwargs)
+
+    monkeypatch.setattr(LineResolver, "_round", round_)
+    result = plan(world, tmp_path, ["attnkern"], only=("pypi",), pre=pre)
+    assert read_first == [True]
+    assert result.line == (12, 9) and result.packages[0].version == "1.4"
+    assert str(result.excluded[-1]).startswith(
+        f"13.0: builds of another line: attnkern 1.4, 1.3, 1.2, {next_build}: CUDA 12.x"
+    )
+
+
 def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Path) -> None:
     """xfish requires torch==2.9.1 (12.8) but links libcudart.so.13: on 13.x uv finds no
     resolution (torch's cu12 runtime is forbidden there); the reason shown is the 12.8

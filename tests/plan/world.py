@@ -12,6 +12,7 @@ Flat index ``pypi`` (PEP 691 and 503):
   opswrap 1.0 (pure): opsdep (unpinned); opsdep 1.0 links libcudart.so.12, 2.0 .so.13
   kernlib 1.0, 2.0 (yanked: "broken ABI, use 2.0.1"): like sgl-kernel
   fastattn 1.0: like sgl-kernel; 1.1 pure Python, torch==2.11.0 (as xformers 0.0.35.dev1147)
+  attnkern 1.0, 1.1 (yanked), 1.2rc1, 1.2, 1.3, 1.4: like sgl-kernel, every one a CUDA 12 build
   cupy-cuda12x 14.0.0; jaxish 0.4, 0.5 (no extras); jaxish 1.0 (extras cuda12/cuda13 → jaxish-cudaNN-plugin, which need
   nvidia-cuda-runtime[-cu12]>=NN); onnxish-gpu 1.0 ([cuda]: nvidia-cuda-runtime~=13.0)
 Per-line indexes (PEP 503 HTML only):
@@ -81,6 +82,8 @@ def build(server: IndexServer) -> IndexServer:
     server.add(pypi, *_kernel("kernlib", "2.0", 12), yanked="broken ABI, use 2.0.1")
     server.add(pypi, *_kernel("fastattn", "1.0", 12))
     server.add(pypi, *wheel("fastattn", "1.1", ["torch==2.11.0"], tag=PURE))
+    for version in ("1.0", "1.1", "1.2rc1", "1.2", "1.3", "1.4"):
+        server.add(pypi, *_kernel("attnkern", version, 12), yanked=version == "1.1")
     server.add(pypi, *wheel("cupy-cuda12x", "14.0.0"))
     server.add(
         pypi,

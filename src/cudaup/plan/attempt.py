@@ -43,7 +43,7 @@ from cudaup.plan.lines import (
     line_tag,
 )
 from cudaup.plan.next_round import NextRound
-from cudaup.plan.read_back import read_back
+from cudaup.plan.read_back import read_back, read_next_builds
 from cudaup.plan.result import Exclusion, Origin, PlanTarget
 from cudaup.plan.survey import (
     Page,
@@ -218,6 +218,7 @@ class LineResolver:
         # a request, to old builds; if nothing resolves so, each build is left out alone.
         toward: Line | None = line
         rounds_of: dict[str, int] = {}  # the rounds that excluded each project, toward the line
+        reading: list[Future[None]] = []  # the wheels the next rounds most likely take
 
         def given_up(fresh: Sequence[Evidence], learnt: Sequence[Evidence]) -> bool:
             counted = {p: rounds_of.get(p, 0) + 1 for p in {e.project for e in fresh}}
@@ -291,9 +292,12 @@ class LineResolver:
                     break
                 for project in {e.project for e in fresh}:
                     rounds_of[project] = rounds_of.get(project, 0) + 1
+                reading += read_next_builds(self, attempt, requirements, learnt)
         finally:
             if ahead is not None:
                 ahead.discard()  # the rounds ended without it
+            for future in reading:
+                future.result()  # no read outlives its line's attempt
         attempt.failure = Exclusion(
             line, "inconsistent", learnt_words(learnt), tuple(sorted({e.project for e in learnt}))
         )

@@ -7,29 +7,36 @@ or its children's when it is a pure meta-package.  A request that contradicts th
 has its next older builds read too, so that the next round skips them all.  The wheels
 are read at once, each request's beside the others' (:func:`_read_at_once`), and then
 weighed one request after another, in the order the requests were given.
+
+When another round follows, the wheel it most likely takes of each such project is read
+beside that round's uv run (:func:`read_next_builds`), so that its read-back finds it read.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from cudaup.errors import CudaupError
 from cudaup.plan.closure import Closure, Resolved
 from cudaup.plan.line_failure import CONTRADICTION_ROUNDS
 from cudaup.plan.lines import Evidence, contradictions, evidence_of
 from cudaup.plan.read_ahead import backtracked
-from cudaup.plan.survey import best_wheel, is_pure
+from cudaup.plan.survey import best_wheel, is_pure, yank_of
 from cudaup.resolve.pypi import DistFile
-from cudaup.util.parallel import map_concurrently
+from cudaup.util.parallel import in_background, map_concurrently
 
 if TYPE_CHECKING:  # the resolver calls these
+    from concurrent.futures import Future
+
     from cudaup.plan.attempt import Attempt, LineResolver
+    from cudaup.plan.wheels import WheelFacts
 
 
 def read_back(
@@ -227,3 +234,73 @@ def _read_names(attempt: Attempt, closure: Closure) -> None:
         )
         if found is not None:
             attempt.evidence[package.name] = found
+
+
+def read_next_builds(
+    resolver: LineResolver,
+    attempt: Attempt,
+    requirements: tuple[Requirement, ...],
+    learnt: Sequence[Evidence],
+) -> list[Future[None]]:
+    """Start reading, each in a thread of its own, the wheels :func:`next_builds` names,
+    while the next round's uv runs: its read-back then finds them read (a cold ``torch
+    flashinfer-python sgl-kernel`` plan waited 0.3-0.4 s for sgl-kernel 0.3.18.post3's and
+    cuda-python 12.6.0's range reads after 13.0's third round).  Only the wheel facts'
+    store is filled, as the read-back would fill it: what the plan answers does not
+    change.  A read that fails is dropped (the read-back reads again, and says why)."""
+    return [
+        in_background(partial(_read_quietly, resolver.facts, wheel, through), "cudaup-plan-next")[1]
+        for wheel, through in next_builds(resolver, attempt, requirements, learnt)
+    ]
+
+
+def next_builds(
+    resolver: LineResolver,
+    attempt: Attempt,
+    requirements: tuple[Requirement, ...],
+    learnt: Sequence[Evidence],
+) -> list[tuple[DistFile, bool]]:
+    """The wheel the next round most likely resolves each project of ``learnt`` (its builds
+    that contradict the line) to, when only that wheel can say its line: the newest version
+    older than every build of it excluded that uv would take (not yanked, no pre-release
+    unless allowed, within the request, with a wheel for the target), unless its name
+    already says its line or that wheel is pure Python.  With each, whether it is read
+    through, as a request's own wheel is.  A project left out by its name has no next
+    version."""
+    closure = attempt.closure
+    assert closure is not None
+    asked: dict[str, Requirement] = {canonicalize_name(r.name): r for r in requirements}
+    oldest: dict[str, Version] = {}
+    for evidence in learnt:
+        if evidence.kind != "name":
+            version = Version(evidence.version)
+            oldest[evidence.project] = min(version, oldest.get(evidence.project, version))
+    wheels: list[tuple[DistFile, bool]] = []
+    for project, below in oldest.items():
+        package = closure.get(project)
+        if package is None:
+            continue
+        files = resolver.files_of(package, attempt)
+        requirement = asked.get(project)
+        pre = resolver.pre or bool(requirement and requirement.specifier.prereleases)
+        older = sorted({v for f in files if (v := f.version) is not None and v < below})
+        for version in reversed(older):
+            if (version.is_prerelease and not pre) or yank_of(files, version) is not None:
+                continue
+            if requirement and not requirement.specifier.contains(version, prereleases=True):
+                continue
+            if evidence_of(project, version, None, None) is not None:
+                break  # its name says its line: the read-back reads no wheel of it
+            target = resolver.target
+            wheel = best_wheel(files, version, target.python, target.platform)
+            if wheel is None:
+                continue  # nothing uv could install here: it goes on to an older version
+            if not is_pure(wheel):
+                wheels.append((wheel, requirement is not None))
+            break
+    return wheels
+
+
+def _read_quietly(facts: WheelFacts, wheel: DistFile, through: bool) -> None:
+    with contextlib.suppress(CudaupError):
+        facts.libraries(wheel, through=through)
