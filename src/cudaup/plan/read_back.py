@@ -29,7 +29,7 @@ from cudaup.plan.line_failure import CONTRADICTION_ROUNDS
 from cudaup.plan.lines import Evidence, contradictions, evidence_of
 from cudaup.plan.read_ahead import backtracked
 from cudaup.plan.survey import best_wheel, is_pure, yank_of
-from cudaup.resolve.pypi import DistFile
+from cudaup.resolve.pypi import DistFile, files_of_version
 from cudaup.util.parallel import in_background, map_concurrently
 
 if TYPE_CHECKING:  # the resolver calls these
@@ -275,6 +275,7 @@ def next_builds(
         if evidence.kind != "name":
             version = Version(evidence.version)
             oldest[evidence.project] = min(version, oldest.get(evidence.project, version))
+    target = resolver.target
     wheels: list[tuple[DistFile, bool]] = []
     for project, below in oldest.items():
         package = closure.get(project)
@@ -285,14 +286,16 @@ def next_builds(
         pre = resolver.pre or bool(requirement and requirement.specifier.prereleases)
         older = sorted({v for f in files if (v := f.version) is not None and v < below})
         for version in reversed(older):
-            if (version.is_prerelease and not pre) or yank_of(files, version) is not None:
+            if version.is_prerelease and not pre:
                 continue
             if requirement and not requirement.specifier.contains(version, prereleases=True):
                 continue
+            mine = files_of_version(files, version)  # the page scanned once per version
+            if yank_of(mine, version) is not None:
+                continue
             if evidence_of(project, version, None, None) is not None:
                 break  # its name says its line: the read-back reads no wheel of it
-            target = resolver.target
-            wheel = best_wheel(files, version, target.python, target.platform)
+            wheel = best_wheel(mine, version, target.python, target.platform)
             if wheel is None:
                 continue  # nothing uv could install here: it goes on to an older version
             if not is_pure(wheel):
