@@ -20,6 +20,7 @@ from cudaup.errors import (
     OfflineError,
     PackageNotFoundError,
     ReleaseNotFoundError,
+    SourceFormatError,
     UsageError,
 )
 from cudaup.plan import uv
@@ -333,6 +334,33 @@ def test_a_pure_python_version_of_a_compiled_project_is_named(
     assert not any("pure-Python" in note for note in compiled.notes)
 
 
+def _served_before_the_round(
+    world: IndexServer, monkeypatch: pytest.MonkeyPatch, wheel: str, excluding: str
+) -> list[bool]:
+    """For each round whose exclusions hold ``excluding``: whether the index had served
+    ``wheel`` before that round's uv run, waiting for it as the round starts (at most 10 s)."""
+    served = threading.Event()
+    handle = world.handle
+
+    def watched(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path.endswith(wheel):
+            served.set()
+        handle(request, body)
+
+    monkeypatch.setattr(world, "handle", watched)
+    read_first: list[bool] = []
+    resolve = LineResolver._round
+
+    def round_(resolver: LineResolver, *args: Any, **kwargs: Any) -> Any:
+        exclusions = args[3] if len(args) > 3 else kwargs["exclusions"]
+        if excluding in exclusions:
+            read_first.append(served.wait(timeout=10))
+        return resolve(resolver, *args, **kwargs)
+
+    monkeypatch.setattr(LineResolver, "_round", round_)
+    return read_first
+
+
 @pytest.mark.parametrize(("pre", "next_build"), [(False, "1.0"), (True, "1.2rc1")])
 def test_the_build_a_next_round_takes_is_read_beside_its_uv_run(
     world: IndexServer,
@@ -348,31 +376,32 @@ def test_the_build_a_next_round_takes_is_read_beside_its_uv_run(
     round waits here until the index serves it (it never would, before). The answer is the
     same: 13.0 excluded for those four builds, 12.9 taken."""
     wheel = f"attnkern-{next_build}-cp310-abi3-manylinux2014_x86_64.whl"
-    served = threading.Event()
-    handle = world.handle
-
-    def watched(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
-        if request.path.endswith(wheel):
-            served.set()
-        handle(request, body)
-
-    monkeypatch.setattr(world, "handle", watched)
-    read_first: list[bool] = []
-    resolve = LineResolver._round
-
-    def round_(resolver: LineResolver, *args: Any, **kwargs: Any) -> Any:
-        exclusions = args[3] if len(args) > 3 else kwargs["exclusions"]
-        if "attnkern!=1.2" in exclusions:
-            read_first.append(served.wait(timeout=10))
-        return resolve(resolver, *args, **kwargs)
-
-    monkeypatch.setattr(LineResolver, "_round", round_)
+    read_first = _served_before_the_round(world, monkeypatch, wheel, "attnkern!=1.2")
     result = plan(world, tmp_path, ["attnkern"], only=("pypi",), pre=pre)
     assert read_first == [True]
     assert result.line == (12, 9) and result.packages[0].version == "1.4"
     assert str(result.excluded[-1]).startswith(
         f"13.0: builds of another line: attnkern 1.4, 1.3, 1.2, {next_build}: CUDA 12.x"
     )
+
+
+def test_a_next_build_that_cannot_be_read_is_read_again_by_its_read_back(
+    world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attnkern 1.0's shared object is damaged (its zip directory and METADATA intact, so
+    uv takes it): the read ahead of it fails and is dropped, the round's read-back reads it
+    again and ends the plan with its own words (exit 8), as before the read ahead."""
+    wheel = "attnkern-1.0-cp310-abi3-manylinux2014_x86_64.whl"
+    (path,) = [p for p in world.files if p.endswith(wheel)]
+    body = world.files[path]
+    monkeypatch.setitem(
+        world.files, path, body[:200] + bytes(len(body) - 200 - 4096) + body[-4096:]
+    )
+    read_first = _served_before_the_round(world, monkeypatch, wheel, "attnkern!=1.2")
+    with pytest.raises(SourceFormatError, match=r"Bad CRC-32") as failed:
+        plan(world, tmp_path, ["attnkern"], only=("pypi",))
+    assert read_first == [True]
+    assert wheel in str(failed.value) and failed.value.exit_code == 8
 
 
 def test_the_one_line_reason_is_the_telling_one(world: IndexServer, tmp_path: Path) -> None:
