@@ -22,6 +22,7 @@ from cudaup.config import Settings
 from cudaup.core.wheels import wheel_fits
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
+from cudaup.resolve import pypi
 from cudaup.resolve.choose import choose_wheel, requirements_for
 from cudaup.resolve.pypi import (
     DistFile,
@@ -292,14 +293,42 @@ _ANY = st.builds(
 
 
 @given(
-    st.lists(st.one_of(_WHEEL, _SDIST, _ANY), max_size=12),
+    st.one_of(
+        st.lists(st.one_of(_WHEEL, _SDIST, _ANY), max_size=12),
+        st.lists(st.one_of(_WHEEL, _SDIST, _ANY), min_size=33, max_size=60).map(tuple),
+    ),
     st.sampled_from(["2.5.5", "2.6.0rc1", "1", "2.5.5.post1", "2.5.5+cu128"]),
 )
 def test_the_files_of_a_version_are_those_whose_whole_name_says_it(
-    names: list[str], wanted: str
+    names: list[str] | tuple[str, ...], wanted: str
 ) -> None:
     """Reading a name's version field first keeps exactly the files a whole parse keeps:
-    non-normalized versions, build tags, broken names and other kinds of file alike."""
-    files = [DistFile(n, "https://x/f", None, None, None, False, False) for n in names]
+    non-normalized versions, build tags, broken names and other kinds of file alike, in
+    page order, whether the files are scanned (a short list) or sorted by version once (a
+    page's tuple)."""
+    files = type(names)(DistFile(n, "https://x/f", None, None, None, False, False) for n in names)
     version = Version(wanted)
     assert files_of_version(files, version) == [f for f in files if f.version == version]
+
+
+def test_a_page_is_sorted_by_version_once_however_many_versions_are_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan asks the same page for hundreds of versions: its names are read once, not
+    once per version asked (489 scans took 55-70 ms of a cold plan's CPU)."""
+    page = tuple(
+        DistFile(f"numpy-1.{minor}.0-cp312-cp312-manylinux_2_28_x86_64.whl", "https://x/f",
+                 None, None, None, False, False)
+        for minor in range(200)
+    )  # fmt: skip
+    read: list[str] = []
+    field_version = pypi._field_version
+    monkeypatch.setattr(
+        pypi, "_field_version", lambda name: read.append(name) or field_version(name)
+    )
+    for minor in range(0, 200, 10):
+        (found,) = files_of_version(page, Version(f"1.{minor}"))
+        assert found is page[minor]
+    assert len(read) == len(page)
+    assert files_of_version(page, Version("2.0")) == []
+    assert len(read) == len(page)

@@ -103,8 +103,40 @@ def files_of_version(files: Sequence[DistFile], version: Version) -> list[DistFi
     """The files of ``version``.  Each name's version field is parsed alone first (once per
     distinct text): a name whose field is another version is no file of it, whatever the
     rest says, so of numpy's 4,415 files only one version's are parsed whole (the name
-    and tags, :attr:`DistFile.version`), not all of them."""
-    return [f for f in files if _field_version(f.filename) == version and f.version == version]
+    and tags, :attr:`DistFile.version`), not all of them.  A page's files (a tuple of
+    more than :data:`_INDEXED_FROM`) are sorted by that field once (:func:`_by_field`):
+    a plan asks the same pages for hundreds of versions."""
+    if isinstance(files, tuple) and len(files) > _INDEXED_FROM:
+        candidates: Sequence[DistFile] = _by_field(files).get(version, ())
+    else:
+        candidates = [f for f in files if _field_version(f.filename) == version]
+    return [f for f in candidates if f.version == version]
+
+
+#: A tuple of files longer than this is sorted by version once, not scanned on each ask.
+_INDEXED_FROM = 32
+#: The pages sorted so far, by the tuple's identity (kept with it, so that the identity
+#: stays its own); emptied past :data:`_PAGES_SORTED`, as a plan reads a few dozen.
+_SORTED: dict[int, tuple[tuple[DistFile, ...], dict[Version, list[DistFile]]]] = {}
+_PAGES_SORTED = 512
+
+
+def _by_field(files: tuple[DistFile, ...]) -> dict[Version, list[DistFile]]:
+    """``files`` by the version field of their names (:func:`_field_version`), page order
+    kept.  Threads may sort the same page at once: each gets a whole answer, one is kept.
+    In a cold ``torch flashinfer-python sgl-kernel`` plan, 489 scans of up to 4,415 names
+    took 55-70 ms of its CPU."""
+    kept = _SORTED.get(id(files))
+    if kept is not None and kept[0] is files:
+        return kept[1]
+    by_field: dict[Version, list[DistFile]] = {}
+    for file in files:
+        if (field := _field_version(file.filename)) is not None:
+            by_field.setdefault(field, []).append(file)
+    if len(_SORTED) >= _PAGES_SORTED:
+        _SORTED.clear()
+    _SORTED[id(files)] = (files, by_field)
+    return by_field
 
 
 def _field_version(filename: str) -> Version | None:
