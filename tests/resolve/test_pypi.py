@@ -10,8 +10,10 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
+import packaging.utils
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -306,7 +308,8 @@ def test_the_files_of_a_version_are_those_whose_whole_name_says_it(
     non-normalized versions, build tags, broken names and other kinds of file alike, in
     page order, whether the files are scanned (a short list) or sorted by version once (a
     page's tuple)."""
-    files = type(names)(DistFile(n, "https://x/f", None, None, None, False, False) for n in names)
+    made = [DistFile(n, "https://x/f", None, None, None, False, False) for n in names]
+    files: Sequence[DistFile] = tuple(made) if isinstance(names, tuple) else made
     version = Version(wanted)
     assert files_of_version(files, version) == [f for f in files if f.version == version]
 
@@ -323,12 +326,40 @@ def test_a_page_is_sorted_by_version_once_however_many_versions_are_asked(
     )  # fmt: skip
     read: list[str] = []
     field_version = pypi._field_version
-    monkeypatch.setattr(
-        pypi, "_field_version", lambda name: read.append(name) or field_version(name)
-    )
+
+    def counted(name: str) -> Version | None:
+        read.append(name)
+        return field_version(name)
+
+    monkeypatch.setattr(pypi, "_field_version", counted)
     for minor in range(0, 200, 10):
         (found,) = files_of_version(page, Version(f"1.{minor}"))
         assert found is page[minor]
     assert len(read) == len(page)
     assert files_of_version(page, Version("2.0")) == []
     assert len(read) == len(page)
+
+
+def test_a_wheel_name_is_parsed_once_however_often_it_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan asks the version and tags of the same wheel names on every line and round:
+    each name is parsed once; a name that is no wheel's is None, never an error."""
+    parsed: list[str] = []
+    parse = packaging.utils.parse_wheel_filename
+
+    def counted(name: str) -> object:
+        parsed.append(name)
+        return parse(name)
+
+    monkeypatch.setattr(pypi, "parse_wheel_filename", counted)
+    name = "onceparsed-3.1.4-cp312-cp312-manylinux_2_28_x86_64.whl"
+    file = DistFile(name, "https://x/f", None, None, None, False, False)
+    for _ in range(3):
+        assert file.version == Version("3.1.4")
+        parts = pypi.wheel_name(name)
+        assert parts is not None and parts[1] == Version("3.1.4")
+        assert {str(tag) for tag in parts[3]} == {"cp312-cp312-manylinux_2_28_x86_64"}
+    assert parsed == [name]
+    assert pypi.wheel_name("onceparsed-not.a.version!-py3-none-any.whl") is None
+    assert pypi.wheel_name("onceparsed-1.0-py3-none.whl") is None

@@ -35,12 +35,10 @@ from urllib.parse import unquote
 
 from packaging.tags import Tag
 from packaging.utils import (
-    InvalidWheelFilename,
     NormalizedName,
     canonicalize_name,
-    parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudaup.core.wheels import tag_rank
 from cudaup.errors import CudaupError, SourceFormatError
@@ -49,7 +47,7 @@ from cudaup.net.ranged_file import RangedFile, RangeWatch
 from cudaup.plan.closure import REQUESTED, Closure, Resolved
 from cudaup.plan.lines import Evidence
 from cudaup.plan.survey import best_wheel
-from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata
+from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata, wheel_name
 
 if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
     from packaging.requirements import Requirement
@@ -437,11 +435,8 @@ class ReadAhead:
 
 def _wheel_named(url: str) -> tuple[NormalizedName, Version, frozenset[Tag]] | None:
     """The project, version and tags ``url``'s file name says; None when it is no wheel's."""
-    try:
-        name, version, _build, tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
-    except (InvalidWheelFilename, InvalidVersion):
-        return None
-    return name, version, tags
+    parts = wheel_name(unquote(url.rsplit("/", 1)[-1]))
+    return None if parts is None else (parts[0], parts[1], parts[3])
 
 
 def _parsed(urls: Iterable[str]) -> list[tuple[Version, frozenset[Tag], str]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaup.core.platforms import Platform, describe
@@ -22,7 +22,7 @@ from cudaup.core.wheels import tag_rank, wheel_fits
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
 from cudaup.net.http import HttpClient
 from cudaup.plan.indexes import Index
-from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version
+from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version, wheel_name
 from cudaup.util.parallel import map_concurrently
 
 
@@ -215,11 +215,10 @@ def best_wheel(
     for file in files:
         if not file.is_wheel:
             continue
-        try:
-            tags = parse_wheel_filename(file.filename)[3]
-        except ValueError:
+        parts = wheel_name(file.filename)
+        if parts is None:
             continue
-        score = min((rank[t] for t in tags if t in rank), default=None)
+        score = min((rank[t] for t in parts[3] if t in rank), default=None)
         if score is not None and (best is None or score < best[0]):
             best = (score, file)
     return best[1] if best else None
