@@ -21,6 +21,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudaup.config import Settings
+from cudaup.core import wheels
 from cudaup.core.wheels import wheel_fits
 from cudaup.errors import IntegrityError
 from cudaup.net.http import HttpClient
@@ -343,8 +344,9 @@ def test_a_page_is_sorted_by_version_once_however_many_versions_are_asked(
 def test_a_wheel_name_is_parsed_once_however_often_it_is_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A plan asks the version and tags of the same wheel names on every line and round:
-    each name is parsed once; a name that is no wheel's is None, never an error."""
+    """A plan asks the version and tags of the same wheel names on every line and round,
+    and whether they fit the target: each name is parsed once; a name that is no wheel's
+    is None, never an error."""
     parsed: list[str] = []
     parse = packaging.utils.parse_wheel_filename
 
@@ -352,14 +354,15 @@ def test_a_wheel_name_is_parsed_once_however_often_it_is_asked(
         parsed.append(name)
         return parse(name)
 
-    monkeypatch.setattr(pypi, "parse_wheel_filename", counted)
+    monkeypatch.setattr(wheels, "parse_wheel_filename", counted)
     name = "onceparsed-3.1.4-cp312-cp312-manylinux_2_28_x86_64.whl"
     file = DistFile(name, "https://x/f", None, None, None, False, False)
     for _ in range(3):
         assert file.version == Version("3.1.4")
-        parts = pypi.wheel_name(name)
+        parts = wheels.wheel_name(name)
         assert parts is not None and parts[1] == Version("3.1.4")
         assert {str(tag) for tag in parts[3]} == {"cp312-cp312-manylinux_2_28_x86_64"}
+        assert wheel_fits(name, "linux-x86_64", (3, 12))
     assert parsed == [name]
-    assert pypi.wheel_name("onceparsed-not.a.version!-py3-none-any.whl") is None
-    assert pypi.wheel_name("onceparsed-1.0-py3-none.whl") is None
+    assert wheels.wheel_name("onceparsed-not.a.version!-py3-none-any.whl") is None
+    assert wheels.wheel_name("onceparsed-1.0-py3-none.whl") is None

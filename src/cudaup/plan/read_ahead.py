@@ -40,14 +40,14 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from cudaup.core.wheels import tag_rank
+from cudaup.core.wheels import tag_rank, wheel_name
 from cudaup.errors import CudaupError, SourceFormatError
 from cudaup.net.http import HttpClient, log
 from cudaup.net.ranged_file import RangedFile, RangeWatch
 from cudaup.plan.closure import REQUESTED, Closure, Resolved
 from cudaup.plan.lines import Evidence
 from cudaup.plan.survey import best_wheel
-from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata, wheel_name
+from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata
 
 if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
     from packaging.requirements import Requirement

@@ -18,11 +18,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaup.core.platforms import Platform, describe
-from cudaup.core.wheels import tag_rank, wheel_fits
+from cudaup.core.wheels import tag_rank, wheel_fits, wheel_name
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
 from cudaup.net.http import HttpClient
 from cudaup.plan.indexes import Index
-from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version, wheel_name
+from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version
 from cudaup.util.parallel import map_concurrently
 
 

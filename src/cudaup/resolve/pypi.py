@@ -31,20 +31,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from packaging.tags import Tag
 from packaging.utils import (
-    BuildTag,
     InvalidSdistFilename,
-    InvalidWheelFilename,
-    NormalizedName,
     canonicalize_name,
     parse_sdist_filename,
-    parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
 from cudaup.core.documents import decode_text, load_json
 from cudaup.core.names import MAX_SIZE, check_file_name, check_file_names, check_size
+from cudaup.core.wheels import wheel_name
 from cudaup.errors import (
     IntegrityError,
     NetworkError,
@@ -100,17 +96,6 @@ def _file_version(filename: str) -> Version | None:
     try:
         return parse_sdist_filename(filename)[1]
     except (InvalidSdistFilename, InvalidVersion):
-        return None
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def wheel_name(filename: str) -> tuple[NormalizedName, Version, BuildTag, frozenset[Tag]] | None:
-    """What a wheel's file name says (:func:`packaging.utils.parse_wheel_filename`), None
-    when it is no wheel's name; kept, since a plan asks the tags and version of the same
-    names again on every line and round (4,349 parses of a cold plan's names took 30 ms)."""
-    try:
-        return parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion):
         return None
 
 
