@@ -192,3 +192,16 @@ def test_a_sync_that_finds_the_disk_full_ends_the_download_resumably(
     monkeypatch.setattr(os, "fdatasync", real)
     fault_server.resources["/f.run"].faults.clear()
     assert get(fault_server, tmp_path, body, connections=2).path == out / "f.run"
+
+
+def test_the_probe_sizes_the_first_piece(fault_server: FaultServer, tmp_path: Path) -> None:
+    """The probe that brought a zip's member list measured the link (its round trip and
+    its body's speed): the first piece is cut to that, not blind.  Cut blind it was the
+    base piece, a round trip of idle link after it (a 61 MB wheel 60 ms away: three
+    requests where one or two carry it)."""
+    body = payload(40 * MIB, seed=23)
+    fault_server.add("/f.run", body, Fault(rate=16 * MIB, latency=0.05))
+    get(fault_server, tmp_path, body, connections=2, arrival=Arrival(tail_first=MIB))
+    first, *_ = asked(fault_server)[1:]  # after the probe's tail
+    # 64 round trips of at least 0.05 s at what the tail's megabyte took: several base pieces.
+    assert first[0] == 0 and first[1] > 2 * BASE_PIECE, asked(fault_server)

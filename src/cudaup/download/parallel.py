@@ -472,6 +472,8 @@ def download_parallel(job: DownloadJob, remote: Remote) -> DownloadResult:
     tail = arrival.tail_first if arrival else 0
     most = connections if connections is not None else DEFAULT_CONNECTIONS
     plan = _prepare(request, target, remote, progress, most, tail)
+    if remote.observed is not None:  # the first pieces are cut knowing the link
+        plan.observe(*remote.observed)
     resumed_from = plan.completed
     if resumed_from:
         notice(

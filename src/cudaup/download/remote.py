@@ -84,6 +84,10 @@ class Remote:
     #: the bytes the probe's answer carried beyond its first (see
     #: :func:`~cudaup.download.range_plan.probe_range`): where they start, and they
     prefetched: tuple[int, bytes] | None = None
+    #: what the probe's request cost, as :meth:`SegmentPlan.observe` takes it: seconds
+    #: from sending it to its answer, then the body bytes and the seconds they took; None
+    #: from a probe that said nothing of the link (the default of a hand-made Remote)
+    observed: tuple[float, int, float] | None = None
 
     @property
     def validator(self) -> str | None:
@@ -289,8 +293,10 @@ def _probe_once(
     expected: int | None,
 ) -> Remote:
     start, stop = wanted if wanted is not None and expected is not None else (0, 1)
+    sent = time.monotonic()
 
     def receive(raw: urllib3.BaseHTTPResponse, flow: Flow) -> tuple[Remote, bool]:
+        answered = time.monotonic()
         status, headers = raw.status, raw.headers
         prefetched = None
         if status == 206:
@@ -322,6 +328,9 @@ def _probe_once(
             headers.get("Last-Modified"),
             ranges,
             prefetched,
+            # The download's first pieces are sized to the link with it (see
+            # range_plan): without it they are cut before anything is known of it.
+            (answered - sent, len(prefetched[1]) if prefetched else 0, time.monotonic() - answered),
         )
         # never read a whole 200 body just to reuse the connection
         return remote, status == 206 and (prefetched is not None or stop == 1)
