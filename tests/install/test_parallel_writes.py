@@ -87,6 +87,37 @@ def test_batches_keep_each_directory_whole_and_big_members_alone(tmp_path: Path)
     ]
 
 
+def test_a_run_of_small_files_never_reaches_past_a_big_member(tmp_path: Path) -> None:
+    """As NVIDIA's nvcc wheel lays its files out: small ones before, between and after
+    the big binaries.  A run that went on past a binary (the code before round 29 of
+    issue #27: 11 members from the wheel's first byte to its last) held its worker, while
+    the wheel downloads, until the wheel's last bytes came; the binaries' bytes came
+    before and waited for the one other worker.  Each batch now lies in one stretch of
+    the archive, so the workers take the members up in the order their bytes land."""
+    big = os.urandom(write.PARALLEL_MEMBER + 1)
+    entries: list[ZipEntry] = [
+        ("bin/query", b"q", REG),
+        ("bin/bin2c", b"b", REG),
+        ("bin/cudafe++", big, REG),
+        ("bin/nvcc", big, REG),
+        ("bin/nvcc.profile", b"p", REG),
+        ("bin/ptxas", big, REG),
+        ("bin/crt/link.stub", b"s", REG),
+        ("w.dist-info/RECORD", b"r", REG),
+    ]
+    files = planned_files(make_zip(tmp_path / "nvcc.zip", entries))
+    batches = write.work_batches(files)
+    assert [member for batch in batches for member in batch] == files  # each once, in order
+    assert [[m.name for m in batch] for batch in batches] == [
+        ["bin/query", "bin/bin2c"],
+        ["bin/cudafe++"],
+        ["bin/nvcc"],
+        ["bin/nvcc.profile"],
+        ["bin/ptxas"],
+        ["bin/crt/link.stub", "w.dist-info/RECORD"],
+    ]
+
+
 def test_small_files_of_several_directories_are_written_side_by_side(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
