@@ -1,5 +1,6 @@
-"""A wheel's small files written by several workers (issue #27): each directory's files on
-one worker, every check kept, and a failure in any worker ending the whole extraction
+"""A wheel's small files written by several workers (issue #27): each directory's files
+between two big members on one worker, no run of them reaching past a big member, every
+check kept, and a failure in any worker ending the whole extraction
 (or install) with its own error and exit code, nothing left behind.
 
 The wheels are real zips of many directories (as NVIDIA's CCCL wheel: 1,718 headers in
