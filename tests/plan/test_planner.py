@@ -24,8 +24,9 @@ from cudaup.errors import (
     UsageError,
 )
 from cudaup.plan import uv
-from cudaup.plan.attempt import LineResolver
+from cudaup.plan.attempt import Attempt, LineResolver
 from cudaup.plan.lines import Line
+from cudaup.plan.planner import _Run
 from tests.plan.builders import shared_object, wheel
 from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
@@ -758,7 +759,9 @@ def test_a_warm_plan_its_kept_answers_decide_starts_no_uv_run(
     conflict proof were stopped in the cold plan (kept by none), as on a slow live index.
     Neither starts a uv run while 13.0 answers, even when its kept answer takes a while
     (here up to a second, or until a uv run starts): each was a uv process and the index
-    memo's requests, killed a moment later, in every warm plan (0.2 s of a 0.35 s plan)."""
+    memo's requests, killed a moment later, in every warm plan (0.2 s of a 0.35 s plan).
+    Nor once 13.0's attempt has ended, while the search weighs it (here up to a second
+    too): 12.9 then started its run on a loaded CI machine before the search was over."""
     asked = ["servellm", "torch"]
     real_compile = uv.UvRunner.compile
 
@@ -789,8 +792,15 @@ def test_a_warm_plan_its_kept_answers_decide_starts_no_uv_run(
             a_run_started.wait(1.0)
         return real_round(resolver, requirements, line, *args, **kw)
 
+    def weighed_late(run: _Run, attempt: Attempt, *args: Any) -> Any:
+        if attempt.line == (13, 0):
+            a_run_started.wait(1.0)
+        return real_check(run, attempt, *args)
+
+    real_check = _Run._named_release_check
     monkeypatch.setattr(subprocess, "Popen", counted)
     monkeypatch.setattr(LineResolver, "_round", slow)
+    monkeypatch.setattr(_Run, "_named_release_check", weighed_late)
     again = plan(world, tmp_path, asked, only=("pypi",), driver=None)
     assert again.to_json() == first.to_json()
     assert started == []

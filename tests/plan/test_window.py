@@ -4,6 +4,8 @@ waits while a newer one reads back, and goes on when it answers or is cancelled.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 import pytest
 
@@ -11,6 +13,18 @@ from cudaup.errors import CudaupError
 from cudaup.plan.window import UvGate
 
 NEWER, LINE, OLDER = (13, 0), (12, 8), (12, 6)
+
+
+@dataclass(frozen=True)
+class Ended:
+    ok: bool
+
+
+def ended(*, ok: bool) -> Future[Ended]:
+    """A line's attempt that ended, resolved (``ok``) or not."""
+    future: Future[Ended] = Future()
+    future.set_result(Ended(ok))
+    return future
 
 
 class Waiter(threading.Thread):
@@ -38,7 +52,21 @@ def test_an_older_line_waits_while_a_newer_one_reads_back_until_it_answers() -> 
     newer.start()
     assert newer.returned.wait(30) and newer.error is None  # a newer line never waits
     assert not older.returned.wait(0.2)  # still held: 12.8 reads back
-    gate.turn(LINE).done()
+    gate.turn(LINE).done(ended(ok=False))
+    assert older.returned.wait(30) and older.error is None
+
+
+def test_a_line_that_resolved_holds_older_ones_until_the_search_weighs_it() -> None:
+    """An attempt that ended with a resolution is most likely the search's answer: an
+    older line let go when it ended started a uv run before the search stopped it."""
+    gate = UvGate(threading.Event())
+    turn = gate.turn(LINE)
+    turn.resolved(refutes=False)
+    older = Waiter(gate, OLDER)
+    older.start()
+    turn.done(ended(ok=True))
+    assert not older.returned.wait(0.2)  # ended, not yet weighed
+    turn.weighed()  # passed over (a driver refusal, requests held back)
     assert older.returned.wait(30) and older.error is None
 
 
@@ -88,7 +116,7 @@ def test_quiet_waits_while_any_line_is_reading() -> None:
     quiet.start()
     quiet.join(0.2)
     assert quiet.is_alive()
-    turn.done()
+    turn.done(ended(ok=False))
     quiet.join(30)
     assert not quiet.is_alive()
     cancel = threading.Event()

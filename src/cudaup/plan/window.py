@@ -9,8 +9,8 @@ plan).  A fresh uv run started meanwhile by an older line, or by the conflict pr
 answer never kept: in a warm plan, whose kept answers free the search's window at once,
 each such run cost the index memo and a uv process (0.2-1.0 s, then killed) beside the
 answering line on two cores, every time.  So a line is *reading* from the moment it is
-started until it starts a fresh uv run (or ends), and again while it reads back a
-resolution; an older line takes kept answers freely, but starts no uv process while a
+started until it starts a fresh uv run (or ends without a resolution), and again from
+the moment uv resolves it until the search has weighed that resolution; an older line takes kept answers freely, but starts no uv process while a
 newer line is reading, and the proof starts none while any line is.  They go on when
 that line answers or starts a uv run of its own, and stop when the search is cancelled.
 What it can cost a plan that needs the older line: its fresh uv runs start once no newer
@@ -112,7 +112,15 @@ class Turn:
     def held(self) -> bool:
         return self.gate.held(self.line)
 
-    def done(self, *_: object) -> None:
+    def done(self, attempt: Future[T]) -> None:
+        """The line's attempt ended.  One that resolved stays reading until the search has
+        weighed it (:meth:`weighed`): it is most likely the answer, and an older line let
+        go the moment it ended started its uv run before the search could stop it."""
+        if attempt.cancelled() or attempt.exception() is not None or not attempt.result().ok:
+            self.gate.reading(self.line, False)
+
+    def weighed(self) -> None:
+        """The search passed the line's resolution over: older lines' uv runs go on."""
         self.gate.reading(self.line, False)
 
 
