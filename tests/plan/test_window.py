@@ -70,6 +70,19 @@ def test_a_line_that_resolved_holds_older_ones_until_the_search_weighs_it() -> N
     assert older.returned.wait(30) and older.error is None
 
 
+def test_the_proof_is_told_of_a_line_that_ended_before_the_line_stops_reading() -> None:
+    """A line that failed after resolving refutes the conflict proof as it ends: told only
+    once the line had stopped reading, the proof (waiting for no line to be reading) could
+    start its uv run in between."""
+    gate = UvGate(threading.Event())
+    reading_when_told: list[bool] = []
+    gate.ended = lambda _: reading_when_told.append(gate.held(OLDER))
+    turn = gate.turn(LINE)
+    turn.done(ended(ok=False))
+    assert reading_when_told == [True]
+    assert not gate.held(OLDER)
+
+
 def test_a_line_that_resolves_again_holds_no_one_back() -> None:
     gate = UvGate(threading.Event())
     turn = gate.turn(NEWER)

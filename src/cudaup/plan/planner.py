@@ -168,6 +168,8 @@ class _Run:
             self.ahead_pool, self._requests_conflict, self.conflict_runner.cancel, self.gate.quiet
         )
         self.gate.refute = self.conflict.refute
+        if len(requirements) > 1:  # one is told by its own attempts
+            self.gate.ended = self.conflict.after_line
 
     # -- the plan --------------------------------------------------------------
     def plan(
@@ -358,8 +360,6 @@ class _Run:
                 turns[turn.line] = turn
                 ahead = pool.submit(self.lines.attempt, self.requirements, turn.line, turn=turn)
                 ahead.add_done_callback(turn.done)
-                if len(self.requirements) > 1:  # one is told by its own attempts
-                    ahead.add_done_callback(self.conflict.after_line)
                 return ahead
 
             try:

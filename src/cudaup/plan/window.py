@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cudaup.errors import CudaupError
 from cudaup.plan.lines import Line
@@ -49,6 +49,10 @@ class UvGate:
         #: told of a line's resolution that refutes the conflict proof the moment uv answers
         #: it (:meth:`cudaup.plan.conflict.ConflictProof.refute`)
         self.refute: Callable[[], None] = lambda: None
+        #: told of each line's ended attempt while the line still reads, so that one that
+        #: failed after resolving refutes the proof before the proof, waiting for no line
+        #: to be reading, may start (:meth:`cudaup.plan.conflict.ConflictProof.after_line`)
+        self.ended: Callable[[Future[Any]], None] = lambda _: None
         self._reading: set[Line] = set()
         self._changed = threading.Condition()
 
@@ -116,6 +120,7 @@ class Turn:
         """The line's attempt ended.  One that resolved stays reading until the search has
         weighed it (:meth:`weighed`): it is most likely the answer, and an older line let
         go the moment it ended started its uv run before the search could stop it."""
+        self.gate.ended(attempt)
         if attempt.cancelled() or attempt.exception() is not None or not attempt.result().ok:
             self.gate.reading(self.line, False)
 
