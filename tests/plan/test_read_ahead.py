@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import io
+import random
 import threading
 import time
 import urllib.request
@@ -212,6 +213,84 @@ def test_a_project_uv_walks_down_is_read_ahead_of_its_steps(
             ("GET", f"bytes=-{AHEAD}")
         ], path
     assert memo.walked_ahead >= len(walked)
+
+
+def test_a_projects_later_tails_are_read_long_enough_to_hold_its_metadata(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """The same walk, each gamma wheel's central directory beyond the 64 KiB tail and its
+    METADATA before it.  The first version uv reads (1.9) costs three ranges upstream
+    (tail, directory, member) and shows how far from the end METADATA lies; every later
+    version's tail is read that long (a quarter more), and holds all uv asks of it: one
+    range upstream each, where each cost three."""
+    index_server.root("pypi")
+    for minor in range(10):
+        requires = ["delta>=2"] if minor >= 3 else []
+        built = wheel("gamma", f"1.{minor}", requires, tag=PURE, shared=MANY)
+        index_server.add("pypi", *built, pep658=False)
+    for version in ("1.0", "2.0"):
+        index_server.add("pypi", *wheel("delta", version, tag=PURE), pep658=False)
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
+    first = _ranges(index_server, "/pypi/files/gamma-1.9-py3-none-any.whl")
+    assert first[0] == f"bytes=-{AHEAD}" and len(first) == 3, first
+    for minor in range(8, 1, -1):
+        ranges = _ranges(index_server, f"/pypi/files/gamma-1.{minor}-py3-none-any.whl")
+        assert len(ranges) == 1 and ranges[0] is not None, (minor, ranges)
+        assert int(ranges[0].removeprefix("bytes=-")) > AHEAD
+    assert memo.answered_ahead >= 3 * 8
+
+
+#: Stored between a far gamma wheel's METADATA and its directory, where RECORD lies.
+FILLER = 300 * 1024
+
+
+def _far_metadata_wheel(version: str, requires: list[str]) -> tuple[str, bytes]:
+    """gamma's wheel laid out as a big one is: its small directory within the tail read
+    ahead, its METADATA ``FILLER`` bytes before (a RECORD that does not compress)."""
+    buffer, info = io.BytesIO(), f"gamma-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: gamma\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("gamma/__init__.py", "")
+        archive.writestr(f"{info}/METADATA", metadata)
+        archive.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nTag: {PURE}\n")
+        archive.writestr(f"{info}/RECORD", random.Random(version).randbytes(FILLER))
+    return f"gamma-{version}-{PURE}.whl", buffer.getvalue()
+
+
+def test_a_far_metadata_is_read_ahead_then_each_later_tail_holds_it(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path
+) -> None:
+    """The walk again, each gamma wheel's directory within the 64 KiB tail and METADATA
+    300 KiB before it.  1.9's tail says where METADATA is, which is read next (the memo
+    once took a tail that held the directory for one that did not, and read nothing
+    more: uv asked for the member itself).  Every later version's tail is read long
+    enough to hold its METADATA, one range upstream each, and only what uv asks of it
+    is kept in memory: the bytes between the member and the directory are dropped."""
+    index_server.root("pypi")
+    bodies = {}
+    for minor in range(10):
+        requires = ["delta>=2"] if minor >= 3 else []
+        name, bodies[minor] = _far_metadata_wheel(f"1.{minor}", requires)
+        index_server.add("pypi", name, bodies[minor], pep658=False)
+    for version in ("1.0", "2.0"):
+        index_server.add("pypi", *wheel("delta", version, tag=PURE), pep658=False)
+    assert _resolve_walk(index_server, memo, tmp_path) == {"gamma": "1.2", "delta": "1.0"}
+    with zipfile.ZipFile(io.BytesIO(bodies[9])) as archive:
+        entry = archive.getinfo("gamma-1.9.dist-info/METADATA")
+    start = entry.header_offset
+    last = start + 30 + len(entry.filename) + entry.compress_size + read_ahead.SLACK - 1
+    assert _ranges(index_server, f"/pypi/files/gamma-1.9-{PURE}.whl") == [
+        f"bytes=-{AHEAD}",
+        f"bytes={start}-{last}",
+    ]
+    for minor in range(8, 1, -1):
+        ranges = _ranges(index_server, f"/pypi/files/gamma-1.{minor}-{PURE}.whl")
+        assert len(ranges) == 1 and ranges[0] is not None, (minor, ranges)
+        assert int(ranges[0].removeprefix("bytes=-")) > FILLER
+    # Each version keeps its last 64 KiB and its member (with SLACK): ~130 KiB.  The
+    # eight tails read long, each held whole, would be more than 8 * FILLER.
+    assert memo.held_ahead < 8 * FILLER, memo.held_ahead
 
 
 def test_a_walk_through_large_wheels_is_left_to_uv(
