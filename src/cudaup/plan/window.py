@@ -10,9 +10,10 @@ answer never kept: in a warm plan, whose kept answers free the search's window a
 each such run cost the index memo and a uv process (0.2-1.0 s, then killed) beside the
 answering line on two cores, every time.  So a line is *reading* from the moment it is
 started until it starts a fresh uv run (or ends without a resolution), and again from
-the moment uv resolves it until the search has weighed that resolution; an older line takes kept answers freely, but starts no uv process while a
-newer line is reading, and the proof starts none while any line is.  They go on when
-that line answers or starts a uv run of its own, and stop when the search is cancelled.
+the moment uv resolves it until the search has weighed that resolution; an older line
+takes kept answers freely, but starts no uv process while a newer line is reading, and
+the proof starts none while any line is.  They go on when that line fails, is passed
+over or starts a uv run of its own, and stop when the search is cancelled.
 What it can cost a plan that needs the older line: its fresh uv runs start once no newer
 line is reading (runs already started are not held).  Holding back the older line's
 whole attempt instead was measured worse: when the newer line then failed, the older one
