@@ -8,11 +8,8 @@ meets packages one after another spends most of its time there.  When uv's HEAD 
 wheel reaches the memo, :class:`ReadAhead` reads the same through cudaup's checked range
 reads (:class:`~cudaup.net.ranged_file.RangedFile`): the file's last :data:`AHEAD` bytes
 at once, whose 206 answers the HEAD (:meth:`ReadAhead.size`), then the central directory
-and the METADATA member as soon as the tail says where they lie.  Where they lie is found
-by the zip's end record and a search of the directory's bytes for the one
-``*.dist-info/METADATA`` name, not by :mod:`zipfile`, which parses every entry in Python
-first (tens of milliseconds for torch's 25,000): uv, which asks as soon as it has the
-directory, would be first.  A range uv asks for that lies inside a block read ahead, or
+and the METADATA member as soon as the tail says where they lie
+(:mod:`cudaup.plan.zip_tail`).  A range uv asks for that lies inside a block read ahead, or
 being read, is answered from that block's bytes (the upstream's, as sent: a 206 carrying
 exactly the range asked for); any other range goes upstream as before.  So a wheel's
 metadata costs uv about two round trips instead of four, its HEAD none of its own; once
@@ -32,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from packaging.tags import Tag
@@ -49,6 +46,7 @@ from cudaup.net.ranged_file import RangedFile, RangeWatch
 from cudaup.plan.closure import REQUESTED, Closure, Resolved
 from cudaup.plan.lines import Evidence
 from cudaup.plan.survey import best_wheel
+from cudaup.plan.zip_tail import directory_of, metadata_entry, metadata_member
 from cudaup.resolve.pypi import MAX_METADATA_BYTES, DistFile, parse_metadata
 
 if TYPE_CHECKING:  # result imports uv, which imports the memo, which imports this
@@ -79,15 +77,7 @@ WALK_AHEAD = 8
 WALK_MOST_BYTES = 512 * 1024 * 1024
 #: Read past a member's end: uv asks for its data in whole chunks (8 or 16 KiB).
 SLACK = 64 * 1024
-_METADATA = b".dist-info/METADATA"
-_METADATA_NAME = re.compile(rb"[^/]+\.dist-info/METADATA")
 _RANGE = re.compile(r"bytes=(\d+)-(\d+)")
-#: The zip's end record, its zip64 locator and record, a central directory entry.
-_END = struct.Struct("<4s4H2LH")
-_LOCATOR = struct.Struct("<4sLQL")
-_END64 = struct.Struct("<4sQ2H2L4Q")
-_ENTRY = struct.Struct("<4s6H3L5H2L")
-_MAX32 = 0xFFFFFFFF
 
 
 @dataclass
@@ -329,7 +319,7 @@ class ReadAhead:
             tail = next((b for b in self._blocks.get(url, ()) if b.role == "tail" and b.body), None)
         where = directory_of(tail.body, tail.total) if tail is not None else None
         directory = where and self._bytes(url, where[0], sum(where) - 1)
-        fields = _metadata_entry(directory) if directory else None
+        fields = metadata_entry(directory) if directory else None
         if fields is None or fields[9] > MAX_METADATA_BYTES or fields[4] not in (0, 8):
             return None
         crc, compressed, size, offset = fields[7], fields[8], fields[9], fields[16]
@@ -562,56 +552,6 @@ def older_wheels(
         if alike and alike[0][0] < 0:
             urls.append(alike[0][2])
     return urls
-
-
-def directory_of(tail: bytes, size: int) -> tuple[int, int] | None:
-    """Where a zip's central directory lies (offset, length), from the file's last bytes
-    ``tail`` and its ``size``; None when the tail holds no end record that says."""
-    at = tail.rfind(b"PK\x05\x06", max(0, len(tail) - _END.size - 0xFFFF))
-    if at < 0 or at + _END.size > len(tail):
-        return None
-    length, offset = _END.unpack_from(tail, at)[5:7]
-    if _MAX32 in (length, offset):  # zip64: the locator before the end record says where
-        locator = at - _LOCATOR.size
-        if locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
-            return None
-        record = _LOCATOR.unpack_from(tail, locator)[2] - (size - len(tail))
-        if (
-            record < 0
-            or record + _END64.size > len(tail)
-            or tail[record : record + 4] != b"PK\x06\x06"
-        ):
-            return None
-        length, offset = _END64.unpack_from(tail, record)[8:10]
-    if offset + length > size:
-        return None
-    return offset, length
-
-
-def metadata_member(directory: bytes) -> tuple[int, int] | None:
-    """The ``*.dist-info/METADATA`` member's local header offset and the bytes that hold
-    its header, name and data (without the local extra field), from a central directory;
-    None when there is none, or its entry needs zip64."""
-    fields = _metadata_entry(directory)
-    return None if fields is None else (fields[16], 30 + fields[10] + fields[8])
-
-
-def _metadata_entry(directory: bytes) -> tuple[Any, ...] | None:
-    """The central directory entry of the ``*.dist-info/METADATA`` member (:data:`_ENTRY`'s
-    fields), found by a byte search; None when there is none, or it needs zip64."""
-    found = directory.find(_METADATA)
-    while found >= 0:
-        name_end = found + len(_METADATA)
-        entry = directory.rfind(b"PK\x01\x02", max(0, found - _ENTRY.size - 0xFF), found)
-        if entry >= 0 and entry + _ENTRY.size <= len(directory):
-            fields = _ENTRY.unpack_from(directory, entry)
-            compressed, name_length, offset = fields[8], fields[10], fields[16]
-            start = entry + _ENTRY.size
-            named = start + name_length == name_end
-            if named and _METADATA_NAME.fullmatch(directory[start:name_end]):
-                return None if _MAX32 in (compressed, offset) else fields
-        found = directory.find(_METADATA, found + 1)
-    return None
 
 
 def backtracked(
