@@ -229,7 +229,7 @@ class ReadAhead:
             # Under the lock: close() shuts the pool after.  A read close() cancels before
             # it ran ends too: a walk or a round waiting for its start goes on (it waited
             # forever, and close() with it, when a plan ended with reads still queued).
-            self._pool.submit(self._read, url).add_done_callback(
+            self._pool.submit(self._read, url, tail).add_done_callback(
                 lambda _read: self._end_left(url)  # run or cancelled, what it left ends
             )
 
@@ -358,10 +358,9 @@ class ReadAhead:
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
     # -- reading ------------------------------------------------------------------
-    def _read(self, url: str) -> None:
+    def _read(self, url: str, tail: int) -> None:
         try:
             with self._slot(url):
-                tail = self._tail_of(url)
                 ranged = RangedFile(self.http, url, chunk=tail, watch=self._watcher(url))
                 # Each block, once answered, reserved the next one it says where: in turn.
                 while (block := self._next_reserved(url)) is not None and not self._closed:
@@ -372,11 +371,6 @@ class ReadAhead:
         except CudaupError as exc:
             log.info("index memo: %s not read ahead (%s): uv reads it itself", url, exc)
         # What is left of it is ended by the future's callback (see :meth:`start`).
-
-    def _tail_of(self, url: str) -> int:
-        """The length of the tail :meth:`start` reserved for ``url``."""
-        with self._lock:
-            return next(b.last for b in self._blocks[url] if b.start is None)
 
     def _end_left(self, url: str) -> None:
         """``url``'s reading is over: it has started, as far as anyone waits for that, and
@@ -422,7 +416,6 @@ class ReadAhead:
                     # Before its waiters go on: uv, given these bytes, asks for the next
                     # range at once, and must find it reserved, not race its reading.
                     self._reserve_next(url, block)
-                    self._trim(url, block)
                 block.done.set()
 
             return landed
@@ -432,7 +425,7 @@ class ReadAhead:
     def _reserve_next(self, url: str, block: _Block) -> None:
         """What an answered block says of the next range to read: the central directory
         after the tail (unless the tail holds it), the METADATA member after the directory."""
-        directory = block.body
+        directory, offset = block.body, block.first  # a directory block: where it begins
         if block.role == "tail":
             found = directory_of(block.body, block.total)
             if found is None:
@@ -450,21 +443,19 @@ class ReadAhead:
             start, length = member
             self._learn(url, block.total - start)
             self._reserve(url, "member", start, start + length + SLACK - 1, block.total)
+            if block.role == "tail":
+                self._trim(url, block, offset, member)
 
-    def _trim(self, url: str, block: _Block) -> None:
-        """Keep of a tail read long (see :meth:`start`) only what uv asks of it: the last
-        :data:`AHEAD` bytes and the directory, and the METADATA member as a block of its
-        own; what lies between (RECORD, mostly: 1.2 MB of flashinfer's 3.2 MB tail, for
-        each of the ~30 versions a resolution walks) is dropped before anyone reads it."""
-        if block.role != "tail" or len(block.body) <= AHEAD:
-            return
-        found = directory_of(block.body, block.total)
-        directory = found and block.holds(found[0], sum(found) - 1)
-        member = metadata_member(directory[1]) if directory else None
-        if found is None or member is None:
+    def _trim(self, url: str, block: _Block, directory_at: int, member: tuple[int, int]) -> None:
+        """Keep of a tail read long (see :meth:`start`) that holds the directory (from
+        ``directory_at``) only what uv asks of it: the last :data:`AHEAD` bytes and the
+        directory, and the METADATA ``member`` as a block of its own; what lies between
+        (RECORD, mostly: 1.2 MB of flashinfer's 3.2 MB tail, for each of the ~30 versions
+        a resolution walks) is dropped before anyone reads it."""
+        if len(block.body) <= AHEAD:
             return
         start, length = member
-        keep = min(found[0], block.total - AHEAD)
+        keep = min(directory_at, block.total - AHEAD)
         held = block.holds(start, start + length + SLACK - 1)
         if held is None or held[0] + len(held[1]) >= keep:
             return  # the member reaches into what is kept: nothing to drop
