@@ -66,7 +66,7 @@ def test_a_line_that_resolved_holds_older_ones_until_the_search_weighs_it() -> N
     older.start()
     turn.done(ended(ok=True))
     assert not older.returned.wait(0.2)  # ended, not yet weighed
-    turn.weighed()  # passed over (a driver refusal, requests held back)
+    gate.weighed(LINE)  # passed over (a driver refusal, requests held back)
     assert older.returned.wait(30) and older.error is None
 
 

@@ -351,13 +351,11 @@ class _Run:
         chosen line holds back when no line tried takes it newer (module held_back)."""
         attempts: dict[Line, Attempt] = {}
         futures: dict[Line, Future[Attempt]] = {}
-        turns: dict[Line, Turn] = {}
         queue, gate = list(candidates), self.gate
         kept: tuple[Attempt, list[HeldBack]] | None = None  # a line that holds requests back
         with ThreadPoolExecutor(max_workers=WINDOW) as pool:
 
             def start(turn: Turn) -> Future[Attempt]:
-                turns[turn.line] = turn
                 ahead = pool.submit(self.lines.attempt, self.requirements, turn.line, turn=turn)
                 ahead.add_done_callback(turn.done)
                 return ahead
@@ -378,12 +376,12 @@ class _Run:
                         refused = self._named_release_check(attempt, live, table)
                         if refused is not None:
                             exclusions.append(refused)
-                            turns[line].weighed()
+                            gate.weighed(line)
                             continue
                         held = held_in(attempt, self.requirements, self.lines, self.target)
                         if kept is None and held:
                             kept = (attempt, held)  # an older line may take them newer
-                            turns[line].weighed()
+                            gate.weighed(line)
                         elif kept is None:
                             return attempt, attempts, []
                         elif not takes_newer(attempt, kept[1]):
@@ -401,8 +399,8 @@ class _Run:
                 for future in futures.values():
                     future.cancel()
                 pool.shutdown(wait=True)
-                for turn in turns.values():
-                    turn.weighed()  # the gate serves the plan's next search
+                for started in futures:
+                    gate.weighed(started)  # the gate serves the plan's next search
                 self.lines.cancel.clear()
                 self.lines.runner.resume()
 

@@ -75,6 +75,10 @@ class UvGate:
         with self._changed:
             self._changed.notify_all()
 
+    def weighed(self, line: Line) -> None:
+        """The search passed ``line``'s resolution over, or ended: older lines' uv runs go on."""
+        self.reading(line, False)
+
     def held(self, line: Line) -> bool:
         """Whether a uv run of ``line`` would wait now (a newer line is reading)."""
         with self._changed:
@@ -119,15 +123,11 @@ class Turn:
 
     def done(self, attempt: Future[T]) -> None:
         """The line's attempt ended.  One that resolved stays reading until the search has
-        weighed it (:meth:`weighed`): it is most likely the answer, and an older line let
+        weighed it (:meth:`UvGate.weighed`): it is most likely the answer, and an older line let
         go the moment it ended started its uv run before the search could stop it."""
         self.gate.ended(attempt)
         if attempt.cancelled() or attempt.exception() is not None or not attempt.result().ok:
             self.gate.reading(self.line, False)
-
-    def weighed(self) -> None:
-        """The search passed the line's resolution over: older lines' uv runs go on."""
-        self.gate.reading(self.line, False)
 
 
 def fill(
