@@ -11,6 +11,7 @@ import io
 import json
 import zipfile
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import packaging.utils
@@ -171,6 +172,39 @@ def test_metadata_three_ways(tmp_path: Path, how: str) -> None:
         spans = [_span(h[2]["Range"], len(wheel)) for h in server.hits]
         fetched = sum(end - start + 1 for start, end in spans)
         assert fetched < len(wheel) / 20  # read the central directory, not the 5 MB
+
+
+def test_a_wheel_read_whole_for_its_metadata_is_checked_against_its_sha256(
+    tmp_path: Path,
+) -> None:
+    """A small wheel's metadata is read from the whole wheel: that wheel must be the one
+    the index vouched for (its metadata decides which wheels an install takes), as the
+    wheel's own download would be, even when it comes from the cache."""
+    wheel = make_wheel(METADATA)
+    other = make_wheel(METADATA.replace("13.0.88", "13.0.99"))
+    served = {"body": other}
+
+    def whole(request: BaseHTTPRequestHandler) -> None:  # what it serves now, not before
+        reply(200, served["body"])(request)
+
+    with ScriptedServer({"/w.whl": whole}) as server:
+        index = PackageIndex(HttpClient(Settings.from_env(cache_dir=tmp_path)), server.url)
+        vouched = hashlib.sha256(wheel).hexdigest()
+        file = DistFile("cuda_toolkit-13.0.1-py2.py3-none-any.whl", server.url + "/w.whl",
+                        vouched, len(wheel), None, False, False)  # fmt: skip
+        with pytest.raises(IntegrityError) as caught:
+            index.metadata(file)
+        found = hashlib.sha256(other).hexdigest()
+        assert caught.value.exit_code == 7
+        assert str(caught.value) == (
+            f"{server.url}/w.whl: sha256 mismatch: the index says {vouched}, the file served "
+            f"is {found}; the index and the host of its files disagree (a mirror out of "
+            "sync, or tampering)"
+        )
+        served["body"] = wheel
+        assert str((index.metadata(file).requires_dist or [])[0]).startswith(
+            "nvidia-cuda-nvcc==13.0.88.*"
+        )
 
 
 def _span(header: str, size: int) -> tuple[int, int]:

@@ -23,6 +23,7 @@ answer; anything else is a miss, and the caller derives it again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -123,6 +124,12 @@ class HttpCache:
             atomic_write(meta_path, json.dumps(meta).encode())
         except (OSError, CudaupError):  # atomic_write may name the path as a CudaupError
             pass  # a read-only or full cache must never fail the command
+
+    def forget(self, url: str) -> None:
+        """Drop ``url``'s answer (one its source vouches against: the next read asks)."""
+        meta_path, _body = self._paths(url)
+        with contextlib.suppress(OSError):
+            meta_path.unlink()  # without its metadata a body is never read
 
     def derived(self, url: str, kind: str, source_sha256: str) -> bytes | None:
         """What was kept as ``kind`` beside ``url``'s answer, when it was derived from the

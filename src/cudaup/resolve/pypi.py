@@ -425,13 +425,7 @@ class PackageIndex:
                 file.url + ".metadata", cache="metadata", max_bytes=MAX_METADATA_BYTES
             )
             if response.ok:
-                found = hashlib.sha256(response.body).hexdigest()
-                if file.metadata_sha256 is not None and found != file.metadata_sha256:
-                    raise IntegrityError(
-                        f"{file.url}.metadata: sha256 mismatch: the index says "
-                        f"{file.metadata_sha256}, the file served is {found}; the index and "
-                        "the host of its files disagree (a mirror out of sync, or tampering)"
-                    )
+                self._check_vouched(response.body, file.metadata_sha256, f"{file.url}.metadata")
                 return parse_metadata(response.body, f"{file.url}.metadata")
         if file.size is not None and file.size > SMALL_WHEEL:
             return _metadata_from_wheel(lambda: RangedFile(self.http, file.url), file.url)
@@ -440,7 +434,23 @@ class PackageIndex:
             raise RemoteFileMissingError(
                 f"{file.url} answered HTTP {response.status}", file.url, response.status
             )
+        # Read whole, the wheel is checked as its download would be (a range read cannot
+        # be: uv and pip read such metadata unchecked too).
+        self._check_vouched(response.body, file.sha256, file.url)
         return _metadata_from_wheel(lambda: io.BytesIO(response.body), file.url)
+
+    def _check_vouched(self, body: bytes, sha256: str | None, url: str) -> None:
+        """Refuse metadata (a ``.metadata`` file, or the wheel it was read from) that is
+        not the file the index vouched for by its sha256 (none given: nothing to check);
+        its cached answer goes too, so that the next run asks again."""
+        found = hashlib.sha256(body).hexdigest()
+        if sha256 is not None and found != sha256:
+            self.http.cache.forget(url)
+            raise IntegrityError(
+                f"{url}: sha256 mismatch: the index says {sha256}, the file served is "
+                f"{found}; the index and the host of its files disagree (a mirror out of "
+                "sync, or tampering)"
+            )
 
     def members(self, url: str) -> list[str]:
         """The paths inside a remote wheel, from its zip directory alone (range reads: the
