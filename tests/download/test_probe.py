@@ -1,31 +1,25 @@
-"""The probe that brings the bytes a reader needs first (a zip's tail), checked like any
-range; and the download of a fresh zip of known size and checksum, which starts without
-one: its tail and its front asked for at once, the first answers proving what a probe
-would (ranges, size, validators)."""
+"""The probe that brings the bytes a reader needs first (a zip's tail), checked like any range."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import threading
 from pathlib import Path
 
 import pytest
 
 from cudaup.config import Settings
-from cudaup.download import DownloadRequest, DownloadResult, ProgressEvent, download
+from cudaup.download import DownloadRequest, DownloadResult, download
 from cudaup.download.arrival import Arrival
 from cudaup.download.range_plan import SegmentPlan, probe_range, tail_start
 from cudaup.errors import ArrivalLostError, IntegrityError, NetworkError
 from cudaup.net import backoff
 from cudaup.net.backoff import Backoff
 from cudaup.net.http import HttpClient
-from cudaup.util.parallel import CancelledError
 from tests.faultserver import Fault, FaultServer, payload
 
-MIB = 1024 * 1024
-SIZE = 8 * MIB
+SIZE = 8 * 1024 * 1024
 BODY = payload(SIZE)
 TAIL = 256 * 1024
 #: where a fresh plan's tail segment, and so the probe's range, begins
@@ -51,14 +45,9 @@ def _fetch(
     arrival: Arrival | None,
     body: bytes = BODY,
     size: int | None = None,
-    *,
-    connections: int | None = 1,
-    events: list[ProgressEvent] | None = None,
-    cancel: threading.Event | None = None,
 ) -> tuple[DownloadResult, bytes]:
-    """Download ``/f.whl`` with one connection (``connections``; None: adapting, as an
-    install's do) while another thread reads its tail, as the install's extraction does;
-    the result and what the reader read (nothing: it was told the bytes were lost)."""
+    """Download ``/f.whl`` with one connection while another thread reads its tail, as
+    the install's extraction does; the result and what the reader read."""
     request = DownloadRequest(
         server.url + "/f.whl",
         "f.whl",
@@ -81,13 +70,7 @@ def _fetch(
         thread.start()
     try:
         result = download(
-            request,
-            tmp_path / "out",
-            http=_client(tmp_path),
-            connections=connections,
-            arrival=arrival,
-            progress=events.append if events is not None else None,
-            cancel=cancel,
+            request, tmp_path / "out", http=_client(tmp_path), connections=1, arrival=arrival
         )
     finally:
         if thread is not None:
@@ -179,15 +162,12 @@ def test_a_file_shorter_than_the_index_says_is_refused_naming_both_sizes(
     assert [r.status for r in fault_server.requests("/f.whl")] == [416]
 
 
-@pytest.mark.parametrize("connections", [1, None], ids=["probed", "without-a-probe"])
 def test_a_file_longer_than_the_index_says_is_refused_before_its_bytes_are_kept(
-    fault_server: FaultServer, tmp_path: Path, connections: int | None
+    fault_server: FaultServer, tmp_path: Path
 ) -> None:
-    # Without a probe, the first answers' size is another than the index's: the download
-    # asks again with a probe, which names both sizes; the bytes the answers brought go.
     fault_server.add("/f.whl", BODY + b"more")
     with pytest.raises(IntegrityError, match=f"says {SIZE} bytes but .* serves {SIZE + 4}"):
-        _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL), connections=connections)
+        _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL), body=BODY)
     assert not (tmp_path / "out" / "f.whl.part").exists()
 
 
@@ -217,105 +197,3 @@ def test_a_probe_answered_with_a_shorter_prefix_keeps_it_and_asks_for_the_rest(
     # the rest of the tail is asked for first, from where the probe's answer ended
     assert requests[1].range == f"bytes={HEAD + 100_000}-{SIZE - 1}"
     assert sum(r.sent for r in requests) == SIZE
-
-
-# -- without a probe ---------------------------------------------------------------
-def test_the_tail_and_the_front_are_asked_for_at_once(
-    fault_server: FaultServer, tmp_path: Path
-) -> None:
-    # The first request's answer waits until a second request has come: a probe, which
-    # must be answered before anything else is asked, would wait for ever (the deadline).
-    answer = threading.Event()
-    fault_server.add("/f.whl", BODY, Fault(times=1, hang="headers", until=answer))
-    outcome: list[tuple[DownloadResult, bytes]] = []
-    worker = threading.Thread(
-        target=lambda: outcome.append(
-            _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL), connections=None)
-        )
-    )
-    worker.start()
-    try:
-        fault_server.wait_for_requests(2, "/f.whl", deadline=10)
-    finally:
-        answer.set()
-        worker.join(timeout=60)
-    result, tail = outcome[0]
-    assert result.path.read_bytes() == BODY and tail == BODY[-1000:]
-    first_two = fault_server.requests("/f.whl")[:2]
-    assert {r.range for r in first_two} >= {TAIL_RANGE}
-    assert any(str(r.range).startswith("bytes=0-") for r in first_two)
-    assert all(r.if_range is None for r in first_two)  # no validator is known yet
-    assert sum(r.sent for r in fault_server.requests("/f.whl")) == SIZE  # no byte twice
-
-
-def test_the_first_answers_validators_go_with_every_later_request(
-    fault_server: FaultServer, tmp_path: Path
-) -> None:
-    fault_server.add("/f.whl", BODY, etag='"v7"')
-    result, _tail = _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL), connections=None)
-    assert result.path.read_bytes() == BODY
-    requests = fault_server.requests("/f.whl")
-    assert len(requests) > 2, [r.range for r in requests]
-    assert [r.if_range for r in requests[:2]] == [None, None]
-    assert all(r.if_range == '"v7"' for r in requests[2:])
-
-
-def test_another_version_among_the_first_answers_is_probed_and_fetched_anew(
-    fault_server: FaultServer, tmp_path: Path
-) -> None:
-    # The answer for the front names another ETag than the tail's: two versions.
-    fault_server.add(
-        "/f.whl", BODY, Fault(times=1, only_from=0, headers={"ETag": '"v0"'}), etag='"v1"'
-    )
-    events: list[ProgressEvent] = []
-    result, _tail = _fetch(
-        fault_server, tmp_path, Arrival(tail_first=TAIL), connections=None, events=events
-    )
-    assert result.path.read_bytes() == BODY
-    said = [e.message or "" for e in events if e.kind == "notice"]
-    assert any("another version" in m and "asking the server first" in m for m in said), said
-    # then the download went as a probed one does: the tail in the probe, then the rest
-    ranges = [r.range for r in fault_server.requests("/f.whl")]
-    assert TAIL_RANGE in ranges[2:], ranges
-
-
-def test_a_server_that_ignores_ranges_gets_one_stream(
-    fault_server: FaultServer, tmp_path: Path
-) -> None:
-    fault_server.add("/f.whl", BODY, Fault(ignore_range=True))
-    result, tail = _fetch(fault_server, tmp_path, Arrival(tail_first=TAIL), connections=None)
-    assert result.path.read_bytes() == BODY
-    # The reader is told its part file is gone (it then reads the verified file, as an
-    # install's extraction does), never left reading a file being replaced.
-    assert tail == b""
-    assert result.connections == 1
-    assert fault_server.requests("/f.whl")[-1].range is None  # the stream asks no range
-
-
-def test_the_resume_state_records_the_validators_the_answers_brought(
-    fault_server: FaultServer, tmp_path: Path
-) -> None:
-    # Slow enough to stop midway: the state then saved must name the server's validators
-    # (none were known when the download began), or the next run could not resume it.
-    fault_server.add("/f.whl", BODY, Fault(rate=2 * MIB), etag='"v9"')
-    cancel = threading.Event()
-
-    def stop_midway() -> None:
-        while fault_server.sent("/f.whl") < 2 * MIB and not cancel.is_set():
-            cancel.wait(0.01)
-        cancel.set()
-
-    stopper = threading.Thread(target=stop_midway)
-    stopper.start()
-    try:
-        with pytest.raises(CancelledError):
-            _fetch(
-                fault_server, tmp_path, Arrival(tail_first=TAIL), connections=None, cancel=cancel
-            )
-    finally:
-        cancel.set()
-        stopper.join()
-    state = json.loads((tmp_path / "out" / "f.whl.part.json").read_text())
-    assert state["etag"] == '"v9"'
-    assert state["size"] == SIZE
-    assert sum(position - start for start, position, _end in state["segments"]) > 0

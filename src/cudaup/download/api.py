@@ -8,9 +8,7 @@ How one file is downloaded (:func:`download`):
    and whether the server honours ranges: ``GET bytes=0-0``, or, for a file read while
    it arrives whose size the index gave, the bytes its reader needs first (a zip's
    tail: its member list), which the answer then also brings, one round trip sooner
-   (:func:`~cudaup.download.range_plan.probe_range`).  Such a file, fresh, with its
-   checksum known, has no probe at all: its tail and its front are asked for at once,
-   and their answers prove the same (:func:`_without_probe`).
+   (:func:`~cudaup.download.range_plan.probe_range`).
 3. The data goes to ``NAME.part``; ``NAME.part.json`` records which byte
    ranges are on disk, rewritten atomically after the part file is synced, about
    once a second; in between, what arrived is handed to the kernel's writeback
@@ -56,7 +54,7 @@ from cudaup.download.job import DownloadJob
 from cudaup.download.parallel import download_parallel
 from cudaup.download.publish import is_verified
 from cudaup.download.range_plan import probe_range
-from cudaup.download.remote import NoRangesError, Remote, RemoteChangedError, probe_remote
+from cudaup.download.remote import NoRangesError, RemoteChangedError, probe_remote
 from cudaup.download.request import (
     DownloadRequest,
     DownloadResult,
@@ -272,16 +270,6 @@ def _download_locked(job: DownloadJob) -> DownloadResult:
         check_cancelled(cancel)
         # A download that resumes may have those bytes already: one byte proves enough.
         wanted = probe_range(request.size, tail) if fits and not target.state.exists() else None
-        unprobed = _without_probe(job, wanted) if attempt == 0 else None
-        if unprobed is not None:
-            try:
-                return download_parallel(job, unprobed)
-            except (RemoteChangedError, NoRangesError) as exc:
-                if arrival is not None:
-                    arrival._lose()  # an early reader saw bytes the probe now questions
-                notice(progress, request, request.size, f"{exc}; asking the server first")
-                target.discard()
-                continue
         remote = probe_remote(http, request.url, watchdog, cancel, wanted, request.size)
         if request.size is not None and remote.size is not None and remote.size != request.size:
             raise IntegrityError(
@@ -310,24 +298,6 @@ def _download_locked(job: DownloadJob) -> DownloadResult:
             remote = dataclasses.replace(remote, ranges=False)
             return download_stream(job, remote)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _without_probe(job: DownloadJob, wanted: tuple[int, int] | None) -> Remote | None:
-    """The file as its index describes it, where the download starts without a probe: its
-    tail (a zip's member list, which the probe would bring) and its front asked for at
-    once, a round trip sooner; None where a probe comes first.
-
-    Only for a fresh file whose reader wants its tail first (``wanted`` starts past
-    byte 0), whose size the index gave, and whose checksum is known: the first answers
-    then prove ranges, size and validators as a probe's would (a disagreement is asked
-    again with a probe, which names it), and the checksum vouches for every byte, even
-    those asked for before any validator was known.  A count of one connection asked
-    for is kept: the two requests at once would be two connections.
-    """
-    request = job.request
-    if wanted is None or wanted[0] == 0 or request.size is None or request.checksum is None:
-        return None
-    return Remote.from_index(request.url, request.size) if job.connections != 1 else None
 
 
 def download_many(

@@ -88,15 +88,6 @@ class Remote:
     #: from sending it to its answer, then the body bytes and the seconds they took; None
     #: from a probe that said nothing of the link (the default of a hand-made Remote)
     observed: tuple[float, int, float] | None = None
-    #: False for what only the index said (:meth:`from_index`): no answer has proved the
-    #: size yet, and the validators are learned from the first (see ``Transfer``)
-    proved: bool = True
-
-    @classmethod
-    def from_index(cls, url: str, size: int) -> Remote:
-        """The file as its index describes it, before the server has answered anything:
-        its size, ranges presumed (the first answers prove them), no validators yet."""
-        return cls(url, size, None, None, True, proved=False)
 
     @property
     def validator(self) -> str | None:
@@ -117,17 +108,7 @@ class Remote:
         """What a 200 to a range request means: another version of the file (its
         validators or size differ: :class:`RemoteChangedError`), or the same file from
         a server that stopped honouring ranges (:class:`NoRangesError`)."""
-        changes = self.changes(headers)
-        length = headers.get("Content-Length", "")
-        if self.size is not None and length.isdigit() and int(length) != self.size:
-            changes.append(f"size {self.size} → {length}")
-        if changes:
-            return RemoteChangedError(f"the server sent another version: {'; '.join(changes)}")
-        return NoRangesError("the server answered a range request with the whole file")
-
-    def changes(self, headers: Mapping[str, str]) -> list[str]:
-        """The validators ``headers`` carry that differ from this file's, in words."""
-        return [
+        changes = [
             f"{name} {old!r} → {new!r}"
             for name, old, new in (
                 ("ETag", self.etag, headers.get("ETag")),
@@ -135,6 +116,12 @@ class Remote:
             )
             if old and new and old != new
         ]
+        length = headers.get("Content-Length", "")
+        if self.size is not None and length.isdigit() and int(length) != self.size:
+            changes.append(f"size {self.size} → {length}")
+        if changes:
+            return RemoteChangedError(f"the server sent another version: {'; '.join(changes)}")
+        return NoRangesError("the server answered a range request with the whole file")
 
 
 def refuse_status(url: str, status: int, headers: Mapping[str, str]) -> Exception:
