@@ -724,6 +724,39 @@ def test_the_silent_requests_wheels_are_read_at_once(
     assert met and all(met)
 
 
+def test_a_meta_packages_children_are_read_all_at_once(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pure meta-package pulling in more silent children than the plan's workers (8):
+    the read-back reads every child's wheel at once.  Upstream holds each child's first
+    wheel read until every child's has begun (waited for, with a bound: read eight at a
+    time, the first eight wait it out for the ninth, and the test fails); a real plan's
+    torch, named late among flashinfer-python's 19 children, so waited for the chains of
+    range reads of the ones before it."""
+    build(index_server)
+    children = [f"kid{number}" for number in range(10)]
+    names = []
+    for project in children:
+        library = shared_object(["libc.so.6"], f"{project}_ops.so", code=16 * 1024)
+        built = wheel(project, "1.0", shared={f"{project}/{project}_ops.so": library})
+        index_server.add("pypi", *built)  # PEP 658: uv reads its metadata, never the wheel
+        names.append(f"/pypi/files/{built[0]}")
+    index_server.add("pypi", *wheel("meta", "1.0", children, tag="py3-none-any"))
+    begun = {name: threading.Event() for name in names}
+    served, met = index_server.handle, []
+
+    def holding(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        if request.path in begun and not begun[request.path].is_set():
+            begun[request.path].set()
+            met.append(all(event.wait(timeout=10) for event in begun.values()))
+        served(request, body)
+
+    monkeypatch.setattr(index_server, "handle", holding)
+    result = plan(index_server, tmp_path, ["meta"], only=("pypi",))
+    assert {p.name for p in result.packages} == {"meta"}
+    assert len(met) == len(children) and all(met), met
+
+
 def test_lines_are_resolved_two_at_a_time(
     world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
