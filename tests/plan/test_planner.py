@@ -27,6 +27,7 @@ from cudaup.plan import uv
 from cudaup.plan.attempt import Attempt, LineResolver
 from cudaup.plan.lines import Line
 from cudaup.plan.planner import _Run
+from cudaup.plan.read_ahead import AHEAD
 from tests.plan.builders import shared_object, wheel
 from tests.plan.installcheck import printed_resolution
 from tests.plan.pyindex import IndexServer
@@ -722,6 +723,26 @@ def test_the_silent_requests_wheels_are_read_at_once(
     result = plan(index_server, tmp_path, ["kern", "kern2"], only=("pypi",))
     assert {p.name for p in result.packages} == {"kern", "kern2"}
     assert met and all(met)
+
+
+def test_the_read_back_opens_a_wheel_from_the_end_read_ahead_for_uv(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """A silent request whose index offers no PEP 658 metadata: uv read its METADATA
+    through the index memo, which read the wheel's end ahead of it; the read-back opens
+    the wheel from those bytes (the whole of this small wheel), asking upstream for
+    nothing more (before, its own tail again: one round trip, and its directory's next)."""
+    build(index_server)
+    library = shared_object(["libc.so.6"], "kern_ops.so", code=8 * 1024)
+    name, body = wheel("kern", "1.0", shared={"kern/kern_ops.so": library})
+    assert len(body) < AHEAD  # the memo's first read holds it all
+    index_server.add("pypi", name, body, pep658=False)
+    result = plan(index_server, tmp_path, ["kern"], only=("pypi",))
+    assert [p.name for p in result.packages] == ["kern"]
+    asked = [(r.method, r.range) for r in index_server.requests(f"/pypi/files/{name}")]
+    # the memo's one tail, which answered uv's HEAD and ranges, and the read-back's reads
+    assert len(asked) == 1 and asked[0][0] == "GET", asked
+    assert str(asked[0][1]).startswith("bytes=-"), asked
 
 
 def test_a_meta_packages_children_are_read_all_at_once(

@@ -23,6 +23,7 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.net.http import HttpClient
+from cudaup.net.ranged_file import RangedFile
 from cudaup.plan import read_ahead
 from cudaup.plan.index_memo import IndexMemo
 from cudaup.plan.read_ahead import AHEAD, older_wheels
@@ -478,6 +479,34 @@ def test_a_wheels_metadata_is_taken_from_what_was_read_ahead(
     assert memo.ahead.requirements(canonicalize_name("alpha"), Version("2.0")) is None
     path = f"/pypi/files/{name}"
     assert len(_ranges(index_server, path)) == 3  # tail, directory, member: no more asked
+
+
+@pytest.mark.parametrize("members", [None, MANY], ids=["in-the-tail", "before-the-tail"])
+def test_a_wheels_end_read_ahead_opens_its_archive_without_a_request(
+    index_server: IndexServer, memo: IndexMemo, tmp_path: Path, members: dict[str, bytes] | None
+) -> None:
+    """What a plan's read-back opens a wheel from: its end as read ahead for uv, from
+    the central directory on (held by the tail, or by the directory's block joined to
+    it), byte for byte the wheel's; the archive then opens without a request.  A wheel
+    not read ahead has none."""
+    index_server.root("pypi")
+    name, body = wheel("alpha", "1.0", ["beta==2.0"], tag=PURE, shared=members)
+    url = index_server.add("pypi", name, body, pep658=False)
+    assert memo.ahead.end_of(url) is None  # never read ahead
+    memo.ahead.start(url)
+    assert memo.ahead.metadata(url) is not None  # waits for the reads ahead to end
+    end = memo.ahead.end_of(url)
+    assert end is not None
+    start, data, size = end
+    assert size == len(body) and data == body[start:]
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        assert start <= archive.start_dir  # the whole directory
+        names = archive.namelist()
+    asked = len(_ranges(index_server, f"/pypi/files/{name}"))
+    client = HttpClient(Settings.from_env(cache_dir=tmp_path / "other"), retries=1)
+    with zipfile.ZipFile(RangedFile(client, url, end=end)) as opened:
+        assert opened.namelist() == names
+    assert len(_ranges(index_server, f"/pypi/files/{name}")) == asked
 
 
 def test_a_damaged_metadata_read_ahead_is_not_taken(

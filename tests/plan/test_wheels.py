@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.server
+import io
 import json
 import os
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from cudaup.config import Settings
-from cudaup.errors import NetworkError, SourceFormatError
+from cudaup.errors import CudaupError, NetworkError, SourceFormatError
 from cudaup.net.http import HttpClient
 from cudaup.plan.wheels import PREFIX_LIMIT, WheelFacts
 from cudaup.resolve.pypi import DistFile
@@ -53,6 +56,55 @@ def test_reads_only_the_start_of_the_members(index_server: IndexServer, tmp_path
     served = index_server.requests(f"/pypi/files/{filename}")
     assert served and all(r.range for r in served)
     assert len(body) > BIG and len(served) <= 4  # the tail, and one chunk per member read
+
+
+def test_a_read_stops_before_its_next_range_once_told_to(
+    index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line whose search is over has its wheel reads stopped: the range under way
+    lands, no other is asked for, nothing is kept, and the error says why (the search
+    waits for its lines: an older line's read-back ran 0.3 s past 13.0's answer)."""
+    filename, body = _sgl_kernel(12)
+    file = _file(index_server, filename, body)
+    path = f"/pypi/files/{filename}"
+    stop = threading.Event()
+    served = index_server.handle
+
+    def stopping_after_the_tail(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
+        served(request, body)
+        if request.path == path:
+            stop.set()  # the search ends while the first range is answered
+
+    monkeypatch.setattr(index_server, "handle", stopping_after_the_tail)
+    facts = _facts(tmp_path)
+    with pytest.raises(CudaupError, match="stopped: its answer is no longer wanted"):
+        facts.libraries(file, stop=stop)
+    assert len(index_server.requests(path)) == 1  # the tail, then nothing
+    stop.clear()
+    monkeypatch.setattr(index_server, "handle", served)
+    linked = facts.libraries(file, stop=stop)  # nothing was kept: read again, whole
+    assert "libcudart.so.12" in linked.libraries and linked.complete
+
+
+def test_a_read_opens_the_archive_from_the_end_read_already(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """Handed the wheel's end read already (the index memo's, from its directory on), the
+    read asks for no tail; without it, the tail comes first."""
+    filename, body = _sgl_kernel(12)
+    file = _file(index_server, filename, body)
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        start = archive.start_dir
+    asked: list[str] = []
+
+    def read(url: str) -> tuple[int, bytes, int]:
+        asked.append(url)
+        return start, body[start:], len(body)
+
+    linked = _facts(tmp_path).libraries(file, read=read)
+    assert "libcudart.so.12" in linked.libraries and asked == [file.url]
+    ranges = [r.range for r in index_server.requests(f"/pypi/files/{filename}")]
+    assert ranges and not any(str(r).startswith("bytes=-") for r in ranges), ranges
 
 
 def test_a_warm_read_asks_nothing_and_a_bad_entry_is_read_again(

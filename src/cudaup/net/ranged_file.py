@@ -12,8 +12,9 @@ claims gigabytes is refused, not fetched).  :attr:`RangedFile.fetched` counts th
 received; a ``watch`` is told of each range before it is asked for and of its answer (the
 index memo serves uv from what it reads ahead).  :meth:`RangedFile.prefetch` asks for
 several known spans at once (a wheel's small members, scattered over it), so that the
-reads that follow find them kept instead of waiting one round trip each.  Range reads
-cannot be checked against the file's hash (that needs every byte): they are evidence,
+reads that follow find them kept instead of waiting one round trip each; a file's end
+read already (the index memo's, for a plan's read-back) is handed in as its tail.  Range
+reads cannot be checked against the file's hash (that needs every byte): they are evidence,
 never bytes installed.
 """
 
@@ -54,8 +55,17 @@ class RangedFile(io.RawIOBase):
     """A seekable, read-only view of the file at ``url``, fetched in ranges."""
 
     def __init__(
-        self, http: HttpClient, url: str, *, chunk: int = CHUNK, watch: RangeWatch | None = None
+        self,
+        http: HttpClient,
+        url: str,
+        *,
+        chunk: int = CHUNK,
+        watch: RangeWatch | None = None,
+        end: tuple[int, bytes, int] | None = None,
     ) -> None:
+        """``end``: the file's last bytes, read already from the same URL (their first
+        offset, the bytes, the file's size): kept as the tail, so that opening the archive
+        asks for nothing when they hold its central directory."""
         super().__init__()
         self._http, self.url, self._pos = http, url, 0
         self._watch = watch
@@ -67,7 +77,7 @@ class RangedFile(io.RawIOBase):
         self._prefetched: list[tuple[int, bytes]] = []
         self._counting = threading.Lock()  # prefetch's threads add to ``fetched`` at once
         self._chunk = self._step = chunk
-        start, body = self._get(None, chunk)
+        start, body = (end[0], end[1]) if end is not None else self._get(None, chunk)
         self.size = start + len(body)
         self._tail = (start, body)
 

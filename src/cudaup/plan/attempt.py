@@ -247,8 +247,7 @@ class LineResolver:
 
         try:
             for _round in range(rounds):
-                if self.cancel.is_set():
-                    raise CudaupError("the search for a line was cancelled")
+                self.check_cancelled()
                 exclusions = exclusions_after(())
                 if ahead is not None and ahead.exclusions == exclusions:
                     attempt, answer = ahead.result()  # this very round, started earlier
@@ -302,6 +301,12 @@ class LineResolver:
             line, "inconsistent", learnt_words(learnt), tuple(sorted({e.project for e in learnt}))
         )
         return attempt
+
+    def check_cancelled(self) -> None:
+        """Raise once the search the attempts serve is over: their answers are not wanted
+        (a round not started, a wheel not read: the search waits for its lines to end)."""
+        if self.cancel.is_set():
+            raise CudaupError("the search for a line was cancelled")
 
     def conflict_job(
         self, requirements: tuple[Requirement, ...], lines: Sequence[Line]

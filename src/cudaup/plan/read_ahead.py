@@ -337,6 +337,30 @@ class ReadAhead:
                 return None
         return data if len(data) == size and zlib.crc32(data) == crc else None
 
+    def end_of(self, url: str) -> tuple[int, bytes, int] | None:
+        """``url``'s (a wheel's) end as read ahead, from its central directory on (or from
+        where the tail read begins, when it holds the directory): its first offset, its
+        bytes, the file's size, for a reader that opens the archive (a plan's read-back)
+        without asking for its tail again; None when what was read ahead does not hold it
+        all.  No waiting: a read-back comes after uv's answer."""
+        with self._lock:
+            tail = next(
+                (
+                    b
+                    for b in self._blocks.get(url, ())
+                    if b.role == "tail" and b.done.is_set() and b.body
+                ),
+                None,
+            )
+        where = directory_of(tail.body, tail.total) if tail is not None else None
+        if tail is None or where is None:
+            return None
+        start = where[0]
+        if start >= tail.first:  # all of the tail: what else it holds may be read too
+            return tail.first, tail.body, tail.total
+        before = self._bytes(url, start, tail.first - 1)  # the directory's block
+        return None if before is None else (start, before + tail.body, tail.total)
+
     def _bytes(self, url: str, start: int, last: int) -> bytes | None:
         """Exactly bytes ``start..last`` of ``url`` from a block read ahead, when one holds
         them (:meth:`_held` cuts a range at the file's end)."""
