@@ -16,6 +16,15 @@ otherwise recompile some 70 modules, 0.17-0.3 s, on every plan (most of a warm o
     .venv/bin/python benchmarks/plan.py [--runs 5] [--no-pypi] [--only vllm] [--output docs/performance.md]
 
 With ``--output`` the results replace the ``plan`` section of that file.
+
+With ``--baseline DIR`` (the ``src/`` of another cudaup, for instance ``git archive
+COMMIT src | tar -x -C /tmp/before``) each run also plans cold with that cudaup, first on
+``PYTHONPATH``, right before or right after this one (the order alternating from run to
+run: the network's speed drifts over minutes, and a tool always run second met another
+network than the first), and the section adds this cudaup's cold time against the
+baseline's, as ratios within each run.
+
+    .venv/bin/python benchmarks/plan.py --only "vllm flashinfer" --runs 8 --baseline /tmp/before/src
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,19 +98,27 @@ def _environment(cache: Path, world: World) -> dict[str, str]:
     return env
 
 
-def measure(world: World, runs: int) -> dict[str, list[float]]:
-    """Seconds per run: cudaup cold/warm, uv cold/warm."""
+def measure(world: World, runs: int, baseline: Path | None = None) -> dict[str, list[float]]:
+    """Seconds per run: cudaup cold/warm, uv cold/warm (and the baseline's cold plan)."""
     times: dict[str, list[float]] = {"plan cold": [], "plan warm": [], "uv cold": [], "uv warm": []}
 
     def plan(env: dict[str, str]) -> float:
         argv = [str(BIN / "cudaup"), "plan", *world.packages, *world.plan_args]
         return _timed(argv, env, fails=world.conflict)
 
-    for _ in range(runs):
+    for run in range(runs):
         with tempfile.TemporaryDirectory(prefix="plan-bench-") as scratch:
             env = _environment(Path(scratch) / "cache", world)
+            if baseline is not None and run % 2:
+                times.setdefault("baseline cold", []).append(
+                    _baseline(plan, scratch, world, baseline)
+                )
             times["plan cold"].append(plan(env))
             times["plan warm"].append(plan(env))
+            if baseline is not None and not run % 2:
+                times.setdefault("baseline cold", []).append(
+                    _baseline(plan, scratch, world, baseline)
+                )
             uv_cache = Path(scratch) / "uv"
             argv = [
                 str(BIN / "uv"), "pip", "compile", "-", "--quiet", "--no-config", "--no-build",
@@ -111,6 +129,26 @@ def measure(world: World, runs: int) -> dict[str, list[float]]:
             times["uv cold"].append(_timed(argv, env, requirements, fails=world.conflict))
             times["uv warm"].append(_timed(argv, env, requirements, fails=world.conflict))
     return times
+
+
+def _baseline(
+    plan: Callable[[dict[str, str]], float], scratch: str, world: World, baseline: Path
+) -> float:
+    """The baseline cudaup's cold plan, in a cache of its own."""
+    env = _environment(Path(scratch) / "baseline-cache", world)
+    env["PYTHONPATH"] = str(baseline)
+    return plan(env)
+
+
+def _against(name: str, times: dict[str, list[float]]) -> str:
+    """This cudaup's cold plan against the baseline's, as ratios within each run."""
+    ratios = sorted(a / b for a, b in zip(times["plan cold"], times["baseline cold"], strict=True))
+    base = sorted(times["baseline cold"])
+    return (
+        f"{name}: this cudaup against the baseline, cold, {statistics.median(ratios):.2f}x "
+        f"({ratios[0]:.2f}-{ratios[-1]:.2f}); the baseline's cold plan "
+        f"{statistics.median(base):.2f} s ({base[0]:.2f}-{base[-1]:.2f})"
+    )
 
 
 def _row(name: str, times: dict[str, list[float]]) -> str:
@@ -129,10 +167,16 @@ def main() -> None:
     parser = parser_for(__doc__, runs=5)
     parser.add_argument("--no-pypi", action="store_true", help="skip the live-PyPI worlds")
     parser.add_argument("--only", help="run only the worlds whose name contains this")
-    args = parser.parse_args()
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(Path(cudaup.__file__).parent)], check=True
+    parser.add_argument(
+        "--baseline", type=Path, help="the src/ of another cudaup, planned cold in turns"
     )
+    args = parser.parse_args()
+    for tree in [
+        Path(cudaup.__file__).parent,
+        *([args.baseline / "cudaup"] if args.baseline else []),
+    ]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True)
+    against: list[str] = []
     load_before = os.getloadavg()[0]
     rows = []
     with IndexServer() as server, tempfile.TemporaryDirectory() as home:
@@ -152,7 +196,9 @@ def main() -> None:
             Path(home),
         )
         if not args.only or args.only in loopback.name:
-            rows.append(_row(loopback.name, measure(loopback, args.runs)))
+            times = measure(loopback, args.runs, args.baseline)
+            rows.append(_row(loopback.name, times))
+            against += [_against(loopback.name, times)] if args.baseline else []
     live = [
         World(f"live PyPI: {' '.join(packages)}", packages, [*TARGET, "--index", "pypi"], None,
               [], conflict=conflict)
@@ -160,7 +206,9 @@ def main() -> None:
     ]  # fmt: skip
     for world in [] if args.no_pypi else live:
         if not args.only or args.only in world.name:
-            rows.append(_row(world.name, measure(world, args.runs)))
+            times = measure(world, args.runs, args.baseline)
+            rows.append(_row(world.name, times))
+            against += [_against(world.name, times)] if args.baseline else []
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_after = os.getloadavg()[0]
     uv_version = subprocess.run(
@@ -171,7 +219,9 @@ def main() -> None:
         BEGIN,
         "## Plan",
         "",
-        "Command: `.venv/bin/python benchmarks/plan.py --output docs/performance.md`",
+        "Command: `.venv/bin/python benchmarks/plan.py --output docs/performance.md"
+        + (f" --baseline {args.baseline}" if args.baseline else "")
+        + "`",
         "",
         f"Measured {stamp} on {cpus} CPUs, Python {platform.python_version()}, {uv_version}: "
         f"seconds for the whole command, median (min-max) of {args.runs} runs. Cold: empty cache "
@@ -218,6 +268,7 @@ def main() -> None:
         "from one index are also checked against the pinned wheels' own Requires-Dist, read "
         "from what the memo read ahead for uv (`conflict.pins_contradict`): vllm 0.20.0's "
         "wheel requires torch==2.11.0, which ends this plan before uv's answer (uv is stopped).",
+        *(["", *(f"- {line}" for line in against)] if against else []),
         END,
     ]
     publish(lines, args.output, BEGIN, END)
