@@ -315,10 +315,8 @@ class ReadAhead:
             if not pending:
                 break
             pending[0].done.wait()  # bounded: the request's own timeouts end it
-        with self._lock:
-            tail = next((b for b in self._blocks.get(url, ()) if b.role == "tail" and b.body), None)
-        where = directory_of(tail.body, tail.total) if tail is not None else None
-        directory = where and self._bytes(url, where[0], sum(where) - 1)
+        found = self._directory_at(url)
+        directory = found and self._bytes(url, found[1][0], sum(found[1]) - 1)
         fields = metadata_entry(directory) if directory else None
         if fields is None or fields[9] > MAX_METADATA_BYTES or fields[4] not in (0, 8):
             return None
@@ -343,6 +341,18 @@ class ReadAhead:
         bytes, the file's size, for a reader that opens the archive (a plan's read-back)
         without asking for its tail again; None when what was read ahead does not hold it
         all.  No waiting: a read-back comes after uv's answer."""
+        found = self._directory_at(url)
+        if found is None:
+            return None
+        tail, (start, _length) = found
+        if start >= tail.first:  # all of the tail: what else it holds may be read too
+            return tail.first, tail.body, tail.total
+        before = self._bytes(url, start, tail.first - 1)  # the directory's block
+        return None if before is None else (start, before + tail.body, tail.total)
+
+    def _directory_at(self, url: str) -> tuple[_Block, tuple[int, int]] | None:
+        """``url``'s answered tail and where the zip directory lies, as its end record
+        says (offset, length); None when there is no such tail, or it does not say."""
         with self._lock:
             tail = next(
                 (
@@ -353,13 +363,7 @@ class ReadAhead:
                 None,
             )
         where = directory_of(tail.body, tail.total) if tail is not None else None
-        if tail is None or where is None:
-            return None
-        start = where[0]
-        if start >= tail.first:  # all of the tail: what else it holds may be read too
-            return tail.first, tail.body, tail.total
-        before = self._bytes(url, start, tail.first - 1)  # the directory's block
-        return None if before is None else (start, before + tail.body, tail.total)
+        return None if tail is None or where is None else (tail, where)
 
     def _bytes(self, url: str, start: int, last: int) -> bytes | None:
         """Exactly bytes ``start..last`` of ``url`` from a block read ahead, when one holds
