@@ -31,6 +31,7 @@ from cudaup.core.model import Artifact
 from cudaup.download import Progress, ProgressEvent
 from cudaup.errors import IntegrityError
 from cudaup.install import unpack_cache
+from cudaup.install.cache_entry import CacheEntry
 from cudaup.install.extract import Extracted, extract_archive, write
 from cudaup.install.linking import LinkMode
 from cudaup.install.tree import TreeManifest
@@ -263,7 +264,7 @@ def test_an_archive_another_process_unpacked_and_deleted_under_us_is_taken_from_
     assert not archive.exists()
     archive.write_bytes(body)  # ... but still there, verified, when this one looked
     looks: list[object] = []
-    real_load, real_download = unpack_cache._Entry.load, download_module.download
+    real_load, real_download = CacheEntry.load, download_module.download
     deleted = threading.Event()
 
     def load(entry: Any, uid: int) -> Any:
@@ -281,7 +282,7 @@ def test_an_archive_another_process_unpacked_and_deleted_under_us_is_taken_from_
         assert deleted.wait(30)
         return extract_archive(path, destination, **options)
 
-    monkeypatch.setattr(unpack_cache._Entry, "load", load)
+    monkeypatch.setattr(CacheEntry, "load", load)
     monkeypatch.setattr(unpack_cache, "download", download)
     monkeypatch.setattr(unpack_cache, "extract_archive", extract)
     served = len(fault_server.log)

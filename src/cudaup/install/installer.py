@@ -62,6 +62,7 @@ from cudaup.errors import (
     DriverTooOldError,
     UsageError,
 )
+from cudaup.install.head_start import HeadStart
 from cudaup.install.layout import finish_layout, keep_wheel_record, merge_tree, wheel_roots
 from cudaup.install.linking import LinkMode
 from cudaup.install.store import InstalledToolkit, Store
@@ -351,35 +352,61 @@ def install(
             profile, components = (name, wanted), wanted
         notes.append(f"profile {name}{_profile_origin(options.profile, settings.profile)}")
     driver = detect_driver_ahead(options.driver)
-    # No HEAD probes here: the download checks existence, size and hash of every byte anyway.
-    resolver = Resolver(replace(settings, probe=False), http, downloads_next=STAGE_WORKERS)
-    resolution = resolver.resolve(
-        request,
-        platform=options.platform,
-        channel=channel,
-        components=components,
-        closure=True,
-        only_offered=profile is not None,
-    )
-    if profile is not None:
-        got = {a.component for a in resolution.artifacts}
-        lacking = [nvidia_name(n) for n in profile[1] if nvidia_name(n) not in got]
-        if lacking:
-            notes.append(
-                f"CUDA {resolution.release.version} offers no {', '.join(lacking)} for "
-                f"{options.platform}: profile {profile[0]} goes without"
-            )
-    return materialize(
-        resolution,
-        resolver,
-        options,
-        settings=settings,
-        store=store,
-        http=http,
-        progress=progress,
-        notes=notes,
-        driver=driver,
-    )
+    ahead = None
+    if channel == "pypi" and options.connections is None:  # a count given is staging's to share
+
+        def may_stage(release: str) -> bool:  # as materialize would: nothing there, driver fits
+            check_driver(release, driver, options.force, [])
+            return not (options.prefix or store.toolkit_dir(release)).exists()
+
+        places = _places(settings, store, options.prefix)
+        ahead = HeadStart(
+            settings.cache_root,
+            http=http,
+            verify=options.verify,
+            places=places,
+            progress=progress,
+            may_stage=may_stage,
+        )
+    try:
+        # No HEAD probes here: the download checks existence, size and hash of every byte.
+        resolver = Resolver(
+            replace(settings, probe=False),
+            http,
+            downloads_next=STAGE_WORKERS,
+            head_start=ahead.offer_release if ahead is not None else None,
+        )
+        resolution = resolver.resolve(
+            request,
+            platform=options.platform,
+            channel=channel,
+            components=components,
+            closure=True,
+            only_offered=profile is not None,
+        )
+        if profile is not None:
+            got = {a.component for a in resolution.artifacts}
+            lacking = [nvidia_name(n) for n in profile[1] if nvidia_name(n) not in got]
+            if lacking:
+                notes.append(
+                    f"CUDA {resolution.release.version} offers no {', '.join(lacking)} for "
+                    f"{options.platform}: profile {profile[0]} goes without"
+                )
+        return materialize(
+            resolution,
+            resolver,
+            options,
+            settings=settings,
+            store=store,
+            http=http,
+            progress=progress,
+            notes=notes,
+            driver=driver,
+            ahead=ahead,
+        )
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 def install_profile(given: str | None, setting: str) -> tuple[str, tuple[str, ...] | None]:
@@ -408,9 +435,11 @@ def materialize(
     progress: Progress | None,
     notes: list[str],
     driver: Future[DriverInfo] | None = None,
+    ahead: HeadStart | None = None,
 ) -> InstallResult:
     """Download, stage, lay out and publish a resolved (or locked) toolkit (``driver``:
-    the driver as :func:`detect_driver_ahead` finds it, else found here)."""
+    the driver as :func:`detect_driver_ahead` finds it, else found here; ``ahead``: the
+    archives a head start began to unpack)."""
     channel = resolution.channel
     release = resolution.release.version
     check_prefix_text(options)
@@ -509,6 +538,7 @@ def materialize(
                     places=places,
                     connections=options.connections,
                     progress=progress,
+                    ahead=ahead,
                 )
                 staged = trees.trees
                 notes += trees.notes

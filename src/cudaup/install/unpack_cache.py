@@ -39,25 +39,31 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cudaup.core.model import Artifact
 from cudaup.download import DownloadResult, Progress, ProgressEvent, download
 from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
 from cudaup.download.arrival import Arrival
 from cudaup.errors import InsufficientSpaceError, IntegrityError
+from cudaup.install.cache_entry import (
+    MANIFEST,
+    STAMP,
+    TREE,
+    CacheEntry,
+    refusal,
+    sweep,
+    write_new,
+)
 from cudaup.install.extract import Extracted, extract_archive
 from cudaup.install.linking import LinkMode, materialize
 from cudaup.install.tree import (
     DamagedTreeError,
     ForeignTreeError,
-    Seen,
     Stamp,
     TreeManifest,
     check_digests,
@@ -65,22 +71,22 @@ from cudaup.install.tree import (
     describe,
     fingerprint,
     foreign,
-    read_owned,
-    relinked,
     scan,
 )
 from cudaup.net.http import HttpClient
 from cudaup.util.boot import boot_id
-from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout, downloads_for
+from cudaup.util.cachedir import STAGING_PREFIX, CacheLayout, downloads_for, shared_downloads
 from cudaup.util.faults import DENIED, DISK_FULL, Place, cache_place, explained
 from cudaup.util.parallel import check as check_cancelled
 from cudaup.util.parallel import map_concurrently
 from cudaup.util.paths import inside, make_directory
 
+if TYPE_CHECKING:  # a head start hands its stager its connections and cancel
+    from cudaup.install.head_start import HeadStart
+
 #: A zip lists its members in its last bytes; fetched first so unpacking can begin early.
 ZIP_TAIL = 256 * 1024
 _ZIPS = (".whl", ".zip")
-TREE, MANIFEST, STAMP = "tree", "manifest.json", "verified.json"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: Tries at a usable tree: the first, and again after a damaged one was unpacked anew
 #: (or another process replaced it under us).
@@ -118,12 +124,12 @@ class StagedTrees:
     #: what the install should tell: a tree discarded and why, a cache not used and why
     notes: list[str] = field(default_factory=list)
     #: the cache entries whose trees passed their checks, to stamp once published
-    checked: list[_Entry] = field(default_factory=list)
+    checked: list[CacheEntry] = field(default_factory=list)
     boot: str | None = None
 
     def stamp(self) -> None:
         """Record that the checked trees' digests hold, once the toolkit made from them
-        is published (see :meth:`_Entry.stamp`); the next install of the same archives
+        is published (see :meth:`CacheEntry.stamp`); the next install of the same archives
         then checks sizes and modes only.  Never fails: without a stamp, it hashes."""
         uid = os.geteuid()
         for entry in self.checked:
@@ -142,11 +148,13 @@ def stage_all(
     places: Sequence[Place] = (),
     connections: int | None = None,
     progress: Progress | None = None,
+    ahead: HeadStart | None = None,
 ) -> StagedTrees:
     """Put each artifact's checked tree at ``parts/<index>``, unpacking what the cache lacks.
 
     ``parts`` is an empty directory of the install's staging; ``places`` say what to
-    do where a write is refused (see :mod:`cudaup.util.faults`).
+    do where a write is refused (see :mod:`cudaup.util.faults`); an archive a head start
+    (``ahead``) began to unpack is taken from it, not fetched again.
     """
     stager = _Stager(
         cache_root,
@@ -160,6 +168,7 @@ def stage_all(
         per_file=None
         if connections is None
         else max(2, connections // min(STAGE_WORKERS, max(1, len(artifacts)))),
+        ahead=ahead,
     )
     # The largest first: they take longest (their inflating is most of an install's
     # work), so no slot frees late for one of them; each keeps its index, the result its order.
@@ -170,24 +179,53 @@ def stage_all(
     return StagedTrees(trees, stager.notes, stager.checked, stager.boot)
 
 
+def unpacker(
+    cache_root: Path,
+    *,
+    http: HttpClient,
+    verify: bool,
+    places: Sequence[Place],
+    progress: Progress | None,
+    ahead: HeadStart,
+) -> _Stager | None:
+    """A head start's stager (:mod:`cudaup.install.head_start`), which unpacks archives into
+    the cache and stages nothing; None where the cache's ``downloads/`` or ``unpacked/`` is
+    not this user's alone (the install's staging then goes without, and says why)."""
+    if shared_downloads(cache_root) is None:
+        return None
+    stager = _Stager(
+        cache_root,
+        None,
+        http=http,
+        strip_top=False,
+        link_mode="hardlink",
+        verify=verify,
+        places=places,
+        progress=progress,
+        per_file=None,
+        ahead=ahead,
+    )
+    return stager if stager.refusal is None else None
+
+
 @contextlib.contextmanager
 def stamps_kept(cache_root: Path, keys: Iterable[str]) -> Iterator[None]:
     """Keep the stamps of the unpacked trees ``keys`` (archives' sha256) across the removal
     of a toolkit hard-linked from them.  Each removed link moves its file's ctime, which
     voids a stamp: the next install of those archives would hash every file again.  A
     tree whose stamp holds before is scanned again after, and stamped anew when ctimes
-    and link counts are all that moved (see :meth:`_Entry.stamp`).  Never fails: a tree
+    and link counts are all that moved (see :meth:`CacheEntry.stamp`).  Never fails: a tree
     it cannot vouch for is hashed by the next install, as it would have been."""
     wanted = list(dict.fromkeys(k for k in keys if _SHA256.match(k)))
     if not wanted:  # an install that replaces nothing: no boot id to read, no tree to scan
         yield
         return
     uid, boot, root = os.geteuid(), boot_id(), CacheLayout(cache_root).unpacked
-    held: list[_Entry] = []
+    held: list[CacheEntry] = []
     with contextlib.suppress(OSError):  # no cache (or not ours): nothing to keep
-        if boot is not None and _refusal(root, uid) is None:
+        if boot is not None and refusal(root, uid) is None:
             for key in wanted:
-                entry = _Entry(inside(root, key), key)
+                entry = CacheEntry(inside(root, key), key)
                 with contextlib.suppress(OSError, DamagedTreeError, ForeignTreeError):
                     found = entry.load(uid)
                     if found is not None and found[1]:
@@ -201,7 +239,7 @@ class _Stager:
     def __init__(
         self,
         cache_root: Path,
-        parts: Path,
+        parts: Path | None,
         *,
         http: HttpClient,
         strip_top: bool,
@@ -210,27 +248,35 @@ class _Stager:
         places: Sequence[Place],
         progress: Progress | None,
         per_file: int | None,
+        ahead: HeadStart | None = None,
     ) -> None:
+        """``parts``: the install's, or None for a head start's stager (:func:`unpacker`);
+        a stager shares a head start's (``ahead``) connections and ``cancel``."""
         layout = CacheLayout(cache_root)
         self.root, self.parts = layout.unpacked, parts
-        self.downloads, refused = downloads_for(cache_root, parts.parent)
+        if parts is not None:
+            self.downloads, refused = downloads_for(cache_root, parts.parent)
+        else:  # unpacker: the cache's downloads/, checked
+            self.downloads, refused = layout.downloads, None
         self.http, self.strip_top, self.progress = http, strip_top, progress
         self.link_mode, self.verify, self.places = link_mode, verify, places
         # Files already download side by side (up to 4): a given count is shared among them
         # rather than opening (and TLS-handshaking) 8 per file; by default each adapts.
         self.per_file = per_file
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)
-        self.cancel = threading.Event()  # the first failure (or Ctrl-C) stops the others
+        self.ahead = ahead
+        self.slots = ahead.slots if ahead else threading.BoundedSemaphore(MAX_CONNECTIONS_PER_HOST)
+        # the first failure (or Ctrl-C) stops the others, a head start's too
+        self.cancel = ahead.cancel if ahead else threading.Event()
         self.uid = os.geteuid()
         self.boot = boot_id()
         self.notes: list[str] = []
-        self.checked: list[_Entry] = []
+        self.checked: list[CacheEntry] = []
         self._lock = threading.Lock()
         with explained("cannot prepare cudaup's cache", self.root, self.places):
             make_directory(cache_root, self.root.name)
         if refused is not None:
             self._tell(refused)
-        self.refusal = _refusal(self.root, self.uid)
+        self.refusal = refusal(self.root, self.uid)
         if self.refusal is not None:
             self._tell(
                 f"{self.refusal}: cudaup does not use the unpacked archives there; they were "
@@ -238,7 +284,7 @@ class _Stager:
                 "set CUDAUP_CACHE_DIR)"
             )
         else:
-            _sweep(self.root, self.uid)
+            sweep(self.root, self.uid)
 
     def _tell(self, note: str, artifact: Artifact | None = None) -> None:
         with self._lock:
@@ -249,18 +295,24 @@ class _Stager:
     # -- one archive -------------------------------------------------------------------
     def stage(self, item: tuple[int, Artifact]) -> Staged:
         index, artifact = item
+        assert self.parts is not None, "a head start's stager stages nothing"
         part = self.parts / str(index)
         key = artifact.sha256
         if self.refusal is not None or key is None:
             return self._private(artifact, part)
         if not _SHA256.match(key):
             raise IntegrityError(f"{artifact.filename}: its sha256 {key!r} is not 64 hex digits")
-        entry = _Entry(inside(self.root, key), key)
+        entry = CacheEntry(inside(self.root, key), key)
         unpacked_now = False
         problem = ""
         # The tree this process just unpacked and published: its manifest is in memory and
         # its files were scanned a moment ago, so it is not read back (see _unpack_into_cache).
         fresh: tuple[TreeManifest, bool] | None = None
+        started = self.ahead.take(key) if self.ahead is not None else None
+        if started is not None:  # its head start: the same archive (sha256), being unpacked
+            ahead_entry, fresh = started.result()
+            if fresh is not None:
+                entry, unpacked_now = ahead_entry, True
         for _ in range(ATTEMPTS):
             check_cancelled(self.cancel)
             found, fresh = fresh, None
@@ -304,7 +356,7 @@ class _Stager:
         )
 
     def _copy_checked(
-        self, entry: _Entry, manifest: TreeManifest, part: Path, digests: bool
+        self, entry: CacheEntry, manifest: TreeManifest, part: Path, digests: bool
     ) -> tuple[str, bool]:
         """Link (or copy) the tree into ``part``, then check that copy: what is checked
         is what will be published.  The problem found (or ""), and whether all are links."""
@@ -326,7 +378,7 @@ class _Stager:
             problem = f"it cannot be read ({exc.strerror}: {exc.filename})"
         return problem or "", linked
 
-    def _discard(self, artifact: Artifact, entry: _Entry, problem: str) -> None:
+    def _discard(self, artifact: Artifact, entry: CacheEntry, problem: str) -> None:
         self._tell(
             f"{artifact.filename}: the cached tree {entry.path} was discarded ({problem}); "
             "it is unpacked again from the verified archive",
@@ -335,18 +387,28 @@ class _Stager:
         with explained(f"cannot discard {entry.path}", self.root, self.places):
             entry.discard(self.root, self.uid)
 
+    def unpack_ahead(
+        self, artifact: Artifact, key: str
+    ) -> tuple[CacheEntry, tuple[TreeManifest, bool] | None]:
+        """A head start's work (:class:`HeadStart`): unpack ``artifact`` into the cache
+        unless its entry is there (the install's staging loads and checks that one, once)."""
+        entry = CacheEntry(inside(self.root, key), key)
+        if os.path.lexists(entry.path):
+            return entry, None
+        return entry, self._unpack_into_cache(artifact, entry)
+
     def _unpack_into_cache(
-        self, artifact: Artifact, entry: _Entry
+        self, artifact: Artifact, entry: CacheEntry
     ) -> tuple[TreeManifest, bool] | None:
         """Download and unpack into a private name, then publish it as ``entry`` in one rename.
 
-        Returns what :meth:`_Entry.load` would find, without reading it back: the manifest
+        Returns what :meth:`CacheEntry.load` would find, without reading it back: the manifest
         just written, and whether its digests are vouched for (a stamp was written, as they
         were computed just now).  None when another process published this archive first:
         that tree is loaded and checked like any other; so also when the archive went away
         while this one was reading it: another process that downloaded it too unpacked and
         published it, then deleted it (it deletes the archive only once its tree stands).
-        The entry keeps the scan the stamp was made from, which :meth:`_Entry.stamp`
+        The entry keeps the scan the stamp was made from, which :meth:`CacheEntry.stamp`
         compares with the tree after the install, as it does for a loaded tree.
         """
         fresh: tuple[TreeManifest, bool] | None = None
@@ -375,9 +437,9 @@ class _Stager:
                     raise IntegrityError(f"{artifact.filename}: {exc}") from None
                 checked = (CHECK_DOWNLOAD, *([CHECK_RECORD] if extracted.record_checked else []))
                 manifest = TreeManifest(artifact.filename, entry.key, entries, checked)
-                _write_new(staging / MANIFEST, manifest.to_bytes())
+                write_new(staging / MANIFEST, manifest.to_bytes())
                 if self.boot is not None:  # its digests were computed just now
-                    _write_new(staging / STAMP, Stamp(self.boot, fingerprint(seen)).to_bytes())
+                    write_new(staging / STAMP, Stamp(self.boot, fingerprint(seen)).to_bytes())
                 inode = staging.lstat().st_ino  # a rename keeps it
                 try:
                     staging.rename(entry.path)
@@ -424,151 +486,6 @@ class _Stager:
             cancel=self.cancel,
             hash_wheel=self.verify,
         )
-
-
-class _Entry:
-    """``unpacked/<sha256>/``: its tree, manifest and stamp."""
-
-    def __init__(self, path: Path, key: str) -> None:
-        self.path, self.key = path, key
-        self.tree = path / TREE
-        self.inode: int | None = None  # of the directory last loaded: discard only that one
-        self.seen: dict[str, Seen] = {}
-
-    def load(self, uid: int) -> tuple[TreeManifest, bool] | None:
-        """The manifest of a tree that matches it, and whether the stamp vouches for its
-        digests; None when there is no entry.  :class:`ForeignTreeError`: another user's;
-        :class:`DamagedTreeError`: ours, and not what its manifest says."""
-        try:
-            info = self.path.lstat()
-        except FileNotFoundError:
-            return None
-        self.inode = info.st_ino
-        if info.st_uid != uid:
-            raise ForeignTreeError(f"it belongs to uid {info.st_uid}")
-        if not stat.S_ISDIR(info.st_mode):
-            raise DamagedTreeError("it is not a directory")
-        if info.st_mode & 0o022:
-            raise DamagedTreeError("it is writable by group or others")
-        try:
-            manifest = TreeManifest.from_bytes(read_owned(self.path / MANIFEST, uid))
-        except FileNotFoundError:
-            raise DamagedTreeError(
-                "it has no manifest (an older cudaup made it, or it was cut short)"
-            ) from None
-        if manifest.sha256 != self.key:
-            raise DamagedTreeError("its manifest is another archive's")
-        try:
-            top = self.tree.lstat()
-        except FileNotFoundError:
-            raise DamagedTreeError(f"it has no {TREE}/") from None
-        if top.st_uid != uid:
-            raise ForeignTreeError(f"{TREE}/ belongs to uid {top.st_uid}")
-        if not stat.S_ISDIR(top.st_mode) or top.st_mode & 0o022:
-            raise DamagedTreeError(f"{TREE}/ is not a directory only its owner may write")
-        try:
-            self.seen = scan(self.tree)
-        except OSError as exc:
-            raise DamagedTreeError(
-                f"its tree cannot be read ({exc.strerror}: {exc.filename})"
-            ) from None
-        owner = foreign(self.seen.values(), uid)
-        if owner is not None:
-            raise ForeignTreeError(owner)
-        problem = compare(self.seen, manifest)
-        if problem is not None:
-            raise DamagedTreeError(problem)
-        return manifest, self._stamped(uid)
-
-    def _stamped(self, uid: int) -> bool:
-        """Whether the stamp vouches for the digests: this boot, these very files."""
-        current = boot_id()
-        try:
-            stamp = Stamp.from_bytes(read_owned(self.path / STAMP, uid, 4096))
-        except (OSError, DamagedTreeError, ForeignTreeError):
-            return False
-        return (
-            stamp is not None
-            and current is not None
-            and stamp.boot == current
-            and stamp.fingerprint == fingerprint(self.seen)
-        )
-
-    def stamp(self, boot: str | None, uid: int) -> None:
-        """Record that the digests were found right, for the files as they are now.
-
-        Called once the install that checked them is published (or a toolkit linked
-        from them removed: :func:`stamps_kept`): linking, and then renaming those links
-        into the toolkit (or removing them), moved each file's ctime, and the stamp
-        must hold the ctimes the next use will find.  So the tree is scanned again and
-        stamped only when those moves are all that changed since it was loaded.  A
-        write meanwhile with its mtime put back goes unseen: only the cache's
-        own user (or root) can write these files, and that user could as well rewrite
-        the stamp; the stamp finds what tools and accidents do, not what that user means.
-        """
-        if boot is None or not self.seen:
-            return
-        with contextlib.suppress(OSError):  # without a stamp, the next use hashes again
-            now = scan(self.tree)
-            if relinked(self.seen, now) is not None:
-                return
-            path = self.path / STAMP
-            temporary = self.path / f"{STAGING_PREFIX}{STAMP}-{secrets.token_hex(4)}"
-            _write_new(temporary, Stamp(boot, fingerprint(now)).to_bytes())
-            if self.path.lstat().st_uid == uid:
-                temporary.replace(path)
-
-    def discard(self, root: Path, uid: int) -> None:
-        """Move the entry loaded last out of the way and delete it (ours only)."""
-        try:
-            info = self.path.lstat()
-        except FileNotFoundError:
-            return
-        if info.st_ino != self.inode or info.st_uid != uid:
-            return  # another process replaced it meanwhile: that one is checked anew
-        trash = root / f"{STAGING_PREFIX}{self.key[:16]}-{secrets.token_hex(4)}"
-        try:
-            self.path.rename(trash)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(info.st_mode):
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            trash.unlink()
-
-
-def _refusal(root: Path, uid: int) -> str | None:
-    """Why ``unpacked/`` itself may not be trusted, or None."""
-    info = root.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        return f"{root} is not a directory (a symbolic link?)"
-    if info.st_uid != uid:
-        return f"{root} belongs to uid {info.st_uid}, not to uid {uid} who installs"
-    if info.st_mode & 0o022:
-        return f"{root} is writable by group or others"
-    return None
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        os.fchmod(handle.fileno(), 0o644)  # whatever the umask
-
-
-#: No unpack takes a day: a staging directory created that long ago was left by a process
-#: killed mid-unpack (SIGKILL, power loss), never one still at work.
-STALE_STAGING = 24 * 3600.0
-
-
-def _sweep(root: Path, uid: int) -> None:
-    """Remove the staging directories our killed processes left (SIGKILL, power loss)."""
-    now = time.time()
-    for entry in root.glob(f"{STAGING_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            info = entry.lstat()
-            if info.st_uid == uid and now - info.st_mtime > STALE_STAGING:
-                shutil.rmtree(entry)
 
 
 def _fetch_extracting(

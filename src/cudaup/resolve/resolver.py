@@ -26,6 +26,7 @@ from packaging.version import Version
 
 from cudaup.config import Settings
 from cudaup.core import components as comp
+from cudaup.core.identify import shipped_table
 from cudaup.core.libraries import (
     LIBRARIES,
     LibraryRequest,
@@ -70,22 +71,35 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
+#: Told, with the release's label, of each wheel the release table cudaup ships says the
+#: release pins, once its page names it: an install's head start (``Resolver.head_start``).
+#: It runs in the thread that read the page, and must neither block nor raise.
+HeadStartOffer = Callable[[str, Artifact], None]
+
 
 # ----------------------------------------------------------------------------
 # The orchestrator (I/O)
 # ----------------------------------------------------------------------------
 class Resolver:
     def __init__(
-        self, settings: Settings, http: HttpClient | None = None, *, downloads_next: int = 0
+        self,
+        settings: Settings,
+        http: HttpClient | None = None,
+        *,
+        downloads_next: int = 0,
+        head_start: HeadStartOffer | None = None,
     ) -> None:
         """``downloads_next``: how many of the resolved files the caller starts downloading
         at once when the resolution returns (an install's staging).  As many connections to
         their host are then opened while the resolution still waits on its last answers
         (:func:`~cudaup.net.deadline.opening_ahead`): each new one costs round trips
-        (TCP's, then TLS's) that would otherwise come before those downloads' first bytes."""
+        (TCP's, then TLS's) that would otherwise come before those downloads' first bytes.
+        ``head_start``: told of the wheels a PyPI release is forecast to pin
+        (:meth:`_offer_forecast`) while its metadata is still being read."""
         self.settings = settings
         self.http = http if http is not None else HttpClient(settings)
         self.downloads_next = downloads_next
+        self.head_start = head_start
         self.pypi = PackageIndex(self.http, settings.pypi_url)
         self._listing_dates: dict[str, str | None] = {}
 
@@ -428,6 +442,34 @@ class Resolver:
             self.pypi.files, projects, self.settings.workers, "cudaup-page-ahead"
         )
 
+    def _offer_forecast(
+        self,
+        offer: HeadStartOffer,
+        label: str,
+        ahead: dict[str, Future[list[DistFile]]],
+        platform: Platform,
+    ) -> None:
+        """``offer`` each wheel the release table cudaup ships says release ``label`` pins
+        (data/release_components.json), once its page, read ahead, names it.  A forecast
+        only: the metadata, read meanwhile, says which wheels the release takes, and a
+        page that fails or names no such wheel offers nothing (the pick says why)."""
+        pins = shipped_table().get(label, {})
+        for project, page in ahead.items():
+            component = comp.component_of_project(project)
+            if (shipped := pins.get(component)) is None:
+                continue
+            wanted = Requirement(f"{project}=={shipped}.*")
+
+            def read(page: Future[list[DistFile]], wanted: Requirement = wanted) -> None:
+                if page.cancelled() or page.exception() is not None:
+                    return
+                wheel = choose_wheel(page.result(), wanted, platform)
+                if wheel is not None:
+                    component = comp.component_of_project(wanted.name)
+                    offer(label, wheel_artifact(wheel, component, platform, ()))
+
+            page.add_done_callback(read)
+
     def _resolve_pypi(
         self,
         request: ReleaseRequest,
@@ -454,6 +496,8 @@ class Resolver:
                 raise self._not_found(request, by_version, " on PyPI (cuda-toolkit)")
             version = picked[0]
             meta_file = by_version[version]
+            if self.head_start is not None:
+                self._offer_forecast(self.head_start, release_key(version), ahead, platform)
             # The index that serves cuda-toolkit's wheel serves the others from the same
             # host (PyPI's files host, a mirror's own): their downloads' connections open
             # while its metadata is read.

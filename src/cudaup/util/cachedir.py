@@ -118,10 +118,7 @@ def downloads_for(cache_root: Path, staging: Path) -> tuple[Path, str | None]:
     directory): then ``staging/downloads``, for this install only, with a note that says
     why."""
     shared = CacheLayout(cache_root).downloads
-    try:  # what is not there yet, the download makes and then checks
-        problem = directories_problem(((str(cache_root.resolve()), True), (str(shared), True)))
-    except OSError:  # unreadable: the download says so
-        return shared, None
+    problem = _downloads_problem(cache_root, shared)
     if problem is None:
         return shared, None
     private = staging / "downloads"
@@ -134,6 +131,19 @@ def downloads_for(cache_root: Path, staging: Path) -> tuple[Path, str | None]:
         "CUDAUP_CACHE_DIR)"
     )
     return private, note
+
+
+def shared_downloads(cache_root: Path) -> Path | None:
+    """The cache's ``downloads/``, or None where :func:`downloads_for` would not use it."""
+    shared = CacheLayout(cache_root).downloads
+    return shared if _downloads_problem(cache_root, shared) is None else None
+
+
+def _downloads_problem(cache_root: Path, shared: Path) -> str | None:
+    try:  # what is not there yet, the download makes and then checks
+        return directories_problem(((str(cache_root.resolve()), True), (str(shared), True)))
+    except OSError:  # unreadable: the download says so
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,12 +366,13 @@ def _flock(root: Path, exclusive: bool, wait: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def using(root: Path) -> Iterator[None]:
-    """Held (shared) by an install while it unpacks archives and links their trees."""
+def using(root: Path, wait: float = 600.0) -> Iterator[None]:
+    """Held (shared) by an install while it unpacks archives and links their trees (a
+    prune holding it is waited for ``wait`` seconds, then :class:`LockedError`)."""
     if not hasattr(os, "fork"):  # pragma: no cover - no flock on Windows; installs are Linux-only
         yield
         return
-    with _flock(root, exclusive=False, wait=600.0):
+    with _flock(root, exclusive=False, wait=wait):
         yield
 
 
