@@ -14,8 +14,13 @@ import pytest
 
 from cudaup.config import Settings
 from cudaup.core.identify import shipped_table
+from cudaup.install.head_start import HeadStart
 from cudaup.install.installer import InstallOptions, install
 from cudaup.install.store import Store
+from cudaup.util.cachedir import CacheLayout
+from cudaup.util.faults import cache_place
+from cudaup.util.locks import locked
+from cudaup.util.paths import make_directory
 from tests.faultserver import Fault, FaultServer
 from tests.install.served import CUDART, make_wheel, serve_pypi
 
@@ -136,3 +141,41 @@ def test_a_release_already_installed_gets_no_head_start(
     again = install("13.0.1", CUDART_ONLY, settings=settings, store=home)
     assert again.skipped
     assert len(fault_server.requests(wheel_path("13.0.88"))) == before
+
+
+def test_a_cache_a_prune_holds_gets_no_head_start(
+    fault_server: FaultServer, home: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A head start never waits for the cache's lock: while `cache prune` holds it, the
+    offer opens nothing (no wheel is fetched ahead), and the install's staging waits for
+    the prune as before."""
+    url = serve_pypi(fault_server, "13.0.1", make_wheel("nvidia-cuda-runtime", "13.0.88", CUDART))
+    cache = tmp_path / "cache"
+    make_directory(tmp_path, cache.name)
+    tried = threading.Event()
+    opened: list[object] = []
+    real = HeadStart._open
+
+    def open_stager(self: HeadStart) -> object:
+        try:
+            opened.append(real(self))
+            return opened[-1]
+        finally:
+            tried.set()
+
+    monkeypatch.setattr(HeadStart, "_open", open_stager)
+    lock = CacheLayout(cache).unpacked_lock
+    with locked(lock, busy="pruning", wait=5, place=cache_place(cache), exclusive=True):
+        done: list[object] = []
+        settings = Settings.from_env(pypi_url=url)
+        worker = threading.Thread(
+            target=lambda: done.append(
+                install("13.0.1", CUDART_ONLY, settings=settings, store=home)
+            )
+        )
+        worker.start()
+        assert tried.wait(10), "the forecast wheel was never offered, or its offer waited"
+        assert opened == [None], "a head start began while a prune held the cache"
+    worker.join(30)
+    assert done and (home.toolkit_dir("13.0.1") / "lib" / "libcudart.so.13").is_file()
+    assert fault_server.requests(wheel_path("13.0.88")), "staging fetched it, once free"
