@@ -460,12 +460,15 @@ class Resolver:
                 continue
             wanted = Requirement(f"{project}=={shipped}.*")
 
-            def read(page: Future[list[DistFile]], wanted: Requirement = wanted) -> None:
+            def read(
+                page: Future[list[DistFile]],
+                wanted: Requirement = wanted,
+                component: str = component,
+            ) -> None:
                 if page.cancelled() or page.exception() is not None:
                     return
                 wheel = choose_wheel(page.result(), wanted, platform)
                 if wheel is not None:
-                    component = comp.component_of_project(wanted.name)
                     offer(label, wheel_artifact(wheel, component, platform, ()))
 
             page.add_done_callback(read)
