@@ -778,6 +778,22 @@ def test_a_meta_packages_children_are_read_all_at_once(
     assert len(met) == len(children) and all(met), met
 
 
+def test_a_page_uv_read_through_the_memo_is_not_asked_for_again(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """A meta-package's child is no request: the read-back needs its page to find its
+    wheel.  uv read that page through the plan's memo for this very resolution, so the
+    read-back takes it from there (a cold `vllm flashinfer-python` asked numpy's 1.9 MB
+    page again: 0.3 s on the read-back's longest chain)."""
+    build(index_server)
+    library = shared_object(["libc.so.6"], "kid_ops.so", code=16 * 1024)
+    index_server.add("pypi", *wheel("kid", "1.0", shared={"kid/kid_ops.so": library}))
+    index_server.add("pypi", *wheel("meta", "1.0", ["kid"], tag="py3-none-any"))
+    result = plan(index_server, tmp_path, ["meta"], only=("pypi",))
+    assert {p.name for p in result.packages} == {"meta"}
+    assert len(index_server.requests("/pypi/kid/")) == 1
+
+
 def test_lines_are_resolved_two_at_a_time(
     world: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -517,7 +517,11 @@ class LineResolver:
         if first:
             try:
                 index = Index(url, {"": url}, ("*",))
-                fetched = fetch_pages(self.http, [(index, "", package.name)], self.settings.workers)
+                # uv read it through the memo for this very resolution: not asked again
+                memo = self.runner.memo
+                read = memo.page_read if memo is not None else None
+                wanted = [(index, "", package.name)]
+                fetched = fetch_pages(self.http, wanted, self.settings.workers, read)
                 self.keep(fetched)
                 reading.set_result(fetched[0])
             except BaseException as exc:

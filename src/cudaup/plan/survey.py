@@ -9,7 +9,7 @@ does not have the project", an answer; any other failure leaves the index
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -20,7 +20,7 @@ from packaging.version import Version
 from cudaup.core.platforms import Platform, describe
 from cudaup.core.wheels import tag_rank, wheel_fits, wheel_name
 from cudaup.errors import NetworkError, PackageNotFoundError, RemoteFileMissingError
-from cudaup.net.http import HttpClient
+from cudaup.net.http import HttpClient, Response
 from cudaup.plan.indexes import Index
 from cudaup.resolve.pypi import DistFile, PackageIndex, files_of_version
 from cudaup.util.parallel import map_concurrently
@@ -50,15 +50,21 @@ class Page:
 
 
 def fetch_pages(
-    http: HttpClient, wanted: Sequence[tuple[Index, str, str]], workers: int
+    http: HttpClient,
+    wanted: Sequence[tuple[Index, str, str]],
+    workers: int,
+    read: Callable[[str], Response | None] | None = None,
 ) -> list[Page]:
-    """Pages for (index, tag, project) triples; unreachable ones are returned, not raised."""
+    """Pages for (index, tag, project) triples; unreachable ones are returned, not raised.
+    ``read``: a page read a moment ago by its URL (the plan's index memo), if it was."""
 
     def fetch(item: tuple[Index, str, str]) -> Page:
         index, tag, project = item
         url = index.urls[tag]
         try:
-            files = PackageIndex(http, url).files(project)
+            source = PackageIndex(http, url)
+            found = read(source.project_url(project)) if read is not None else None
+            files = source.files(project, found)
         except RemoteFileMissingError:
             return Page(index.name, tag, url, project, None)
         except NetworkError as exc:

@@ -47,7 +47,7 @@ from cudaup.errors import (
     RemoteFileMissingError,
     SourceFormatError,
 )
-from cudaup.net.http import HttpClient
+from cudaup.net.http import HttpClient, Response
 from cudaup.net.ranged_file import RangedFile, wheel_archive
 
 if TYPE_CHECKING:  # read where a wheel's metadata or an HTML page is: a warm plan reads none
@@ -398,9 +398,17 @@ class PackageIndex:
     def project_url(self, project: str) -> str:
         return f"{self.index_url}/{canonicalize_name(project)}/"
 
-    def files(self, project: str) -> list[DistFile]:
+    def files(self, project: str, read: Response | None = None) -> list[DistFile]:
+        """``project``'s files; ``read``: its page as this client read it a moment ago (a
+        plan's index memo, for uv), used as if asked now, and cached as that would be."""
         url = self.project_url(project)
-        response = self.http.get(url, cache="index", accept=ACCEPT)
+        if read is not None and read.status == 200:
+            response = read
+            validators = {k.lower(): v for k, v in read.headers.items()}
+            etag, modified = validators.get("etag"), validators.get("last-modified")
+            self.http.cache.store(url, 200, etag, modified, read.body)
+        else:
+            response = self.http.get(url, cache="index", accept=ACCEPT)
         if response.status == 404:
             raise RemoteFileMissingError(
                 f"the index {self.index_url} has no project {project!r}", url, 404
