@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 from cudaup.core.model import Artifact
 from cudaup.download import Progress
 from cudaup.download.api import MAX_CONNECTIONS_PER_HOST
-from cudaup.errors import CudaupError
-from cudaup.net.http import HttpClient
+from cudaup.net.http import HttpClient, log
 from cudaup.util.cachedir import using as using_cache
 from cudaup.util.faults import Place, cache_place
 
@@ -83,7 +82,8 @@ class HeadStart:
             if release not in self._verdicts:
                 try:
                     self._verdicts[release] = self.may_stage(release)
-                except (CudaupError, OSError):
+                except Exception:  # staging runs the same checks, and says what failed
+                    log.info("head start: none for CUDA %s", release, exc_info=True)
                     self._verdicts[release] = False
             key = artifact.sha256
             if self._closed or not self._verdicts[release] or key is None:
@@ -113,8 +113,8 @@ class HeadStart:
                 progress=self.progress,
                 ahead=self,
             )
-        except (CudaupError, OSError):
-            pass
+        except Exception:  # staging prepares the same cache, and says what failed
+            log.info("head start: the cache %s is not used", self.cache_root, exc_info=True)
         if stager is None:
             self._held.close()
             self._closed = True
