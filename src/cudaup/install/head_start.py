@@ -21,7 +21,6 @@ says why, as it would have.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,7 +41,6 @@ if TYPE_CHECKING:  # unpack_cache hands its stager to this module and takes from
 
     Unpacked = tuple[CacheEntry, tuple[TreeManifest, bool] | None]
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: Archives unpacked ahead side by side: each as its page arrives, whatever its size.
 AT_ONCE = 8
 
@@ -85,10 +83,8 @@ class HeadStart:
                 except Exception:  # staging runs the same checks, and says what failed
                     log.info("head start: none for CUDA %s", release, exc_info=True)
                     self._verdicts[release] = False
-            key = artifact.sha256
-            if self._closed or not self._verdicts[release] or key is None:
-                return
-            if not _SHA256.match(key) or key in self._jobs:
+            key = artifact.sha256  # checked where it names the entry (_Stager._entry)
+            if self._closed or not self._verdicts[release] or key is None or key in self._jobs:
                 return
             stager = self._stager or self._open()
             if stager is None:

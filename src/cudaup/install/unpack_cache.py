@@ -300,9 +300,7 @@ class _Stager:
         key = artifact.sha256
         if self.refusal is not None or key is None:
             return self._private(artifact, part)
-        if not _SHA256.match(key):
-            raise IntegrityError(f"{artifact.filename}: its sha256 {key!r} is not 64 hex digits")
-        entry = CacheEntry(inside(self.root, key), key)
+        entry = self._entry(artifact, key)
         unpacked_now = False
         problem = ""
         # The tree this process just unpacked and published: its manifest is in memory and
@@ -392,10 +390,16 @@ class _Stager:
     ) -> tuple[CacheEntry, tuple[TreeManifest, bool] | None]:
         """A head start's work (:class:`HeadStart`): unpack ``artifact`` into the cache
         unless its entry is there (the install's staging loads and checks that one, once)."""
-        entry = CacheEntry(inside(self.root, key), key)
+        entry = self._entry(artifact, key)
         if os.path.lexists(entry.path):
             return entry, None
         return entry, self._unpack_into_cache(artifact, entry)
+
+    def _entry(self, artifact: Artifact, key: str) -> CacheEntry:
+        """The cache entry of the archive whose sha256 is ``key``, named by it alone."""
+        if not _SHA256.match(key):
+            raise IntegrityError(f"{artifact.filename}: its sha256 {key!r} is not 64 hex digits")
+        return CacheEntry(inside(self.root, key), key)
 
     def _unpack_into_cache(
         self, artifact: Artifact, entry: CacheEntry
