@@ -357,7 +357,7 @@ def install(
 
         def may_stage(release: str) -> bool:  # as materialize would: nothing there, driver fits
             check_driver(release, driver, options.force, [])
-            return not (options.prefix or store.toolkit_dir(release)).exists()
+            return not _destination(options, store, release).exists()
 
         places = _places(settings, store, options.prefix)
         ahead = HeadStart(
@@ -455,7 +455,7 @@ def materialize(
         )
     wanted = {a.component for a in resolution.artifacts}
     store.check_links()  # a link planted in the home is refused before anything is written
-    final = options.prefix if options.prefix is not None else store.toolkit_dir(release)
+    final = _destination(options, store, release)
     places = _places(settings, store, options.prefix)
     # A write refused or a disk full anywhere below the store, the prefix or the cache
     # becomes the error naming the path and the way round it (exit 14 or 10).  The
@@ -624,6 +624,11 @@ def check_tools(tree: Path, resolution: Resolution, notes: Sequence[str]) -> Non
                     "install with --channel redist"
                 )
             raise ArtifactNotFoundError(message)
+
+
+def _destination(options: InstallOptions, store: Store, release: str) -> Path:
+    """Where ``release`` is installed: the ``--prefix``, else its directory in the store."""
+    return options.prefix if options.prefix is not None else store.toolkit_dir(release)
 
 
 def _places(settings: Settings, store: Store, prefix: Path | None) -> tuple[Place, ...]:
