@@ -418,9 +418,7 @@ class HttpClient:
                 raw.release_conn()
         response = Response(str(raw.url or url), raw.status, dict(raw.headers.items()), body)
         if cache is not None and (raw.status == 200 or raw.status in {404, 410}):
-            self.cache.store(
-                url, raw.status, raw.headers.get("ETag"), raw.headers.get("Last-Modified"), body
-            )
+            self.cache.store_answer(url, raw.status, response.headers, body)
         return response
 
 

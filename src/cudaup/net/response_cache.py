@@ -30,6 +30,7 @@ import math
 import os
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -124,6 +125,13 @@ class HttpCache:
             atomic_write(meta_path, json.dumps(meta).encode())
         except (OSError, CudaupError):  # atomic_write may name the path as a CudaupError
             pass  # a read-only or full cache must never fail the command
+
+    def store_answer(self, url: str, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        """:meth:`store` an answer as it came, its validators taken from its ``headers``
+        (their names in any case): what a GET through the cache keeps, and what a plan's
+        index memo read for uv is kept as."""
+        named = {name.lower(): value for name, value in headers.items()}
+        self.store(url, status, named.get("etag"), named.get("last-modified"), body)
 
     def forget(self, url: str) -> None:
         """Drop ``url``'s answer (one its source vouches against: the next read asks)."""

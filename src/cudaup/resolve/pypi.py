@@ -404,9 +404,7 @@ class PackageIndex:
         url = self.project_url(project)
         if read is not None and read.status == 200:
             response = read
-            validators = {k.lower(): v for k, v in read.headers.items()}
-            etag, modified = validators.get("etag"), validators.get("last-modified")
-            self.http.cache.store(url, 200, etag, modified, read.body)
+            self.http.cache.store_answer(url, 200, read.headers, read.body)
         else:
             response = self.http.get(url, cache="index", accept=ACCEPT)
         if response.status == 404:
