@@ -175,6 +175,8 @@ INTERNAL_SIGNALS = {
     "client sends the request again on a new connection (http.kept_then_closed)",
     "cudaup.net.deadline.HeadersTooSlowError": "raised inside urllib3's read; the client "
     "turns it into a NetworkError naming the URL",
+    "cudaup.net.deadline.RequestStoppedError": "raised inside urllib3's getresponse; the "
+    "client turns it into a NetworkError naming the URL, not retried (http.lasting)",
 }
 
 

@@ -19,10 +19,12 @@ from cudaup.errors import CudaupError, NetworkError, SourceFormatError
 from cudaup.net.http import HttpClient
 from cudaup.plan.wheels import PREFIX_LIMIT, WheelFacts
 from cudaup.resolve.pypi import DistFile
+from cudaup.util.parallel import Stop
 from tests.plan.builders import ABI3, shared_object, wheel
 from tests.plan.pyindex import IndexServer
 
 BIG = 3 * 1024 * 1024
+WAIT = 30.0  # far past any read here: reaching it means a read was never ended
 
 
 def _file(server: IndexServer, filename: str, body: bytes, *, sha: bool = True) -> DistFile:
@@ -58,32 +60,69 @@ def test_reads_only_the_start_of_the_members(index_server: IndexServer, tmp_path
     assert len(body) > BIG and len(served) <= 4  # the tail, and one chunk per member read
 
 
-def test_a_read_stops_before_its_next_range_once_told_to(
+def test_a_stopped_read_ends_at_once_its_range_under_way_cut_off(
     index_server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A line whose search is over has its wheel reads stopped: the range under way
-    lands, no other is asked for, nothing is kept, and the error says why (the search
-    waits for its lines: an older line's read-back ran 0.3 s past 13.0's answer)."""
+    """A line whose search is over has its wheel reads stopped: the range under way is cut
+    off while the server still holds its answer (it is not sent again, though the client
+    retries and its connection was a kept one), nothing is kept, and the error says why.
+    The plan's answer waits for its lines: a warm plan waited 0.1 s, every time, for an
+    older line's range whose answer nobody wanted any more."""
     filename, body = _sgl_kernel(12)
     file = _file(index_server, filename, body)
+    other_name, other_body = _sgl_kernel(13)
+    other = _file(index_server, other_name.replace("0.3.21", "0.3.20"), other_body)
     path = f"/pypi/files/{filename}"
-    stop = threading.Event()
+    stop, asked, answer = Stop(), threading.Event(), threading.Event()
     served = index_server.handle
 
-    def stopping_after_the_tail(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
-        served(request, body)
+    def holding_the_answer(request: http.server.BaseHTTPRequestHandler, body: bool) -> None:
         if request.path == path:
-            stop.set()  # the search ends while the first range is answered
+            asked.set()
+            assert answer.wait(WAIT)  # the client must not wait for this
+        served(request, body)
 
-    monkeypatch.setattr(index_server, "handle", stopping_after_the_tail)
-    facts = _facts(tmp_path)
-    with pytest.raises(CudaupError, match="stopped: its answer is no longer wanted"):
-        facts.libraries(file, stop=stop)
-    assert len(index_server.requests(path)) == 1  # the tail, then nothing
+    monkeypatch.setattr(index_server, "handle", holding_the_answer)
+    settings = Settings.from_env(cache_dir=tmp_path / "cache")
+    http = HttpClient(settings, retries=2)
+    facts = WheelFacts(http, tmp_path / "cache" / "plan" / "wheels")
+    facts.libraries(other)  # its connection is kept: the stopped request goes over it
+    before = http.requests_sent
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            facts.libraries(file, stop=stop)
+        except BaseException as exc:  # asserted below
+            failure.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert asked.wait(WAIT)
+    stop.set()
+    reader.join(WAIT)
+    try:
+        assert not reader.is_alive(), "the read waited for the answer it no longer wanted"
+        assert len(failure) == 1 and isinstance(failure[0], CudaupError)
+        assert "stopped: its answer is no longer wanted" in str(failure[0])
+    finally:
+        answer.set()
+    assert http.requests_sent == before + 1  # not sent again
     stop.clear()
-    monkeypatch.setattr(index_server, "handle", served)
     linked = facts.libraries(file, stop=stop)  # nothing was kept: read again, whole
     assert "libcudart.so.12" in linked.libraries and linked.complete
+
+
+def test_a_read_stopped_before_it_starts_asks_for_nothing(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    filename, body = _sgl_kernel(12)
+    file = _file(index_server, filename, body)
+    stop = Stop()
+    stop.set()
+    with pytest.raises(CudaupError, match="stopped: its answer is no longer wanted"):
+        _facts(tmp_path).libraries(file, stop=stop)
+    assert index_server.requests(f"/pypi/files/{filename}") == []
 
 
 def test_a_read_opens_the_archive_from_the_end_read_already(

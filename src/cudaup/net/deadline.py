@@ -34,11 +34,14 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.wait import wait_for_read
+
+if TYPE_CHECKING:
+    from cudaup.util.parallel import Stop
 
 _current = threading.local()
 
@@ -49,6 +52,13 @@ class HeadersTooSlowError(http.client.HTTPException):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"no complete response headers in {seconds:g} s")
         self.seconds = seconds
+
+
+class RequestStoppedError(http.client.HTTPException):
+    """The request was cut off because its answer was no longer wanted (:func:`ended_by`)."""
+
+    def __init__(self) -> None:
+        super().__init__("stopped: its answer is no longer wanted")
 
 
 class StaleConnectionError(http.client.RemoteDisconnected):
@@ -80,6 +90,26 @@ def headers_within(seconds: float | None) -> contextlib.AbstractContextManager[N
     """Requests this thread sends in the block must have their headers in ``seconds``
     (None: no deadline, the caller watches them)."""
     return _for_this_thread("seconds", seconds)
+
+
+@contextlib.contextmanager
+def ended_by(stop: Stop | None) -> Iterator[None]:
+    """Requests this thread sends in the block are cut off (:func:`cut_off`) once ``stop``
+    is set, from the moment each is sent until the block ends, its answer's body read
+    included: one that waits for its headers then fails with :class:`RequestStoppedError`
+    (not retried), and a body read sees its stream end.  A range read of a line whose
+    search is over had the plan's answer wait for it, a round trip and more."""
+    if stop is None:
+        yield
+        return
+    sent: list[socket.socket] = []
+
+    def cut() -> None:
+        for sock in sent:
+            cut_off(sock)
+
+    with stop.on_set(cut), _for_this_thread("ended", (stop, sent)):
+        yield
 
 
 def when_connected(callback: Callable[[bool], None]) -> contextlib.AbstractContextManager[None]:
@@ -285,6 +315,29 @@ class _Deadline:
         return response
 
 
+class _Ended:
+    """What both connection classes add to ``getresponse``: inside :func:`ended_by`, the
+    socket is listed for the stop to cut off, and a request it cut fails as stopped."""
+
+    sock: socket.socket | None
+
+    def getresponse(self) -> Any:
+        ended: tuple[Stop, list[socket.socket]] | None = getattr(_current, "ended", None)
+        if ended is None or self.sock is None:
+            return super().getresponse()  # type: ignore[misc]
+        stop, sent = ended
+        sent.append(self.sock)
+        if stop.is_set():  # set before it was listed: its cut may have missed it
+            cut_off(self.sock)
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if stop.is_set():
+                raise RequestStoppedError from exc
+            raise
+        return response
+
+
 class _Kept:
     """What both connection classes add to ``getresponse``: a kept-alive connection that
     ends before its answer raises :class:`StaleConnectionError`."""
@@ -339,12 +392,12 @@ class _SessionTickets:
         return False
 
 
-class _Connection(_Kept, _Deadline, _Reports, urllib3.connection.HTTPConnection):
+class _Connection(_Ended, _Kept, _Deadline, _Reports, urllib3.connection.HTTPConnection):
     pass
 
 
 class _TlsConnection(
-    _SessionTickets, _Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnection
+    _SessionTickets, _Ended, _Kept, _Deadline, _Reports, urllib3.connection.HTTPSConnection
 ):
     pass
 

@@ -542,14 +542,14 @@ def lasting(
     """The error for a failure that every retry would meet again, or None if ``exc``
     may be transient: a TLS certificate that is not trusted or names another host,
     response headers longer than any real server sends (a line over 64 KiB, more than
-    100 headers: a header that never ends stops there), and headers that did not end
-    within the stall limit (:mod:`cudaup.net.deadline`)."""
+    100 headers: a header that never ends stops there), headers that did not end within
+    the stall limit, and a request its asker cut off (both: :mod:`cudaup.net.deadline`)."""
     import http.client  # noqa: PLC0415
     import ssl  # noqa: PLC0415
 
     import urllib3  # noqa: PLC0415
 
-    from cudaup.net.deadline import HeadersTooSlowError  # noqa: PLC0415
+    from cudaup.net.deadline import HeadersTooSlowError, RequestStoppedError  # noqa: PLC0415
 
     host = urlsplit(url).netloc
     for cause in _causes(exc):
@@ -565,6 +565,8 @@ def lasting(
                 f"{why}) for {url}; not retried, as it would be refused again "
                 "(SSL_CERT_FILE or SSL_CERT_DIR adds a CA you trust)"
             )
+        if isinstance(cause, RequestStoppedError):
+            return NetworkError(f"the request for {url} {cause}")
         if isinstance(cause, HeadersTooSlowError):
             return NetworkError(
                 f"the server stalled: {host} sent no complete response headers in "

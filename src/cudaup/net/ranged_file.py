@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
-from cudaup.errors import SourceFormatError
+from cudaup.errors import CudaupError, SourceFormatError
 
 if TYPE_CHECKING:  # binaries/read.py opens local wheels with wheel_archive, without urllib3
     from cudaup.net.http import HttpClient
+    from cudaup.util.parallel import Stop
 
 #: Bytes asked for by default by a read that does not continue the last one, and for
 #: the tail (which then usually holds a wheel's whole central directory).
@@ -62,13 +63,16 @@ class RangedFile(io.RawIOBase):
         chunk: int = CHUNK,
         watch: RangeWatch | None = None,
         end: tuple[int, bytes, int] | None = None,
+        stop: Stop | None = None,
     ) -> None:
         """``end``: the file's last bytes, read already from the same URL (their first
         offset, the bytes, the file's size): kept as the tail, so that opening the archive
-        asks for nothing when they hold its central directory."""
+        asks for nothing when they hold its central directory.  Once ``stop`` is set, the
+        range under way is cut off and no other is asked for: the read fails with
+        :class:`~cudaup.errors.CudaupError` saying its answer is no longer wanted."""
         super().__init__()
         self._http, self.url, self._pos = http, url, 0
-        self._watch = watch
+        self._watch, self._stop = watch, stop
         self.fetched = 0
         #: The ranges kept: the tail (the central directory) and the latest one read.
         self._tail = (0, b"")
@@ -183,16 +187,30 @@ class RangedFile(io.RawIOBase):
         """Bytes ``start..last`` (inclusive), or the file's last ``last`` bytes when ``start``
         is None; with the offset they start at."""
         spec = f"bytes=-{last}" if start is None else f"bytes={start}-{last}"
+        self._check_stop()
         landed = self._watch(start, last) if self._watch is not None else None
         answer: tuple[int, bytes, int] | None = None
         try:
             answer = self._checked(start, last, spec)
             return answer[:2]
+        except Exception:
+            self._check_stop()  # cut off: that, not how the cut looked, is why it failed
+            raise
         finally:
             if landed is not None:
                 landed(answer)
 
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise CudaupError(f"the read of {self.url} stopped: its answer is no longer wanted")
+
     def _checked(self, start: int | None, last: int, spec: str) -> tuple[int, bytes, int]:
+        from cudaup.net.deadline import ended_by  # noqa: PLC0415 - see the imports
+
+        with ended_by(self._stop):
+            return self._answered(start, last, spec)
+
+    def _answered(self, start: int | None, last: int, spec: str) -> tuple[int, bytes, int]:
         raw = self._http.open("GET", self.url, {"Range": spec})
         done = False
         try:

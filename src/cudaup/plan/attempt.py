@@ -63,7 +63,7 @@ from cudaup.plan.uv import (
 )
 from cudaup.plan.window import Turn
 from cudaup.resolve.pypi import DistFile, PackageIndex
-from cudaup.util.parallel import map_concurrently
+from cudaup.util.parallel import Stop, map_concurrently
 
 if TYPE_CHECKING:
     from cudaup.plan.planner import Planner
@@ -131,7 +131,7 @@ class LineResolver:
         self.preferences: tuple[str, ...] = ()
         #: ``--pre``: the resolver may take pre-releases.
         self.pre = False
-        self.cancel = threading.Event()
+        self.cancel = Stop()  # a stopped line's range reads are cut off at once
         self._lock = threading.Lock()
         self._serial = 0
         self._unasked: dict[tuple[str, str], Future[Page]] = {}

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudaup.errors import CudaupError, SourceFormatError
+from cudaup.errors import SourceFormatError
 from cudaup.net.http import HttpClient
-from cudaup.net.ranged_file import RangedFile, RangeWatch, wheel_archive
+from cudaup.net.ranged_file import RangedFile, wheel_archive
 from cudaup.plan.lines import (
     Evidence,
     declared_evidence,
@@ -48,6 +48,7 @@ from cudaup.util.atomic import atomic_write
 
 if TYPE_CHECKING:  # the ELF reader loads where a wheel is read: a warm plan reads none
     from cudaup.plan.elf import Layout
+    from cudaup.util.parallel import Stop
 
 SCHEMA = 4
 #: At most this many extension modules are read per wheel, and this much of each, inflated.
@@ -185,15 +186,16 @@ class WheelFacts:
         *,
         through: bool = False,
         read: Callable[[str], tuple[int, bytes, int] | None] | None = None,
-        stop: threading.Event | None = None,
+        stop: Stop | None = None,
     ) -> LinkedLibraries:
         """Every CUDA signal ``file`` (a wheel) carries.  When its small objects name no
         CUDA library, the libraries auditwheel bundled beside them (but CPU ones) are
         read through for the ones they load by name; ``through``: its larger objects too
         (a request's own wheel).  ``read``: where the file's end may have been read
         already (the plan's index memo, for uv: ``ReadAhead.end_of``), asked only when
-        the facts are not kept.  Once ``stop`` is set no more range is asked for: the read
-        ends with :class:`~cudaup.errors.CudaupError`, and nothing is kept of it."""
+        the facts are not kept.  Once ``stop`` is set the range under way is cut off and no
+        other is asked for: the read ends with :class:`~cudaup.errors.CudaupError`, and
+        nothing is kept of it."""
         kind = "libraries-through" if through else "libraries"
         key = self._key(file, kind)
         with self._lock(key):
@@ -201,7 +203,7 @@ class WheelFacts:
             if fact is not None and (known := _linked(fact)) is not None:
                 return known
             end = read(file.url) if read is not None else None
-            ranged = RangedFile(self.http, file.url, end=end, watch=_until(stop, file.url))
+            ranged = RangedFile(self.http, file.url, end=end, stop=stop)
             with wheel_archive(ranged, file.url) as archive:
                 linked = _LibraryReader(ranged, archive, through=through).read()
             self._remember(
@@ -220,19 +222,6 @@ class WheelFacts:
                 },
             )
             return linked
-
-
-def _until(stop: threading.Event | None, url: str) -> RangeWatch | None:
-    """A watch on the range reads of ``url`` that ends them once ``stop`` is set."""
-    if stop is None:
-        return None
-
-    def watch(start: int | None, last: int) -> Callable[[tuple[int, bytes, int] | None], None]:
-        if stop.is_set():
-            raise CudaupError(f"the read of {url} stopped: its answer is no longer wanted")
-        return lambda answer: None
-
-    return watch
 
 
 def _strings(value: object) -> list[str] | None:

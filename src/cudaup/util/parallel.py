@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,39 @@ def usable_cpus() -> int:
 
 class CancelledError(Exception):
     """Work stopped because other work failed or the user pressed Ctrl-C."""
+
+
+class Stop(threading.Event):
+    """An event that also runs, once set, what is waiting on it (:meth:`on_set`): work
+    blocked where no check reaches it (a read waiting on a connection) ends then, not when
+    its answer comes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: dict[int, Callable[[], None]] = {}
+        self._keys = itertools.count()
+        self._guard = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._guard:  # held: a block that ends meanwhile waits, so none runs after it
+            for action in self._waiting.values():  # in the setter's thread: quick ones
+                action()
+
+    @contextlib.contextmanager
+    def on_set(self, action: Callable[[], None]) -> Iterator[None]:
+        """``action()`` runs when the event is set during the block (at once if it is set
+        already; it may then run twice), never after the block."""
+        with self._guard:
+            key = next(self._keys)
+            self._waiting[key] = action
+        try:
+            if self.is_set():
+                action()
+            yield
+        finally:
+            with self._guard:
+                del self._waiting[key]
 
 
 def check(cancel: threading.Event | None) -> None:
