@@ -291,7 +291,7 @@ def test_a_far_metadata_is_read_ahead_then_each_later_tail_holds_it(
         assert int(ranges[0].removeprefix("bytes=-")) > FILLER
     # Each version keeps its last 64 KiB and its member (with SLACK): ~130 KiB.  The
     # eight tails read long, each held whole, would be more than 8 * FILLER.
-    assert memo.held_ahead < 8 * FILLER, memo.held_ahead
+    assert memo.ahead.held < 8 * FILLER, memo.ahead.held
 
 
 def test_a_walk_through_large_wheels_is_left_to_uv(

@@ -125,6 +125,47 @@ def test_a_read_stopped_before_it_starts_asks_for_nothing(
     assert index_server.requests(f"/pypi/files/{filename}") == []
 
 
+def test_a_read_waits_for_its_turn_only_to_fetch_and_holds_no_lock_meanwhile(
+    index_server: IndexServer, tmp_path: Path
+) -> None:
+    """An older line's read waits for its turn before it goes to the network
+    (``before_fetch``), never for facts that are kept, and without the wheel's lock: a newer
+    line reading the same wheel meanwhile is not kept waiting, and the waiting read then
+    finds its facts."""
+    filename, body = _sgl_kernel(12)
+    file = _file(index_server, filename, body)
+    path = f"/pypi/files/{filename}"
+    facts = _facts(tmp_path)
+    waiting, go = threading.Event(), threading.Event()
+    found: list[object] = []
+
+    def turn() -> None:
+        waiting.set()
+        assert go.wait(WAIT)
+
+    older = threading.Thread(
+        target=lambda: found.append(facts.libraries(file, through=True, before_fetch=turn)),
+        daemon=True,
+    )
+    older.start()
+    assert waiting.wait(WAIT)
+    read: list[object] = []  # the older one waits for its turn meanwhile
+    newer = threading.Thread(
+        target=lambda: read.append(facts.libraries(file, through=True)), daemon=True
+    )
+    newer.start()
+    newer.join(WAIT)
+    go.set()
+    assert read, "the newer line's read waited for the older line's turn"
+    served = len(index_server.requests(path))
+    older.join(WAIT)
+    assert found == read and "libcudart.so.12" in getattr(read[0], "libraries", ())
+    assert len(index_server.requests(path)) == served  # found read, not read again
+    asked: list[bool] = []
+    facts.libraries(file, through=True, before_fetch=lambda: asked.append(True))
+    assert asked == []  # kept: no turn to wait for
+
+
 def test_a_read_opens_the_archive_from_the_end_read_already(
     index_server: IndexServer, tmp_path: Path
 ) -> None:

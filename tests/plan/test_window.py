@@ -28,17 +28,19 @@ def ended(*, ok: bool) -> Future[Ended]:
 
 
 class Waiter(threading.Thread):
-    """``gate.wait(line)`` in a thread of its own; what it ended with."""
+    """``gate.wait(line)`` (``fetch``: ``gate.before_fetch(line)``) in a thread of its own;
+    what it ended with."""
 
-    def __init__(self, gate: UvGate, line: tuple[int, int]) -> None:
+    def __init__(self, gate: UvGate, line: tuple[int, int], *, fetch: bool = False) -> None:
         super().__init__(daemon=True)
         self.gate, self.line = gate, line
+        self.waits = gate.before_fetch if fetch else gate.wait
         self.error: BaseException | None = None
         self.returned = threading.Event()
 
     def run(self) -> None:
         try:
-            self.gate.wait(self.line)
+            self.waits(self.line)
         except BaseException as exc:
             self.error = exc
         self.returned.set()
@@ -141,3 +143,69 @@ def test_quiet_waits_while_any_line_is_reading() -> None:
     cancelled.wake()
     waiting.join(30)
     assert not waiting.is_alive()
+
+
+def test_an_older_lines_fetch_waits_while_a_newer_line_reads_what_is_kept() -> None:
+    """A newer line reading back from kept facts answers in milliseconds (a warm plan):
+    an older line's wheel read over the network waits for it, until it reads over the
+    network itself (and so may take long), or stops reading.  A newer line never waits."""
+    gate = UvGate(threading.Event())
+    newer = gate.turn(NEWER)
+    gate.turn(LINE)
+    older = Waiter(gate, LINE, fetch=True)
+    older.start()
+    assert not older.returned.wait(0.2)  # held: 13.0 answers from what it kept
+    newer.before_fetch()  # 13.0 reads a wheel over the network: returns at once
+    assert older.returned.wait(30) and older.error is None
+    oldest = Waiter(gate, OLDER, fetch=True)  # 12.8 fetches: 12.6 waits for neither
+    oldest.start()
+    assert oldest.returned.wait(30) and oldest.error is None
+
+
+def test_an_older_lines_fetch_goes_on_when_the_newer_line_answers_or_fails() -> None:
+    gate = UvGate(threading.Event())
+    newer = gate.turn(NEWER)
+    older = Waiter(gate, LINE, fetch=True)
+    older.start()
+    assert not older.returned.wait(0.2)
+    newer.done(ended(ok=False))
+    assert older.returned.wait(30) and older.error is None
+    turn = gate.turn(NEWER)
+    turn.done(ended(ok=True))  # resolved: it reads until the search weighs it
+    again = Waiter(gate, LINE, fetch=True)
+    again.start()
+    assert not again.returned.wait(0.2)
+    gate.weighed(NEWER)  # passed over: the older line's fetch goes on
+    assert again.returned.wait(30) and again.error is None
+
+
+def test_a_cancelled_search_stops_the_waiting_fetch() -> None:
+    """The newer line answered: the older line's read is never made."""
+    cancel = threading.Event()
+    gate = UvGate(cancel)
+    gate.turn(NEWER)
+    older = Waiter(gate, LINE, fetch=True)
+    older.start()
+    assert not older.returned.wait(0.2)
+    cancel.set()
+    gate.wake()
+    assert older.returned.wait(30)
+    assert isinstance(older.error, CudaupError)
+
+
+def test_an_older_lines_fetch_waits_for_no_line_that_resolved_afresh() -> None:
+    """A cold plan's newer line reads back what uv resolved afresh, over the network too:
+    the older line's reads go on beside it."""
+    gate = UvGate(threading.Event())
+    newer = gate.turn(NEWER)
+    newer.before_uv()
+    newer.resolved(refutes=False)  # reading back again
+    older = Waiter(gate, LINE, fetch=True)
+    older.start()
+    assert older.returned.wait(30) and older.error is None
+    gate.turn(NEWER)  # the plan's next search: it starts from what is kept again
+    again = Waiter(gate, LINE, fetch=True)
+    again.start()
+    assert not again.returned.wait(0.2)
+    gate.weighed(NEWER)
+    assert again.returned.wait(30) and again.error is None

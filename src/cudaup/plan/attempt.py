@@ -91,6 +91,8 @@ class Attempt:
     pages: dict[str, tuple[DistFile, ...]] = field(default_factory=dict)
     job: CompileJob | None = None
     failure: Exclusion | None = None
+    #: the line's side of the search's gate: its read-back's fetches wait for their turn
+    turn: Turn | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -255,6 +257,7 @@ class LineResolver:
                     attempt, answer = self._round(
                         requirements, line, routed, exclusions, offline_first, turn=turn
                     )
+                attempt.turn = turn
                 if ahead is not None:
                     ahead.discard()  # used, or the read-back found more: not this round
                     ahead = None

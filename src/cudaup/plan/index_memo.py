@@ -146,11 +146,6 @@ class IndexMemo:
         return self.ahead.answered
 
     @property
-    def held_ahead(self) -> int:
-        """Bytes of wheels read ahead, held in memory for uv's ranges."""
-        return self.ahead.held
-
-    @property
     def walked_ahead(self) -> int:
         """Wheels read ahead because uv was walking their project down."""
         return self.ahead.walked

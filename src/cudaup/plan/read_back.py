@@ -184,7 +184,7 @@ def _read_deeper(
     wheel = _binary_wheel(resolver, package, attempt)
     if wheel is None:
         return None
-    linked = _libraries(resolver, wheel, through)
+    linked = _libraries(resolver, wheel, through, attempt)
     found = linked.evidence(package.name, str(package.version))
     if found is not None:
         return found
@@ -223,7 +223,9 @@ def _older_builds(
         and not is_pure(w)
     ][: CONTRADICTION_ROUNDS - 1]
     linked = map_concurrently(
-        lambda wheel: _libraries(resolver, wheel), wheels, resolver.settings.workers
+        lambda wheel: _libraries(resolver, wheel, attempt=attempt),
+        wheels,
+        resolver.settings.workers,
     )
     found = []
     for wheel, libraries in zip(wheels, linked, strict=True):
@@ -326,14 +328,25 @@ def _read_quietly(resolver: LineResolver, wheel: DistFile, through: bool) -> Non
         _libraries(resolver, wheel, through)
 
 
-def _libraries(resolver: LineResolver, wheel: DistFile, through: bool = False) -> LinkedLibraries:
+def _libraries(
+    resolver: LineResolver, wheel: DistFile, through: bool = False, attempt: Attempt | None = None
+) -> LinkedLibraries:
     """What ``wheel`` links and loads (:meth:`~cudaup.plan.wheels.WheelFacts.libraries`),
     its archive opened from the end the index memo read ahead for uv where it did: uv read
     most of the wheels a read-back reads (their METADATA), so their zip directories are in
     memory, two round trips less at the start of a chain of dependent reads (torch's 2.5 MB
     directory, vllm's 0.7 MB).  Its reads stop once the search is over: the search waits
     for every line it started, and an older line read back 0.3 s more after 13.0 had
-    answered a cold ``vllm flashinfer-python`` plan."""
+    answered a cold ``vllm flashinfer-python`` plan.  A read-back's read over the network
+    waits for its line's turn (``attempt``'s: :meth:`~cudaup.plan.window.Turn.before_fetch`);
+    the next builds, read beside a round's uv run, do not."""
     memo = resolver.runner.memo
     read = memo.ahead.end_of if memo is not None else None
-    return resolver.facts.libraries(wheel, through=through, read=read, stop=resolver.cancel)
+    turn = attempt.turn if attempt is not None else None
+    return resolver.facts.libraries(
+        wheel,
+        through=through,
+        read=read,
+        stop=resolver.cancel,
+        before_fetch=turn.before_fetch if turn is not None else None,
+    )

@@ -180,6 +180,14 @@ class WheelFacts:
             return self._locks.setdefault(key, threading.Lock())
 
     # -- facts -----------------------------------------------------------------
+    def known(self, file: DistFile, through: bool = False) -> LinkedLibraries | None:
+        """What :meth:`libraries` would answer without reading ``file``: its kept facts."""
+        kind = "libraries-through" if through else "libraries"
+        key = self._key(file, kind)
+        with self._lock(key):
+            fact = self._cached(file, kind, key)
+        return _linked(fact) if fact is not None else None
+
     def libraries(
         self,
         file: DistFile,
@@ -187,6 +195,7 @@ class WheelFacts:
         through: bool = False,
         read: Callable[[str], tuple[int, bytes, int] | None] | None = None,
         stop: Stop | None = None,
+        before_fetch: Callable[[], None] | None = None,
     ) -> LinkedLibraries:
         """Every CUDA signal ``file`` (a wheel) carries.  When its small objects name no
         CUDA library, the libraries auditwheel bundled beside them (but CPU ones) are
@@ -195,9 +204,13 @@ class WheelFacts:
         already (the plan's index memo, for uv: ``ReadAhead.end_of``), asked only when
         the facts are not kept.  Once ``stop`` is set the range under way is cut off and no
         other is asked for: the read ends with :class:`~cudaup.errors.CudaupError`, and
-        nothing is kept of it."""
+        nothing is kept of it.  ``before_fetch`` is called before the facts are read over
+        the network, when they are not kept (a line waits there for its turn), outside the
+        file's lock: another line may read the same wheel meanwhile."""
         kind = "libraries-through" if through else "libraries"
         key = self._key(file, kind)
+        if before_fetch is not None and self.known(file, through) is None:
+            before_fetch()
         with self._lock(key):
             fact = self._cached(file, kind, key)
             if fact is not None and (known := _linked(fact)) is not None:

@@ -17,7 +17,10 @@ over or starts a uv run of its own, and stop when the search is cancelled.
 What it can cost a plan that needs the older line: its fresh uv runs start once no newer
 line is reading (runs already started are not held).  Holding back the older line's
 whole attempt instead was measured worse: when the newer line then failed, the older one
-had not even read its kept answers.
+had not even read its kept answers.  Nor does an older line read a wheel over the network
+while a newer line reads from what is kept alone (kept answers and wheel facts: a warm
+plan's): it waits until that line answers, or starts a uv run or reads a wheel over the
+network itself, and so may take long (:meth:`UvGate.before_fetch`).
 
 :func:`fill` starts the search's lines, a window of them at a time, as lines end.
 """
@@ -55,10 +58,16 @@ class UvGate:
         #: to be reading, may start (:meth:`cudaup.plan.conflict.ConflictProof.after_line`)
         self.ended: Callable[[Future[Any]], None] = lambda _: None
         self._reading: set[Line] = set()
+        #: lines that read a wheel over the network (:meth:`before_fetch`) or started a
+        #: fresh uv run (:meth:`wait`) since they started: their read-backs may take long
+        #: (a cold plan's), and an older line's own wheel reads go on beside them
+        self._slow: set[Line] = set()
         self._changed = threading.Condition()
 
     def turn(self, line: Line) -> Turn:
         """``line``'s side of the gate, reading from now on (its kept answers may decide it)."""
+        with self._changed:
+            self._slow.discard(line)
         self.reading(line, True)
         return Turn(self, line)
 
@@ -90,10 +99,29 @@ class UvGate:
             while self._reading and not self.cancel.is_set():
                 self._changed.wait()
 
+    def before_fetch(self, line: Line) -> None:
+        """``line`` is about to read a wheel over the network: return when no newer line is
+        reading from what is kept alone (no fresh uv run, no wheel read over the network),
+        or raise once the search is cancelled.  Such a line answers in milliseconds, and is
+        most likely the answer: in a warm ``vllm flashinfer-python`` plan 12.8, started
+        beside 13.0, read a wheel its cold plan had left unread, and the answer waited for
+        it, every run.  From now on ``line`` counts as slow: older lines read on."""
+        with self._changed:
+            self._slow.add(line)
+            self._changed.notify_all()
+            while (
+                any(newer > line and newer not in self._slow for newer in self._reading)
+                and not self.cancel.is_set()
+            ):
+                self._changed.wait()
+        if self.cancel.is_set():
+            raise CudaupError("the search for a line was cancelled")
+
     def wait(self, line: Line) -> None:
         """Return when no line newer than ``line`` is reading; raise once cancelled."""
         with self._changed:
             self._reading.discard(line)  # it resolves again: newer lines need not wait
+            self._slow.add(line)
             self._changed.notify_all()
             while any(newer > line for newer in self._reading) and not self.cancel.is_set():
                 self._changed.wait()
@@ -117,6 +145,9 @@ class Turn:
 
     def before_uv(self) -> None:
         self.gate.wait(self.line)
+
+    def before_fetch(self) -> None:
+        self.gate.before_fetch(self.line)
 
     def held(self) -> bool:
         return self.gate.held(self.line)
