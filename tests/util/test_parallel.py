@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from cudaup.util.parallel import CancelledError, check, in_background_each, map_concurrently
+from cudaup.util.parallel import CancelledError, Stop, check, in_background_each, map_concurrently
 
 
 def test_results_come_back_in_order() -> None:
@@ -86,3 +86,18 @@ def test_in_background_each_answers_every_item_on_at_most_its_workers() -> None:
         last.set()
     assert answers[7].done() and running[0] == 0
     assert most[0] == 3
+
+
+def test_a_stop_runs_what_waits_on_it_while_it_waits_and_never_after() -> None:
+    stop, ran = Stop(), []
+    with stop.on_set(lambda: ran.append("during")):
+        assert ran == []
+        stop.set()  # in this thread: the action has run when set returns
+        assert ran == ["during"] and stop.is_set()
+    stop.clear()
+    with stop.on_set(lambda: ran.append("left")):
+        pass
+    stop.set()
+    assert ran == ["during"]  # its block had ended
+    with stop.on_set(lambda: ran.append("late")):
+        assert ran == ["during", "late"]  # set already: at once

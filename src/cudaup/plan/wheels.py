@@ -182,7 +182,7 @@ class WheelFacts:
     # -- facts -----------------------------------------------------------------
     def known(self, file: DistFile, through: bool = False) -> LinkedLibraries | None:
         """What :meth:`libraries` would answer without reading ``file``: its kept facts."""
-        kind = "libraries-through" if through else "libraries"
+        kind = _libraries_kind(through)
         key = self._key(file, kind)
         with self._lock(key):
             fact = self._cached(file, kind, key)
@@ -207,14 +207,14 @@ class WheelFacts:
         nothing is kept of it.  ``before_fetch`` is called before the facts are read over
         the network, when they are not kept (a line waits there for its turn), outside the
         file's lock: another line may read the same wheel meanwhile."""
-        kind = "libraries-through" if through else "libraries"
+        kind = _libraries_kind(through)
         key = self._key(file, kind)
         if before_fetch is not None and self.known(file, through) is None:
             before_fetch()
         with self._lock(key):
             fact = self._cached(file, kind, key)
-            if fact is not None and (known := _linked(fact)) is not None:
-                return known
+            if fact is not None and (kept := _linked(fact)) is not None:
+                return kept
             end = read(file.url) if read is not None else None
             ranged = RangedFile(self.http, file.url, end=end, stop=stop)
             with wheel_archive(ranged, file.url) as archive:
@@ -235,6 +235,11 @@ class WheelFacts:
                 },
             )
             return linked
+
+
+def _libraries_kind(through: bool) -> str:
+    """The kind a wheel's libraries are kept under: read through, or not."""
+    return "libraries-through" if through else "libraries"
 
 
 def _strings(value: object) -> list[str] | None:
