@@ -186,12 +186,15 @@ class RangedFile(io.RawIOBase):
     def _get(self, start: int | None, last: int) -> tuple[int, bytes]:
         """Bytes ``start..last`` (inclusive), or the file's last ``last`` bytes when ``start``
         is None; with the offset they start at."""
+        from cudaup.net.deadline import ended_by  # noqa: PLC0415 - see the imports
+
         spec = f"bytes=-{last}" if start is None else f"bytes={start}-{last}"
         self._check_stop()
         landed = self._watch(start, last) if self._watch is not None else None
         answer: tuple[int, bytes, int] | None = None
         try:
-            answer = self._checked(start, last, spec)
+            with ended_by(self._stop):
+                answer = self._checked(start, last, spec)
             return answer[:2]
         except Exception:
             self._check_stop()  # cut off: that, not how the cut looked, is why it failed
@@ -205,12 +208,6 @@ class RangedFile(io.RawIOBase):
             raise CudaupError(f"the read of {self.url} stopped: its answer is no longer wanted")
 
     def _checked(self, start: int | None, last: int, spec: str) -> tuple[int, bytes, int]:
-        from cudaup.net.deadline import ended_by  # noqa: PLC0415 - see the imports
-
-        with ended_by(self._stop):
-            return self._answered(start, last, spec)
-
-    def _answered(self, start: int | None, last: int, spec: str) -> tuple[int, bytes, int]:
         raw = self._http.open("GET", self.url, {"Range": spec})
         done = False
         try:

@@ -207,10 +207,13 @@ class WheelFacts:
         nothing is kept of it.  ``before_fetch`` is called before the facts are read over
         the network, when they are not kept (a line waits there for its turn), outside the
         file's lock: another line may read the same wheel meanwhile."""
+        if before_fetch is not None:
+            kept = self.known(file, through)
+            if kept is not None:
+                return kept
+            before_fetch()
         kind = _libraries_kind(through)
         key = self._key(file, kind)
-        if before_fetch is not None and self.known(file, through) is None:
-            before_fetch()
         with self._lock(key):
             fact = self._cached(file, kind, key)
             if fact is not None and (kept := _linked(fact)) is not None:
