@@ -95,11 +95,13 @@ def test_a_line_that_resolves_again_holds_no_one_back() -> None:
     assert older.returned.wait(30) and older.error is None
 
 
-def test_a_cancelled_search_stops_the_waiting_line() -> None:
+@pytest.mark.parametrize("fetch", [False, True], ids=["uv run", "fetch"])
+def test_a_cancelled_search_stops_the_waiting_line(fetch: bool) -> None:
+    """The newer line answered: the older line's uv run, or its wheel read, is never made."""
     cancel = threading.Event()
     gate = UvGate(cancel)
     gate.turn(NEWER).resolved(refutes=False)
-    older = Waiter(gate, LINE)
+    older = Waiter(gate, LINE, fetch=fetch)
     older.start()
     assert not older.returned.wait(0.2)
     cancel.set()
@@ -107,7 +109,7 @@ def test_a_cancelled_search_stops_the_waiting_line() -> None:
     assert older.returned.wait(30)
     assert isinstance(older.error, CudaupError)
     with pytest.raises(CudaupError, match="cancelled"):
-        gate.wait(LINE)
+        older.waits(LINE)
 
 
 def test_a_line_reads_from_its_start_until_it_starts_a_uv_run() -> None:
@@ -177,20 +179,6 @@ def test_an_older_lines_fetch_goes_on_when_the_newer_line_answers_or_fails() -> 
     assert not again.returned.wait(0.2)
     gate.weighed(NEWER)  # passed over: the older line's fetch goes on
     assert again.returned.wait(30) and again.error is None
-
-
-def test_a_cancelled_search_stops_the_waiting_fetch() -> None:
-    """The newer line answered: the older line's read is never made."""
-    cancel = threading.Event()
-    gate = UvGate(cancel)
-    gate.turn(NEWER)
-    older = Waiter(gate, LINE, fetch=True)
-    older.start()
-    assert not older.returned.wait(0.2)
-    cancel.set()
-    gate.wake()
-    assert older.returned.wait(30)
-    assert isinstance(older.error, CudaupError)
 
 
 def test_an_older_lines_fetch_waits_for_no_line_that_resolved_afresh() -> None:
